@@ -1,0 +1,22 @@
+/* amk-cpu-ops-private.h: the plain reference implementation of every opcode.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include "amk-program-private.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  guint8              *data;
+  const AmkBufferInfo *info;
+} AmkCpuBuffer;
+
+/* Runs one verified instruction. Returns AMK_ABORT_CODE_NONE, or why it aborted with
+ * *detail set (TRAP: its code). */
+AmkAbortCode amk_cpu_op_run (const amk_instruction_t *ins,
+                             AmkCpuBuffer            *buffers,
+                             gint                    *detail);
+
+G_END_DECLS

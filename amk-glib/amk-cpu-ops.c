@@ -1,0 +1,86 @@
+/* amk-cpu-ops.c: reference implementations of the utility ops. Obviously correct
+ * before fast: one element at a time, floats through fp32 with round-to-nearest-even
+ * stores, integers with wrapping arithmetic, like the GPU.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "amk-cpu-ops-private.h"
+#include "amk-dtype-private.h"
+
+static void
+op_copy (const amk_instruction_t *ins, AmkCpuBuffer *b)
+{
+  AmkCpuBuffer *dst = &b[ins->buffers[0]], *src = &b[ins->buffers[1]];
+  guint esize = amk_dtype_size (dst->info->dtype);
+
+  memmove (dst->data + (gsize) ins->params.i[0] * esize,
+           src->data + (gsize) ins->params.i[1] * esize,
+           (gsize) ins->params.i[2] * esize);
+}
+
+static void
+op_fill (const amk_instruction_t *ins, AmkCpuBuffer *b)
+{
+  AmkCpuBuffer *dst = &b[ins->buffers[0]];
+
+  for (gint32 k = 0; k < ins->params.i[1]; k++)
+    amk_dtype_store (dst->info->dtype, dst->data, (guint64) ins->params.i[0] + k, ins->params.f[2]);
+}
+
+static void
+op_add (const amk_instruction_t *ins, AmkCpuBuffer *b)
+{
+  AmkCpuBuffer *dst = &b[ins->buffers[0]], *x = &b[ins->buffers[1]], *y = &b[ins->buffers[2]];
+  AmkDType dtype = dst->info->dtype;
+  guint64 od = ins->params.i[0], ox = ins->params.i[1], oy = ins->params.i[2];
+
+  for (gint32 k = 0; k < ins->params.i[3]; k++)
+    {
+      if (dtype == AMK_DTYPE_I32)
+        {
+          guint32 u, v, w;
+          memcpy (&u, x->data + (ox + k) * 4, 4);
+          memcpy (&v, y->data + (oy + k) * 4, 4);
+          w = u + v;
+          memcpy (dst->data + (od + k) * 4, &w, 4);
+        }
+      else if (dtype == AMK_DTYPE_U8)
+        dst->data[od + k] = (guint8) (x->data[ox + k] + y->data[oy + k]);
+      else
+        amk_dtype_store (dtype, dst->data, od + k,
+                         amk_dtype_load (dtype, x->data, ox + k) +
+                         amk_dtype_load (dtype, y->data, oy + k));
+    }
+}
+
+AmkAbortCode
+amk_cpu_op_run (const amk_instruction_t *ins,
+                AmkCpuBuffer            *buffers,
+                gint                    *detail)
+{
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_NOP:
+    case AMK_ABI_OP_GRID_SYNC:
+      return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_COPY:
+      op_copy (ins, buffers);
+      return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_FILL:
+      op_fill (ins, buffers);
+      return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_ADD:
+      op_add (ins, buffers);
+      return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_TRAP:
+      *detail = ins->params.i[0];
+      return AMK_ABORT_CODE_TRAP;
+    default:
+      *detail = ins->opcode;
+      return AMK_ABORT_CODE_BAD_OPCODE;
+    }
+}

@@ -1,0 +1,1070 @@
+/* amk-launcher.c: AmkLauncher, the device side of amk: allocation, upload, the launch
+ * contract of the seed launcher, and the mapping of CUDA outcomes to GErrors. All CUDA
+ * calls go through kernels/amk-cuda.h so no CUDA type reaches this file.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <string.h>
+#include <glib/gi18n-lib.h>
+
+#include "amk-launcher.h"
+#include "amk-program-private.h"
+#include "amk-error.h"
+#include "amk-abi.h"
+#include "amk-cuda.h"
+
+/**
+ * AmkLauncher:
+ *
+ * Runs a verified [class@Amk.Program] on a CUDA device as one persistent cooperative
+ * launch of the megakernel.
+ *
+ * [method@Amk.Launcher.load] allocates and uploads the buffer table, the instructions,
+ * the queues, the counters and the scratch arena once; each
+ * [method@Amk.Launcher.launch] then only clears the counters and launches. Buffers are
+ * written and read between launches with [method@Amk.Launcher.upload] and
+ * [method@Amk.Launcher.download], or bound to memory that another library owns (a
+ * PyTorch or CuPy tensor's `data_ptr()`) with [method@Amk.Launcher.bind_buffer].
+ *
+ * The launch contract: dynamic shared memory is opted into and never above the device's
+ * per-block cap; a grid (one block per queue) larger than the co-resident blocks of the
+ * compiled kernel is refused with %AMK_LAUNCH_ERROR_REJECTED; a wait that outlives
+ * [property@Amk.Launcher:watchdog-ms] ends the launch with %AMK_LAUNCH_ERROR_TIMEOUT and
+ * a device-side abort with %AMK_LAUNCH_ERROR_ABORTED, both with a record from
+ * [method@Amk.Launcher.get_last_abort]; the launcher stays usable afterwards.
+ *
+ * Without a GPU every call that needs one fails with %AMK_LAUNCH_ERROR_NO_DEVICE; in a
+ * library built without CUDA with %AMK_LAUNCH_ERROR_UNSUPPORTED.
+ */
+
+#define MSG_LEN 512
+
+struct _AmkLauncher
+{
+  GObject parent_instance;
+
+  gint        device;
+  guint       threads_per_block;
+  guint       dynamic_shared_memory;
+  guint       watchdog_ms;
+
+  AmkProgram *program;
+  guint       n_buffers;
+  guint64    *buffer_addr;   /* device address of each buffer */
+  gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
+  amk_buffer_t *table;       /* host copy of the device buffer table */
+  guint64     d_table, d_counters, d_instructions, d_flat, d_off, d_len;
+  guint64     d_scratch, d_abort_flag, d_abort_record, d_barrier;
+
+  AmkAbortRecord last_abort;
+};
+
+enum {
+  PROP_0,
+  PROP_DEVICE,
+  PROP_THREADS_PER_BLOCK,
+  PROP_DYNAMIC_SHARED_MEMORY,
+  PROP_WATCHDOG_MS,
+  PROP_PROGRAM,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+G_DEFINE_FINAL_TYPE (AmkLauncher, amk_launcher, G_TYPE_OBJECT)
+
+static void release_device_state (AmkLauncher *self);
+
+static void
+amk_launcher_finalize (GObject *object)
+{
+  AmkLauncher *self = AMK_LAUNCHER (object);
+
+  release_device_state (self);
+  G_OBJECT_CLASS (amk_launcher_parent_class)->finalize (object);
+}
+
+static void
+amk_launcher_get_property (GObject    *object,
+                           guint       prop_id,
+                           GValue     *value,
+                           GParamSpec *pspec)
+{
+  AmkLauncher *self = AMK_LAUNCHER (object);
+
+  switch (prop_id)
+    {
+    case PROP_DEVICE:
+      g_value_set_int (value, self->device);
+      break;
+    case PROP_THREADS_PER_BLOCK:
+      g_value_set_uint (value, self->threads_per_block);
+      break;
+    case PROP_DYNAMIC_SHARED_MEMORY:
+      g_value_set_uint (value, self->dynamic_shared_memory);
+      break;
+    case PROP_WATCHDOG_MS:
+      g_value_set_uint (value, self->watchdog_ms);
+      break;
+    case PROP_PROGRAM:
+      g_value_set_object (value, self->program);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_launcher_set_property (GObject      *object,
+                           guint         prop_id,
+                           const GValue *value,
+                           GParamSpec   *pspec)
+{
+  AmkLauncher *self = AMK_LAUNCHER (object);
+
+  switch (prop_id)
+    {
+    case PROP_DEVICE:
+      self->device = g_value_get_int (value);
+      break;
+    case PROP_THREADS_PER_BLOCK:
+      amk_launcher_set_threads_per_block (self, g_value_get_uint (value));
+      break;
+    case PROP_DYNAMIC_SHARED_MEMORY:
+      amk_launcher_set_dynamic_shared_memory (self, g_value_get_uint (value));
+      break;
+    case PROP_WATCHDOG_MS:
+      amk_launcher_set_watchdog_ms (self, g_value_get_uint (value));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_launcher_class_init (AmkLauncherClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = amk_launcher_finalize;
+  object_class->get_property = amk_launcher_get_property;
+  object_class->set_property = amk_launcher_set_property;
+
+  /**
+   * AmkLauncher:device:
+   *
+   * The CUDA device index.
+   */
+  properties[PROP_DEVICE] =
+    g_param_spec_int ("device", NULL, NULL, 0, G_MAXINT, 0,
+                      G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                      G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:threads-per-block:
+   *
+   * Threads of each block of the megakernel: a multiple of 32 from 32 to 1024.
+   */
+  properties[PROP_THREADS_PER_BLOCK] =
+    g_param_spec_uint ("threads-per-block", NULL, NULL, 32, 1024, 256,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:dynamic-shared-memory:
+   *
+   * Dynamic shared memory per block in bytes; above 48 KiB it is opted into, and never
+   * above the device's per-block cap.
+   */
+  properties[PROP_DYNAMIC_SHARED_MEMORY] =
+    g_param_spec_uint ("dynamic-shared-memory", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:watchdog-ms:
+   *
+   * The longest a single wait may last on the device before the launch ends with
+   * %AMK_LAUNCH_ERROR_TIMEOUT; 0 turns the watchdog off.
+   */
+  properties[PROP_WATCHDOG_MS] =
+    g_param_spec_uint ("watchdog-ms", NULL, NULL, 0, G_MAXUINT, 10000,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:program:
+   *
+   * The program loaded on the device, or %NULL.
+   */
+  properties[PROP_PROGRAM] =
+    g_param_spec_object ("program", NULL, NULL, AMK_TYPE_PROGRAM,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+amk_launcher_init (AmkLauncher *self)
+{
+  self->threads_per_block = 256;
+  self->watchdog_ms = 10000;
+}
+
+/**
+ * amk_launcher_new:
+ * @device: the CUDA device index
+ *
+ * Makes a launcher for @device. Nothing touches the device until a call needs it.
+ *
+ * Returns: (transfer full): a new launcher
+ */
+AmkLauncher *
+amk_launcher_new (gint device)
+{
+  return g_object_new (AMK_TYPE_LAUNCHER, "device", device, NULL);
+}
+
+/**
+ * amk_launcher_get_have_cuda:
+ *
+ * Returns: whether this library was built with the CUDA megakernel
+ */
+gboolean
+amk_launcher_get_have_cuda (void)
+{
+  return AMK_HAVE_CUDA;
+}
+
+/**
+ * amk_launcher_get_device_count:
+ *
+ * Returns: the number of CUDA devices; 0 without a driver, a GPU or CUDA support
+ */
+gint
+amk_launcher_get_device_count (void)
+{
+  return amk_cuda_device_count ();
+}
+
+/**
+ * amk_launcher_get_device:
+ * @self: a launcher
+ *
+ * Returns: the CUDA device index
+ */
+gint
+amk_launcher_get_device (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+  return self->device;
+}
+
+/**
+ * amk_launcher_get_threads_per_block:
+ * @self: a launcher
+ *
+ * Returns: the threads of each block
+ */
+guint
+amk_launcher_get_threads_per_block (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+  return self->threads_per_block;
+}
+
+/**
+ * amk_launcher_set_threads_per_block:
+ * @self: a launcher
+ * @threads: a multiple of 32 from 32 to 1024
+ *
+ * Sets the threads of each block for the next launches.
+ */
+void
+amk_launcher_set_threads_per_block (AmkLauncher *self,
+                                    guint        threads)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  g_return_if_fail (threads >= 32 && threads <= 1024 && threads % 32 == 0);
+  if (self->threads_per_block == threads)
+    return;
+  self->threads_per_block = threads;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THREADS_PER_BLOCK]);
+}
+
+/**
+ * amk_launcher_get_dynamic_shared_memory:
+ * @self: a launcher
+ *
+ * Returns: the dynamic shared memory per block in bytes
+ */
+guint
+amk_launcher_get_dynamic_shared_memory (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+  return self->dynamic_shared_memory;
+}
+
+/**
+ * amk_launcher_set_dynamic_shared_memory:
+ * @self: a launcher
+ * @bytes: dynamic shared memory per block
+ *
+ * Sets the dynamic shared memory of the next launches; a size above the device's cap
+ * makes them fail with %AMK_LAUNCH_ERROR_REJECTED.
+ */
+void
+amk_launcher_set_dynamic_shared_memory (AmkLauncher *self,
+                                        guint        bytes)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  if (self->dynamic_shared_memory == bytes)
+    return;
+  self->dynamic_shared_memory = bytes;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
+}
+
+/**
+ * amk_launcher_get_watchdog_ms:
+ * @self: a launcher
+ *
+ * Returns: the watchdog budget of one wait in milliseconds, 0 when off
+ */
+guint
+amk_launcher_get_watchdog_ms (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+  return self->watchdog_ms;
+}
+
+/**
+ * amk_launcher_set_watchdog_ms:
+ * @self: a launcher
+ * @ms: the budget of one wait in milliseconds, 0 for none
+ *
+ * Sets the device watchdog of the next launches.
+ */
+void
+amk_launcher_set_watchdog_ms (AmkLauncher *self,
+                              guint        ms)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  if (self->watchdog_ms == ms)
+    return;
+  self->watchdog_ms = ms;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_WATCHDOG_MS]);
+}
+
+/**
+ * amk_launcher_get_program:
+ * @self: a launcher
+ *
+ * Returns: (transfer none) (nullable): the loaded program
+ */
+AmkProgram *
+amk_launcher_get_program (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+  return self->program;
+}
+
+/**
+ * amk_launcher_struct_sizes:
+ * @self: a launcher
+ *
+ * The same as [func@Amk.struct_sizes_get]: the ABI as this library was compiled.
+ *
+ * Returns: (transfer full): the sizes
+ */
+AmkStructSizes *
+amk_launcher_struct_sizes (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+  return amk_struct_sizes_get ();
+}
+
+/**
+ * amk_launcher_get_last_abort:
+ * @self: a launcher
+ *
+ * Returns: (transfer full) (nullable): the device's abort record of the last launch
+ *   that ended with %AMK_LAUNCH_ERROR_TIMEOUT or %AMK_LAUNCH_ERROR_ABORTED, or %NULL
+ *   if the last launch was not aborted
+ */
+AmkAbortRecord *
+amk_launcher_get_last_abort (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+  if (self->last_abort.code == AMK_ABORT_CODE_NONE)
+    return NULL;
+  return amk_abort_record_copy (&self->last_abort);
+}
+
+/* Maps a failed amk-cuda.h call to the launcher's error domain. */
+static gboolean
+cuda_error (amk_cuda_status status, const char *msg, GError **error)
+{
+  static const AmkLaunchError codes[] = {
+    [AMK_CUDA_NO_DEVICE] = AMK_LAUNCH_ERROR_NO_DEVICE,
+    [AMK_CUDA_REJECTED] = AMK_LAUNCH_ERROR_REJECTED,
+    [AMK_CUDA_TIMEOUT] = AMK_LAUNCH_ERROR_TIMEOUT,
+    [AMK_CUDA_ABORTED] = AMK_LAUNCH_ERROR_ABORTED,
+    [AMK_CUDA_FAILED] = AMK_LAUNCH_ERROR_FAILED,
+  };
+
+  if (status == AMK_CUDA_OK)
+    return TRUE;
+  if (status == AMK_CUDA_CANCELLED)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, _("The launch was cancelled: %s"), msg);
+      return FALSE;
+    }
+  switch (codes[status])
+    {
+    case AMK_LAUNCH_ERROR_NO_DEVICE:
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_NO_DEVICE,
+                   _("No usable CUDA device: %s. Use the CPU executor (Amk.CpuExecutor) on this machine."), msg);
+      break;
+    case AMK_LAUNCH_ERROR_REJECTED:
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_REJECTED,
+                   _("The launch was refused: %s. Use fewer queues, fewer threads or less shared memory."), msg);
+      break;
+    case AMK_LAUNCH_ERROR_TIMEOUT:
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT,
+                   _("The launch timed out: %s"), msg);
+      break;
+    case AMK_LAUNCH_ERROR_ABORTED:
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED,
+                   _("The device aborted the launch: %s"), msg);
+      break;
+    default:
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_FAILED,
+                   _("CUDA failed: %s"), msg);
+      break;
+    }
+  return FALSE;
+}
+
+/* Every call that needs the GPU starts here. */
+static gboolean
+require_device (AmkLauncher *self, GError **error)
+{
+  gint count;
+
+  if (!amk_launcher_get_have_cuda ())
+    {
+      g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
+                           _("This amk-glib was built without CUDA; rebuild it with nvcc (meson -Dcuda=enabled) or use the CPU executor"));
+      return FALSE;
+    }
+  count = amk_cuda_device_count ();
+  if (self->device >= count)
+    {
+      if (count == 0)
+        g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_NO_DEVICE,
+                             _("No CUDA device is present (no GPU or no driver); use the CPU executor (Amk.CpuExecutor) on this machine"));
+      else
+        g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_NO_DEVICE,
+                     _("CUDA device %d does not exist; this machine has %d"), self->device, count);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+require_program (AmkLauncher *self, GError **error)
+{
+  if (!require_device (self, error))
+    return FALSE;
+  if (self->program == NULL)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
+                           _("No program is loaded; call amk_launcher_load() first"));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * amk_launcher_get_device_name:
+ * @self: a launcher
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full): the device's name, e.g. "NVIDIA H200", or %NULL with @error set
+ */
+char *
+amk_launcher_get_device_name (AmkLauncher  *self,
+                              GError      **error)
+{
+  char name[256] = "", msg[MSG_LEN] = "";
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+
+  if (!require_device (self, error) ||
+      !cuda_error (amk_cuda_device_name (self->device, name, sizeof name, msg, sizeof msg), msg, error))
+    return NULL;
+  return g_strdup (name);
+}
+
+/**
+ * amk_launcher_supports_cooperative:
+ * @self: a launcher
+ * @error: return location for a #GError
+ *
+ * Asks the driver whether the device can launch cooperative kernels, which the
+ * megakernel needs.
+ *
+ * Returns: whether cooperative launches are supported; %FALSE with @error set on failure
+ */
+gboolean
+amk_launcher_supports_cooperative (AmkLauncher  *self,
+                                   GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  int supported = 0;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+
+  if (!require_device (self, error) ||
+      !cuda_error (amk_cuda_supports_cooperative (self->device, &supported, msg, sizeof msg), msg, error))
+    return FALSE;
+  return supported != 0;
+}
+
+/**
+ * amk_launcher_kernel_attributes:
+ * @self: a launcher
+ * @threads: threads per block
+ * @dynamic_shared_memory: dynamic shared memory per block in bytes
+ * @error: return location for a #GError
+ *
+ * Reports the compiled megakernel's resources and its occupancy at (@threads,
+ * @dynamic_shared_memory), straight from the driver.
+ *
+ * Returns: (transfer full): the attributes, or %NULL with @error set
+ */
+AmkKernelAttributes *
+amk_launcher_kernel_attributes (AmkLauncher  *self,
+                                guint         threads,
+                                guint         dynamic_shared_memory,
+                                GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  amk_cuda_attributes_t a = { 0 };
+  AmkKernelAttributes *out;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+
+  if (!require_device (self, error) ||
+      !cuda_error (amk_cuda_kernel_attributes (self->device, (int) threads, (int) dynamic_shared_memory,
+                                               &a, msg, sizeof msg), msg, error))
+    return NULL;
+  out = g_new0 (AmkKernelAttributes, 1);
+  *out = (AmkKernelAttributes) { a.num_regs, a.static_smem_bytes, a.local_bytes, a.max_threads,
+                                 a.const_bytes, a.blocks_per_sm, a.num_sms, a.max_grid,
+                                 a.max_dynamic_smem_optin };
+  return out;
+}
+
+/**
+ * amk_launcher_max_coresident_blocks:
+ * @self: a launcher
+ * @threads: threads per block
+ * @dynamic_shared_memory: dynamic shared memory per block in bytes
+ * @error: return location for a #GError
+ *
+ * The largest cooperative grid of the megakernel at (@threads, @dynamic_shared_memory):
+ * co-resident blocks per multiprocessor times multiprocessors. A program with more
+ * queues than this is refused.
+ *
+ * Returns: the number of blocks, or -1 with @error set
+ */
+gint64
+amk_launcher_max_coresident_blocks (AmkLauncher  *self,
+                                    guint         threads,
+                                    guint         dynamic_shared_memory,
+                                    GError      **error)
+{
+  g_autoptr(AmkKernelAttributes) a = amk_launcher_kernel_attributes (self, threads, dynamic_shared_memory, error);
+  return a != NULL ? (gint64) a->max_grid : -1;
+}
+
+/**
+ * amk_launcher_memory_info:
+ * @self: a launcher
+ * @free_bytes: (out) (optional): free device memory
+ * @total_bytes: (out) (optional): total device memory
+ * @error: return location for a #GError
+ *
+ * Asks the driver for the device's free and total memory.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_launcher_memory_info (AmkLauncher  *self,
+                          guint64      *free_bytes,
+                          guint64      *total_bytes,
+                          GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  uint64_t f = 0, t = 0;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+
+  if (!require_device (self, error) ||
+      !cuda_error (amk_cuda_mem_info (self->device, &f, &t, msg, sizeof msg), msg, error))
+    return FALSE;
+  if (free_bytes != NULL)
+    *free_bytes = f;
+  if (total_bytes != NULL)
+    *total_bytes = t;
+  return TRUE;
+}
+
+static void
+release_device_state (AmkLauncher *self)
+{
+  guint64 *singles[] = { &self->d_table, &self->d_counters, &self->d_instructions, &self->d_flat,
+                         &self->d_off, &self->d_len, &self->d_scratch, &self->d_abort_flag,
+                         &self->d_abort_record, &self->d_barrier };
+
+  for (guint b = 0; b < self->n_buffers; b++)
+    if (self->buffer_owned[b] && self->buffer_addr[b] != 0)
+      amk_cuda_free (self->device, self->buffer_addr[b]);
+  for (guint i = 0; i < G_N_ELEMENTS (singles); i++)
+    {
+      if (*singles[i] != 0)
+        amk_cuda_free (self->device, *singles[i]);
+      *singles[i] = 0;
+    }
+  g_clear_pointer (&self->buffer_addr, g_free);
+  g_clear_pointer (&self->buffer_owned, g_free);
+  g_clear_pointer (&self->table, g_free);
+  self->n_buffers = 0;
+  g_clear_object (&self->program);
+}
+
+/* Allocates `size` bytes (at least one) and fills them with `data` or zeros. */
+static gboolean
+alloc_upload (AmkLauncher *self, guint64 *addr, const void *data, gsize size, GError **error)
+{
+  char msg[MSG_LEN] = "";
+  gsize alloc = MAX (size, 16);
+
+  if (!cuda_error (amk_cuda_malloc (self->device, alloc, addr, msg, sizeof msg), msg, error))
+    return FALSE;
+  if (data != NULL && size > 0)
+    return cuda_error (amk_cuda_upload (self->device, *addr, data, size, msg, sizeof msg), msg, error);
+  return cuda_error (amk_cuda_memset (self->device, *addr, 0, alloc, msg, sizeof msg), msg, error);
+}
+
+static gboolean
+upload_table (AmkLauncher *self, GError **error)
+{
+  char msg[MSG_LEN] = "";
+  return cuda_error (amk_cuda_upload (self->device, self->d_table, self->table,
+                                      self->n_buffers * sizeof (amk_buffer_t), msg, sizeof msg),
+                     msg, error);
+}
+
+static gboolean
+upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
+{
+  g_autoptr(GArray) flat = NULL;
+  g_autoptr(GArray) offsets = NULL;
+  g_autoptr(GArray) lengths = NULL;
+  guint n_buffers = program->buffers->len;
+
+  self->program = g_object_ref (program);
+  self->n_buffers = n_buffers;
+  self->buffer_addr = g_new0 (guint64, MAX (n_buffers, 1));
+  self->buffer_owned = g_new0 (gboolean, MAX (n_buffers, 1));
+  self->table = g_new0 (amk_buffer_t, MAX (n_buffers, 1));
+
+  if (!alloc_upload (self, &self->d_scratch, NULL, program->scratch_size, error))
+    return FALSE;
+  for (guint b = 0; b < n_buffers; b++)
+    {
+      AmkBufferInfo *info = g_ptr_array_index (program->buffers, b);
+
+      if (info->role == AMK_BUFFER_ROLE_SCRATCH)
+        self->buffer_addr[b] = self->d_scratch + info->arena_offset;
+      else
+        {
+          self->buffer_owned[b] = TRUE;
+          if (!alloc_upload (self, &self->buffer_addr[b],
+                             info->data != NULL ? g_bytes_get_data (info->data, NULL) : NULL,
+                             info->size_bytes, error))
+            return FALSE;
+        }
+      self->table[b] = (amk_buffer_t) {
+        self->buffer_addr[b], info->size_bytes, info->dtype,
+        (info->role == AMK_BUFFER_ROLE_CONSTANT ? AMK_BUFFER_FLAG_CONSTANT : 0) |
+        (info->role == AMK_BUFFER_ROLE_SCRATCH ? AMK_BUFFER_FLAG_SCRATCH : 0)
+      };
+    }
+
+  amk_program_flatten_queues (program, &flat, &offsets, &lengths);
+  return alloc_upload (self, &self->d_table, self->table, n_buffers * sizeof (amk_buffer_t), error) &&
+         alloc_upload (self, &self->d_counters, NULL, program->counter_names->len * sizeof (amk_counter_t), error) &&
+         alloc_upload (self, &self->d_instructions, program->instructions->data,
+                       program->instructions->len * sizeof (amk_instruction_t), error) &&
+         alloc_upload (self, &self->d_flat, flat->data, flat->len * sizeof (gint32), error) &&
+         alloc_upload (self, &self->d_off, offsets->data, offsets->len * sizeof (gint32), error) &&
+         alloc_upload (self, &self->d_len, lengths->data, lengths->len * sizeof (gint32), error) &&
+         alloc_upload (self, &self->d_abort_flag, NULL, sizeof (gint32), error) &&
+         alloc_upload (self, &self->d_abort_record, NULL, sizeof (amk_abort_record_t), error) &&
+         alloc_upload (self, &self->d_barrier, NULL, 2 * sizeof (guint32), error);
+}
+
+/**
+ * amk_launcher_load_unverified:
+ * @self: a launcher
+ * @program: a program
+ * @error: return location for a #GError
+ *
+ * Like [method@Amk.Launcher.load] but without verifying @program: for tests of the
+ * device watchdog and of device-side checks only. An unverified program may wait
+ * forever; the watchdog then ends the launch with %AMK_LAUNCH_ERROR_TIMEOUT.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_launcher_load_unverified (AmkLauncher  *self,
+                              AmkProgram   *program,
+                              GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_device (self, error))
+    return FALSE;
+  release_device_state (self);
+  if (!upload_program (self, program, error))
+    {
+      release_device_state (self);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
+      return FALSE;
+    }
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
+  return TRUE;
+}
+
+static AmkBufferInfo *
+get_buffer (AmkLauncher *self, guint buffer, GError **error)
+{
+  if (!require_program (self, error))
+    return NULL;
+  if (buffer >= self->n_buffers)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Buffer %u does not exist; the program has %u buffers"), buffer, self->n_buffers);
+      return NULL;
+    }
+  return g_ptr_array_index (self->program->buffers, buffer);
+}
+
+/**
+ * amk_launcher_upload:
+ * @self: a launcher
+ * @buffer: a buffer index of the loaded program
+ * @data: the new contents, exactly the buffer's size
+ * @error: return location for a #GError
+ *
+ * Copies @data into a buffer on the device before the next launch.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_launcher_upload (AmkLauncher  *self,
+                     guint         buffer,
+                     GBytes       *data,
+                     GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  AmkBufferInfo *info;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  g_return_val_if_fail (data != NULL, FALSE);
+
+  info = get_buffer (self, buffer, error);
+  if (info == NULL)
+    return FALSE;
+  if (g_bytes_get_size (data) != info->size_bytes)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Buffer “%s” holds %" G_GUINT64_FORMAT " bytes but the data has %" G_GSIZE_FORMAT " bytes"),
+                   info->name, info->size_bytes, g_bytes_get_size (data));
+      return FALSE;
+    }
+  return cuda_error (amk_cuda_upload (self->device, self->buffer_addr[buffer],
+                                      g_bytes_get_data (data, NULL), info->size_bytes, msg, sizeof msg),
+                     msg, error);
+}
+
+/**
+ * amk_launcher_download:
+ * @self: a launcher
+ * @buffer: a buffer index of the loaded program
+ * @error: return location for a #GError
+ *
+ * Copies a buffer from the device.
+ *
+ * Returns: (transfer full): the contents, or %NULL with @error set
+ */
+GBytes *
+amk_launcher_download (AmkLauncher  *self,
+                       guint         buffer,
+                       GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  AmkBufferInfo *info;
+  g_autofree guint8 *host = NULL;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+
+  info = get_buffer (self, buffer, error);
+  if (info == NULL)
+    return NULL;
+  host = g_malloc (MAX (info->size_bytes, 1));
+  if (!cuda_error (amk_cuda_download (self->device, host, self->buffer_addr[buffer],
+                                      info->size_bytes, msg, sizeof msg), msg, error))
+    return NULL;
+  return g_bytes_new_take (g_steal_pointer (&host), info->size_bytes);
+}
+
+/**
+ * amk_launcher_bind_buffer:
+ * @self: a launcher
+ * @buffer: a buffer index of the loaded program (not a scratch buffer)
+ * @device_address: the device address of memory another library owns, e.g. a PyTorch
+ *   tensor's `data_ptr()`
+ * @size: the size of that memory in bytes; at least the buffer's size
+ * @error: return location for a #GError
+ *
+ * Makes the buffer use memory that the caller owns and keeps alive while the program
+ * is loaded; the launcher's own allocation of it is freed.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_launcher_bind_buffer (AmkLauncher  *self,
+                          guint         buffer,
+                          guint64       device_address,
+                          guint64       size,
+                          GError      **error)
+{
+  AmkBufferInfo *info;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+
+  info = get_buffer (self, buffer, error);
+  if (info == NULL)
+    return FALSE;
+  if (info->role == AMK_BUFFER_ROLE_SCRATCH)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Buffer “%s” lives in the scratch arena and cannot be bound"), info->name);
+      return FALSE;
+    }
+  if (device_address == 0 || size < info->size_bytes)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Buffer “%s” needs %" G_GUINT64_FORMAT " bytes at a non-null address; got %" G_GUINT64_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x"),
+                   info->name, info->size_bytes, size, device_address);
+      return FALSE;
+    }
+  if (self->buffer_owned[buffer])
+    amk_cuda_free (self->device, self->buffer_addr[buffer]);
+  self->buffer_owned[buffer] = FALSE;
+  self->buffer_addr[buffer] = device_address;
+  self->table[buffer].addr = device_address;
+  return upload_table (self, error);
+}
+
+/**
+ * amk_launcher_get_buffer_address:
+ * @self: a launcher
+ * @buffer: a buffer index of the loaded program
+ * @error: return location for a #GError
+ *
+ * Returns: the device address of the buffer, for interop; 0 with @error set
+ */
+guint64
+amk_launcher_get_buffer_address (AmkLauncher  *self,
+                                 guint         buffer,
+                                 GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+
+  if (get_buffer (self, buffer, error) == NULL)
+    return 0;
+  return self->buffer_addr[buffer];
+}
+
+static void
+on_cancelled (GCancellable *cancellable, gpointer data)
+{
+  g_atomic_int_set ((gint *) data, 1);
+}
+
+/**
+ * amk_launcher_launch:
+ * @self: a launcher
+ * @cancellable: (nullable): a #GCancellable; cancelling it raises the device's abort flag
+ * @error: return location for a #GError
+ *
+ * Clears the counters and runs the loaded program as one cooperative launch of
+ * one block per queue, then waits for it.
+ *
+ * Returns: %TRUE if every instruction ran; on failure @error is in the
+ *   %AMK_LAUNCH_ERROR domain (or %G_IO_ERROR_CANCELLED)
+ */
+gboolean
+amk_launcher_launch (AmkLauncher   *self,
+                     GCancellable  *cancellable,
+                     GError       **error)
+{
+  char msg[MSG_LEN] = "";
+  amk_device_program prog = { 0 };
+  amk_abort_record_t record = { 0 };
+  gint cancel = 0;
+  gulong handler = 0;
+  amk_cuda_status status;
+  AmkProgram *program;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_program (self, error))
+    return FALSE;
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+
+  program = self->program;
+  prog.buffers = (const amk_buffer_t *) (guintptr) self->d_table;
+  prog.counters = (amk_counter_t *) (guintptr) self->d_counters;
+  prog.instructions = (const amk_instruction_t *) (guintptr) self->d_instructions;
+  prog.sm_queue_flat = (const int32_t *) (guintptr) self->d_flat;
+  prog.sm_queue_off = (const int32_t *) (guintptr) self->d_off;
+  prog.sm_queue_len = (const int32_t *) (guintptr) self->d_len;
+  prog.scratch = (unsigned char *) (guintptr) self->d_scratch;
+  prog.abort_flag = (int32_t *) (guintptr) self->d_abort_flag;
+  prog.abort_record = (amk_abort_record_t *) (guintptr) self->d_abort_record;
+  prog.grid_barrier = (uint32_t *) (guintptr) self->d_barrier;
+  prog.trace = NULL;
+  prog.scratch_bytes = program->scratch_size;
+  prog.watchdog_ns = (uint64_t) self->watchdog_ms * G_GUINT64_CONSTANT (1000000);
+  prog.n_buffers = (int32_t) self->n_buffers;
+  prog.n_counters = (int32_t) program->counter_names->len;
+  prog.n_instructions = (int32_t) program->instructions->len;
+  prog.num_sms = (int32_t) program->num_queues;
+
+  memset (&self->last_abort, 0, sizeof self->last_abort);
+  if (cancellable != NULL)
+    handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), &cancel, NULL);
+  status = amk_cuda_launch (self->device, &prog, (int) program->num_queues,
+                            (int) self->threads_per_block, (int) self->dynamic_shared_memory,
+                            cancellable != NULL ? &cancel : NULL, &record, msg, sizeof msg);
+  if (cancellable != NULL)
+    g_cancellable_disconnect (cancellable, handler);
+
+  if (status == AMK_CUDA_TIMEOUT || status == AMK_CUDA_ABORTED || status == AMK_CUDA_CANCELLED)
+    {
+      G_STATIC_ASSERT (sizeof (AmkAbortRecord) == sizeof (amk_abort_record_t));
+      memcpy (&self->last_abort, &record, sizeof record);
+    }
+  return cuda_error (status, msg, error);
+}
+
+/**
+ * amk_launcher_load:
+ * @self: a launcher
+ * @program: a program
+ * @error: return location for a #GError
+ *
+ * Verifies @program, then allocates and uploads it: the buffer table, the instructions,
+ * the queues, the counters, the scratch arena and every buffer with its default
+ * contents. A program loaded before is released first.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_launcher_load (AmkLauncher  *self,
+                   AmkProgram   *program,
+                   GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!amk_program_verify (program, error))
+    return FALSE;
+  return amk_launcher_load_unverified (self, program, error);
+}
+
+static void
+launch_thread (GTask        *task,
+               gpointer      source_object,
+               gpointer      task_data,
+               GCancellable *cancellable)
+{
+  GError *error = NULL;
+
+  if (amk_launcher_launch (AMK_LAUNCHER (source_object), cancellable, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+/**
+ * amk_launcher_launch_async:
+ * @self: a launcher
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the launch ended
+ * @user_data: data for @callback
+ *
+ * Runs [method@Amk.Launcher.launch] in a worker thread. Cancelling @cancellable raises
+ * the device's abort flag: the blocks leave their queues and the launch ends with
+ * %G_IO_ERROR_CANCELLED.
+ */
+void
+amk_launcher_launch_async (AmkLauncher         *self,
+                           GCancellable        *cancellable,
+                           GAsyncReadyCallback  callback,
+                           gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, amk_launcher_launch_async);
+  g_task_set_return_on_cancel (task, FALSE);
+  g_task_run_in_thread (task, launch_thread);
+}
+
+/**
+ * amk_launcher_launch_finish:
+ * @self: a launcher
+ * @result: the #GAsyncResult passed to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes [method@Amk.Launcher.launch_async].
+ *
+ * Returns: %TRUE if the launch succeeded
+ */
+gboolean
+amk_launcher_launch_finish (AmkLauncher   *self,
+                            GAsyncResult  *result,
+                            GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  g_return_val_if_fail (g_async_result_is_tagged (result, amk_launcher_launch_async), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
+}

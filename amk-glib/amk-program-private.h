@@ -1,0 +1,78 @@
+/* amk-program-private.h: the image inside an AmkProgram, for the verifier, the image
+ * (de)serializer and the two executors.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include "amk-program.h"
+#include "amk-abi.h"
+
+G_BEGIN_DECLS
+
+/* Largest image we accept: keeps every count in an int32 and allocation sizes sane. */
+#define AMK_MAX_QUEUES        65536u
+#define AMK_MAX_DIMS          8u
+#define AMK_MAX_ENTRIES       (1u << 24)
+#define AMK_ARENA_ALIGNMENT   256u
+
+typedef struct {
+  char          *name;
+  AmkDType       dtype;
+  AmkBufferRole  role;
+  gint64        *shape;
+  guint          n_dims;
+  guint64        n_elements;
+  guint64        size_bytes;
+  guint64        arena_offset;   /* scratch buffers only */
+  GBytes        *data;           /* default contents, or NULL (zeros) */
+} AmkBufferInfo;
+
+struct _AmkProgram
+{
+  GObject parent_instance;
+
+  guint      num_queues;
+  GPtrArray *buffers;       /* AmkBufferInfo */
+  GPtrArray *counter_names; /* char*, may hold NULL */
+  GArray    *instructions;  /* amk_instruction_t */
+  GPtrArray *queues;        /* GArray of gint32 instruction indices, one per queue */
+  guint64    scratch_size;
+  gboolean   verified;
+};
+
+void         amk_buffer_info_free         (AmkBufferInfo *info);
+AmkBufferInfo *amk_program_get_buffer_info (AmkProgram *self, guint buffer);
+
+/* Marks the program changed: it must be verified again before it runs. */
+void         amk_program_invalidate       (AmkProgram *self);
+
+/* Adds a buffer whose arena offset is already known (scratch buffers of loaded images). */
+gint         amk_program_add_buffer_at    (AmkProgram    *self,
+                                           const char    *name,
+                                           AmkDType       dtype,
+                                           const gint64  *shape,
+                                           gsize          n_dims,
+                                           AmkBufferRole  role,
+                                           guint64        arena_offset,
+                                           GError       **error);
+void         amk_program_set_scratch_size (AmkProgram *self, guint64 size);
+gboolean     amk_program_append_raw       (AmkProgram              *self,
+                                           guint                    queue,
+                                           const amk_instruction_t *instruction,
+                                           GError                 **error);
+
+/* The flat queue arrays of amk_device_program, in host memory. */
+void         amk_program_flatten_queues   (AmkProgram  *self,
+                                           GArray     **flat,
+                                           GArray     **offsets,
+                                           GArray     **lengths);
+
+/* Abstract run of the queues (amk-verifier.c). */
+gboolean     amk_verifier_check           (AmkProgram  *self,
+                                           GError     **error);
+
+/* Hands out the next arena offset for a scratch buffer of `size` bytes. */
+guint64      amk_arena_place              (guint64 *arena_end, guint64 size);
+
+G_END_DECLS

@@ -1,0 +1,132 @@
+/* amk-program.h: a megakernel image: buffers, counters, queues of instructions.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#if !defined(__AMK_GLIB_INSIDE__) && !defined(AMK_GLIB_COMPILATION)
+#error "Only <amk-glib/amk-glib.h> can be included directly."
+#endif
+
+#include <gio/gio.h>
+#include <amk-glib/amk-version-macros.h>
+#include <amk-glib/amk-types.h>
+
+G_BEGIN_DECLS
+
+#define AMK_TYPE_PROGRAM (amk_program_get_type ())
+
+AMK_AVAILABLE_IN_1_0
+G_DECLARE_FINAL_TYPE (AmkProgram, amk_program, AMK, PROGRAM, GObject)
+
+AMK_AVAILABLE_IN_1_0
+AmkProgram   *amk_program_new                 (guint          num_queues);
+AMK_AVAILABLE_IN_1_0
+AmkProgram   *amk_program_new_from_bytes      (GBytes        *bytes,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+AmkProgram   *amk_program_new_from_file       (const char    *path,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+GBytes       *amk_program_serialize           (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_save                (AmkProgram    *self,
+                                               const char    *path,
+                                               GError       **error);
+
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_num_queues      (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+guint64       amk_program_get_scratch_size    (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_get_verified        (AmkProgram    *self);
+
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_add_buffer          (AmkProgram    *self,
+                                               const char    *name,
+                                               AmkDType       dtype,
+                                               const gint64  *shape,
+                                               gsize          n_dims,
+                                               AmkBufferRole  role,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_n_buffers       (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_find_buffer         (AmkProgram    *self,
+                                               const char    *name);
+AMK_AVAILABLE_IN_1_0
+const char   *amk_program_get_buffer_name     (AmkProgram    *self,
+                                               guint          buffer);
+AMK_AVAILABLE_IN_1_0
+AmkDType      amk_program_get_buffer_dtype    (AmkProgram    *self,
+                                               guint          buffer);
+AMK_AVAILABLE_IN_1_0
+AmkBufferRole amk_program_get_buffer_role     (AmkProgram    *self,
+                                               guint          buffer);
+AMK_AVAILABLE_IN_1_0
+const gint64 *amk_program_get_buffer_shape    (AmkProgram    *self,
+                                               guint          buffer,
+                                               gsize         *n_dims);
+AMK_AVAILABLE_IN_1_0
+guint64       amk_program_get_buffer_size     (AmkProgram    *self,
+                                               guint          buffer);
+AMK_AVAILABLE_IN_1_0
+guint64       amk_program_get_buffer_n_elements (AmkProgram  *self,
+                                               guint          buffer);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_set_buffer_data     (AmkProgram    *self,
+                                               guint          buffer,
+                                               GBytes        *data,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+GBytes       *amk_program_get_buffer_data     (AmkProgram    *self,
+                                               guint          buffer);
+
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_add_counter         (AmkProgram    *self,
+                                               const char    *name);
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_n_counters      (AmkProgram    *self);
+
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_add_instruction     (AmkProgram    *self,
+                                               guint          queue,
+                                               AmkOpcode      opcode,
+                                               const gint    *buffers,
+                                               gsize          n_buffers,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_set_param_ints      (AmkProgram    *self,
+                                               guint          instruction,
+                                               const gint    *values,
+                                               gsize          n_values,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_set_param_float     (AmkProgram    *self,
+                                               guint          instruction,
+                                               guint          slot,
+                                               gfloat         value,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_add_wait            (AmkProgram    *self,
+                                               guint          instruction,
+                                               guint          counter,
+                                               guint          target,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_set_signal          (AmkProgram    *self,
+                                               guint          instruction,
+                                               guint          counter,
+                                               guint          amount,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_n_instructions  (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_queue_length    (AmkProgram    *self,
+                                               guint          queue);
+
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_verify              (AmkProgram    *self,
+                                               GError       **error);
+
+G_END_DECLS

@@ -1,0 +1,95 @@
+/* amk-types.h: the enumerations of the public API.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#if !defined(__AMK_GLIB_INSIDE__) && !defined(AMK_GLIB_COMPILATION)
+#error "Only <amk-glib/amk-glib.h> can be included directly."
+#endif
+
+#include <glib-object.h>
+
+G_BEGIN_DECLS
+
+/**
+ * AmkDType:
+ * @AMK_DTYPE_F32: 32-bit IEEE float
+ * @AMK_DTYPE_F16: 16-bit IEEE float
+ * @AMK_DTYPE_BF16: bfloat16
+ * @AMK_DTYPE_I32: 32-bit signed integer
+ * @AMK_DTYPE_U8: raw bytes
+ *
+ * Element type of a buffer. The values are those of the ABI (`AMK_ABI_DTYPE_*`).
+ */
+typedef enum {
+  AMK_DTYPE_F32 = 0,
+  AMK_DTYPE_F16 = 1,
+  AMK_DTYPE_BF16 = 2,
+  AMK_DTYPE_I32 = 3,
+  AMK_DTYPE_U8 = 4
+} AmkDType;
+
+/**
+ * AmkBufferRole:
+ * @AMK_BUFFER_ROLE_INPUT: written by the host before a launch, read by instructions
+ * @AMK_BUFFER_ROLE_OUTPUT: written by instructions, read back by the host
+ * @AMK_BUFFER_ROLE_CONSTANT: never written during a launch (weights); its loads may be
+ *   issued before an instruction's waits are satisfied
+ * @AMK_BUFFER_ROLE_SCRATCH: intermediate values, placed in the scratch arena
+ * @AMK_BUFFER_ROLE_STATE: kept across launches (a KV cache, a position)
+ *
+ * What a buffer is for; decides where it lives and who may write it.
+ */
+typedef enum {
+  AMK_BUFFER_ROLE_INPUT = 0,
+  AMK_BUFFER_ROLE_OUTPUT = 1,
+  AMK_BUFFER_ROLE_CONSTANT = 2,
+  AMK_BUFFER_ROLE_SCRATCH = 3,
+  AMK_BUFFER_ROLE_STATE = 4
+} AmkBufferRole;
+
+/**
+ * AmkOpcode:
+ * @AMK_OPCODE_NOP: does nothing (still waits and signals)
+ * @AMK_OPCODE_COPY: `dst[i0 + k] = src[i1 + k]` for `k < i2`; buffers dst, src of one dtype
+ * @AMK_OPCODE_FILL: `dst[i0 + k] = f2` for `k < i1`
+ * @AMK_OPCODE_ADD: `dst[i0 + k] = a[i1 + k] + b[i2 + k]` for `k < i3`, in fp32 for floats
+ * @AMK_OPCODE_TRAP: aborts the launch with code `i0` (tests of the abort path)
+ * @AMK_OPCODE_GRID_SYNC: whole-grid barrier: every queue must reach its n-th GRID_SYNC
+ *
+ * Instruction opcodes of the VM. The values are those of the ABI (`AMK_ABI_OP_*`);
+ * `i0`... name the instruction's integer parameter slots and `f2` its float slot 2.
+ */
+typedef enum {
+  AMK_OPCODE_NOP = 0,
+  AMK_OPCODE_COPY = 1,
+  AMK_OPCODE_FILL = 2,
+  AMK_OPCODE_ADD = 3,
+  AMK_OPCODE_TRAP = 4,
+  AMK_OPCODE_GRID_SYNC = 5
+} AmkOpcode;
+
+/**
+ * AmkAbortCode:
+ * @AMK_ABORT_CODE_NONE: no abort
+ * @AMK_ABORT_CODE_TIMEOUT: a wait outlived the watchdog budget
+ * @AMK_ABORT_CODE_TRAP: a TRAP instruction ran; the detail is its code
+ * @AMK_ABORT_CODE_BAD_OPCODE: an unknown opcode; the detail is the opcode
+ * @AMK_ABORT_CODE_BAD_INDEX: a counter or buffer index out of range; the detail is the index
+ * @AMK_ABORT_CODE_CHECK: a device-side check failed; the detail is the buffer index
+ * @AMK_ABORT_CODE_CANCELLED: the launch was cancelled from the host
+ *
+ * Why a launch was aborted, as recorded in an [struct@Amk.AbortRecord].
+ */
+typedef enum {
+  AMK_ABORT_CODE_NONE = 0,
+  AMK_ABORT_CODE_TIMEOUT = 1,
+  AMK_ABORT_CODE_TRAP = 2,
+  AMK_ABORT_CODE_BAD_OPCODE = 3,
+  AMK_ABORT_CODE_BAD_INDEX = 4,
+  AMK_ABORT_CODE_CHECK = 5,
+  AMK_ABORT_CODE_CANCELLED = 6
+} AmkAbortCode;
+
+G_END_DECLS

@@ -1,0 +1,438 @@
+/* amk-verifier.c: proves an image sound before any executor touches it: every index,
+ * size, dtype and arena offset in range, and an abstract run of the queues that shows
+ * that every instruction can finish.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <glib/gi18n-lib.h>
+
+#include "amk-program-private.h"
+#include "amk-dtype-private.h"
+#include "amk-error.h"
+
+static const char *
+counter_name (AmkProgram *self, gint32 counter)
+{
+  const char *name = g_ptr_array_index (self->counter_names, counter);
+  return name != NULL ? name : "";
+}
+
+static gboolean
+check_buffers (AmkProgram  *self,
+               GError     **error)
+{
+  for (guint b = 0; b < self->buffers->len; b++)
+    {
+      AmkBufferInfo *info = g_ptr_array_index (self->buffers, b);
+
+      if (info->data != NULL && g_bytes_get_size (info->data) != info->size_bytes)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Buffer %u “%s”: its data has %" G_GSIZE_FORMAT " bytes, its dtype and shape need %" G_GUINT64_FORMAT),
+                       b, info->name, g_bytes_get_size (info->data), info->size_bytes);
+          return FALSE;
+        }
+      if (info->role != AMK_BUFFER_ROLE_SCRATCH)
+        continue;
+      if (info->arena_offset % AMK_ARENA_ALIGNMENT != 0)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Scratch buffer %u “%s” starts at arena offset %" G_GUINT64_FORMAT ", which is not a multiple of %u"),
+                       b, info->name, info->arena_offset, AMK_ARENA_ALIGNMENT);
+          return FALSE;
+        }
+      if (info->arena_offset > self->scratch_size ||
+          info->size_bytes > self->scratch_size - info->arena_offset)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                       _("Scratch buffer %u “%s” (%" G_GUINT64_FORMAT " bytes at offset %" G_GUINT64_FORMAT ") overflows the %" G_GUINT64_FORMAT "-byte scratch arena"),
+                       b, info->name, info->size_bytes, info->arena_offset, self->scratch_size);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* Which buffer slots an opcode reads and writes: (count, index of the written slot). */
+static gboolean
+op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
+{
+  switch (opcode)
+    {
+    case AMK_ABI_OP_COPY:
+      *n_buffers = 2, *written = 0;
+      return TRUE;
+    case AMK_ABI_OP_FILL:
+      *n_buffers = 1, *written = 0;
+      return TRUE;
+    case AMK_ABI_OP_ADD:
+      *n_buffers = 3, *written = 0;
+      return TRUE;
+    case AMK_ABI_OP_NOP:
+    case AMK_ABI_OP_TRAP:
+    case AMK_ABI_OP_GRID_SYNC:
+      *n_buffers = 0, *written = -1;
+      return TRUE;
+    default:
+      return FALSE;
+    }
+}
+
+static const char *
+op_name (guint opcode)
+{
+  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC" };
+  return opcode < G_N_ELEMENTS (names) ? names[opcode] : "?";
+}
+
+/* Range [offset, offset + count) inside the buffer, in elements. */
+static gboolean
+check_range (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+             guint slot, gint32 offset, gint32 count, GError **error)
+{
+  AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[slot]);
+
+  if (offset < 0 || count < 0 || (guint64) offset + (guint64) count > info->n_elements)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): elements %d to %d + %d are outside buffer %d “%s” of %" G_GUINT64_FORMAT " elements"),
+                   queue, pos, op_name (ins->opcode), offset, offset, count,
+                   ins->buffers[slot], info->name, info->n_elements);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                  guint n, GError **error)
+{
+  AmkBufferInfo *first = g_ptr_array_index (self->buffers, ins->buffers[0]);
+
+  for (guint s = 1; s < n; s++)
+    {
+      AmkBufferInfo *other = g_ptr_array_index (self->buffers, ins->buffers[s]);
+      if (other->dtype != first->dtype)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Queue %u instruction %u (%s): buffer “%s” is %s but buffer “%s” is %s; the dtypes must match"),
+                       queue, pos, op_name (ins->opcode), first->name, amk_dtype_name (first->dtype),
+                       other->name, amk_dtype_name (other->dtype));
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+check_instruction (AmkProgram              *self,
+                   guint                    queue,
+                   guint                    pos,
+                   const amk_instruction_t *ins,
+                   GError                 **error)
+{
+  guint n_needed;
+  gint written;
+  const amk_params_t *p = &ins->params;
+
+  if (!op_buffer_layout (ins->opcode, &n_needed, &written))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u has the unknown opcode %u"),
+                   queue, pos, ins->opcode);
+      return FALSE;
+    }
+  if (ins->flags != 0 || ins->reserved != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u has reserved fields set; this ABI version defines no flags"),
+                   queue, pos);
+      return FALSE;
+    }
+  if (ins->n_waits > AMK_MAX_WAITS || ins->n_buffers > AMK_MAX_BUFFER_REFS)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u has %u waits and %u buffers; the limits are %d and %d"),
+                   queue, pos, ins->n_waits, ins->n_buffers, AMK_MAX_WAITS, AMK_MAX_BUFFER_REFS);
+      return FALSE;
+    }
+  for (guint w = 0; w < ins->n_waits; w++)
+    if (ins->waits[w].counter < 0 || (guint) ins->waits[w].counter >= self->counter_names->len)
+      {
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                     _("Queue %u instruction %u waits on counter %d, but the program has %u counters"),
+                     queue, pos, ins->waits[w].counter, self->counter_names->len);
+        return FALSE;
+      }
+  if (ins->signal.counter != AMK_NO_COUNTER &&
+      (ins->signal.counter < 0 || (guint) ins->signal.counter >= self->counter_names->len))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u signals counter %d, but the program has %u counters"),
+                   queue, pos, ins->signal.counter, self->counter_names->len);
+      return FALSE;
+    }
+  for (guint s = 0; s < ins->n_buffers; s++)
+    if (ins->buffers[s] < 0 || (guint) ins->buffers[s] >= self->buffers->len)
+      {
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                     _("Queue %u instruction %u uses buffer %d, but the program has %u buffers"),
+                     queue, pos, ins->buffers[s], self->buffers->len);
+        return FALSE;
+      }
+  if (ins->n_buffers != n_needed)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (%s) names %u buffers; %s takes %u"),
+                   queue, pos, op_name (ins->opcode), ins->n_buffers, op_name (ins->opcode), n_needed);
+      return FALSE;
+    }
+  if (written >= 0)
+    {
+      AmkBufferInfo *dst = g_ptr_array_index (self->buffers, ins->buffers[written]);
+      if (dst->role == AMK_BUFFER_ROLE_CONSTANT)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Queue %u instruction %u (%s) writes buffer %d “%s”, which is constant"),
+                       queue, pos, op_name (ins->opcode), ins->buffers[written], dst->name);
+          return FALSE;
+        }
+    }
+
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_COPY:
+      return check_same_dtype (self, queue, pos, ins, 2, error) &&
+             check_range (self, queue, pos, ins, 0, p->i[0], p->i[2], error) &&
+             check_range (self, queue, pos, ins, 1, p->i[1], p->i[2], error);
+    case AMK_ABI_OP_FILL:
+      return check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
+    case AMK_ABI_OP_ADD:
+      return check_same_dtype (self, queue, pos, ins, 3, error) &&
+             check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&
+             check_range (self, queue, pos, ins, 1, p->i[1], p->i[3], error) &&
+             check_range (self, queue, pos, ins, 2, p->i[2], p->i[3], error);
+    default:
+      return TRUE;
+    }
+}
+
+static gboolean
+check_queues_and_instructions (AmkProgram  *self,
+                               GError     **error)
+{
+  g_autofree guint8 *seen = g_malloc0 (self->instructions->len + 1);
+  g_autofree guint64 *totals = g_new0 (guint64, self->counter_names->len + 1);
+
+  if (self->queues->len != self->num_queues)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("The program lists %u queues but declares %u"),
+                   self->queues->len, self->num_queues);
+      return FALSE;
+    }
+
+  for (guint q = 0; q < self->num_queues; q++)
+    {
+      GArray *queue = g_ptr_array_index (self->queues, q);
+
+      for (guint pos = 0; pos < queue->len; pos++)
+        {
+          gint32 index = g_array_index (queue, gint32, pos);
+          const amk_instruction_t *ins;
+
+          if (index < 0 || (guint) index >= self->instructions->len)
+            {
+              g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                           _("Queue %u position %u names instruction %d, but the program has %u instructions"),
+                           q, pos, index, self->instructions->len);
+              return FALSE;
+            }
+          if (seen[index]++)
+            {
+              g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                           _("Instruction %d is queued twice (again in queue %u at position %u)"),
+                           index, q, pos);
+              return FALSE;
+            }
+          ins = &g_array_index (self->instructions, amk_instruction_t, index);
+          if (!check_instruction (self, q, pos, ins, error))
+            return FALSE;
+          if (ins->signal.counter != AMK_NO_COUNTER)
+            {
+              totals[ins->signal.counter] += ins->signal.amount;
+              if (totals[ins->signal.counter] > G_MAXUINT32)
+                {
+                  g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                               _("Counter %d “%s” would overflow: its signals add up to more than %u"),
+                               ins->signal.counter, counter_name (self, ins->signal.counter), G_MAXUINT32);
+                  return FALSE;
+                }
+            }
+        }
+    }
+  for (guint i = 0; i < self->instructions->len; i++)
+    if (!seen[i])
+      {
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                     _("Instruction %u is in no queue"), i);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+/* The abstract run. A queue advances while its head's waits hold against the counter
+ * totals of the instructions already finished; a blocked queue parks on the counter it
+ * needs and is woken when that counter grows. Counters only grow, so this greedy run
+ * reaches the one fixpoint: if it leaves an instruction unfinished, no schedule finishes
+ * it. GRID_SYNC releases once every queue stands at one. */
+typedef struct {
+  AmkProgram *self;
+  guint      *pc;
+  guint64    *value;
+  GArray    **parked;   /* per counter: queues parked on it */
+  GArray     *work;
+  guint       at_barrier;
+} AbstractRun;
+
+static const amk_instruction_t *
+head (AbstractRun *run, guint q)
+{
+  GArray *queue = g_ptr_array_index (run->self->queues, q);
+  if (run->pc[q] >= queue->len)
+    return NULL;
+  return &g_array_index (run->self->instructions, amk_instruction_t,
+                         g_array_index (queue, gint32, run->pc[q]));
+}
+
+static gint
+first_unmet_wait (AbstractRun *run, const amk_instruction_t *ins)
+{
+  for (guint w = 0; w < ins->n_waits; w++)
+    if (run->value[ins->waits[w].counter] < ins->waits[w].target)
+      return (gint) w;
+  return -1;
+}
+
+static void
+finish (AbstractRun *run, guint q, const amk_instruction_t *ins)
+{
+  run->pc[q]++;
+  if (ins->signal.counter != AMK_NO_COUNTER && ins->signal.amount > 0)
+    {
+      GArray *parked = run->parked[ins->signal.counter];
+      run->value[ins->signal.counter] += ins->signal.amount;
+      g_array_append_vals (run->work, parked->data, parked->len);
+      g_array_set_size (parked, 0);
+    }
+  g_array_append_val (run->work, q);
+}
+
+static void
+advance (AbstractRun *run, guint q)
+{
+  const amk_instruction_t *ins = head (run, q);
+  gint w;
+
+  if (ins == NULL)
+    return;
+  w = first_unmet_wait (run, ins);
+  if (w >= 0)
+    {
+      g_array_append_val (run->parked[ins->waits[w].counter], q);
+      return;
+    }
+  if (ins->opcode == AMK_ABI_OP_GRID_SYNC)
+    {
+      if (++run->at_barrier < run->self->num_queues)
+        return;
+      run->at_barrier = 0;
+      for (guint r = 0; r < run->self->num_queues; r++)
+        finish (run, r, head (run, r));
+      return;
+    }
+  finish (run, q, ins);
+}
+
+static gboolean
+report_stuck (AbstractRun *run, GError **error)
+{
+  AmkProgram *self = run->self;
+  gint barrier_queue = -1, done_queue = -1;
+
+  for (guint q = 0; q < self->num_queues; q++)
+    {
+      const amk_instruction_t *ins = head (run, q);
+      gint w;
+
+      if (ins == NULL)
+        {
+          done_queue = (gint) q;
+          continue;
+        }
+      w = first_unmet_wait (run, ins);
+      if (w >= 0)
+        {
+          gint32 c = ins->waits[w].counter;
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK,
+                       _("Deadlock: queue %u stalls at instruction %u: it waits for counter %d “%s” to reach %u, but the queues can bring it only to %" G_GUINT64_FORMAT),
+                       q, run->pc[q], c, counter_name (self, c), ins->waits[w].target, run->value[c]);
+          return FALSE;
+        }
+      barrier_queue = (gint) q;
+    }
+  if (barrier_queue >= 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK,
+                   _("Deadlock: queue %d waits at GRID_SYNC (instruction %u), but queue %d ends without reaching it; every queue needs the same number of GRID_SYNC"),
+                   barrier_queue, run->pc[barrier_queue], done_queue);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_deadlock (AmkProgram  *self,
+                GError     **error)
+{
+  AbstractRun run = { self, NULL, NULL, NULL, NULL, 0 };
+  guint n_counters = self->counter_names->len;
+  gboolean ok;
+
+  run.pc = g_new0 (guint, self->num_queues);
+  run.value = g_new0 (guint64, n_counters + 1);
+  run.parked = g_new0 (GArray *, n_counters + 1);
+  for (guint c = 0; c < n_counters; c++)
+    run.parked[c] = g_array_new (FALSE, FALSE, sizeof (guint));
+  run.work = g_array_new (FALSE, FALSE, sizeof (guint));
+
+  for (guint q = 0; q < self->num_queues; q++)
+    g_array_append_val (run.work, q);
+  while (run.work->len > 0)
+    {
+      guint q = g_array_index (run.work, guint, run.work->len - 1);
+      g_array_set_size (run.work, run.work->len - 1);
+      advance (&run, q);
+    }
+
+  ok = report_stuck (&run, error);
+
+  for (guint c = 0; c < n_counters; c++)
+    g_array_unref (run.parked[c]);
+  g_free (run.parked);
+  g_free (run.value);
+  g_free (run.pc);
+  g_array_unref (run.work);
+  return ok;
+}
+
+gboolean
+amk_verifier_check (AmkProgram  *self,
+                    GError     **error)
+{
+  return check_buffers (self, error) &&
+         check_queues_and_instructions (self, error) &&
+         check_deadlock (self, error);
+}

@@ -1,0 +1,158 @@
+/* amk-abi.h: the plain-old-data layout shared by the host library (gcc) and the
+ * megakernel (nvcc). Plain C11, fixed-width types only, no GLib. Every struct size is
+ * pinned below so a change on one side cannot silently drift from the other.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_ABI_H
+#define AMK_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever any struct below or the meaning of a field changes. */
+#define AMK_ABI_VERSION 1
+
+#define AMK_MAX_WAITS        4   /* waits per instruction */
+#define AMK_MAX_BUFFER_REFS  8   /* buffer-table indices per instruction */
+#define AMK_PARAM_SLOTS      12  /* 32-bit parameter slots per instruction */
+#define AMK_NO_COUNTER       (-1)
+#define AMK_NO_BUFFER        (-1)
+
+/* Element types. The numbers are part of the ABI (AmkDType mirrors them). */
+enum {
+  AMK_ABI_DTYPE_F32  = 0,
+  AMK_ABI_DTYPE_F16  = 1,
+  AMK_ABI_DTYPE_BF16 = 2,
+  AMK_ABI_DTYPE_I32  = 3,
+  AMK_ABI_DTYPE_U8   = 4,
+  AMK_ABI_N_DTYPES
+};
+
+/* Opcodes. The numbers are part of the ABI (AmkOpcode mirrors them). */
+enum {
+  AMK_ABI_OP_NOP       = 0,
+  AMK_ABI_OP_COPY      = 1, /* b0 = dst, b1 = src; i0 dst offset, i1 src offset, i2 count */
+  AMK_ABI_OP_FILL      = 2, /* b0 = dst; i0 offset, i1 count, f2 value */
+  AMK_ABI_OP_ADD       = 3, /* b0 = dst, b1 = a, b2 = b; i0/i1/i2 offsets, i3 count */
+  AMK_ABI_OP_TRAP      = 4, /* i0 = code reported in the abort record */
+  AMK_ABI_OP_GRID_SYNC = 5, /* whole-grid barrier */
+  AMK_ABI_N_OPS
+};
+
+/* amk_buffer_t.flags */
+#define AMK_BUFFER_FLAG_CONSTANT 0x1u /* never written during a launch: loads may run before waits */
+#define AMK_BUFFER_FLAG_SCRATCH  0x2u /* lives in the scratch arena; addr is the arena offset in images */
+
+/* Abort codes, written by the first block that aborts (first writer wins). */
+enum {
+  AMK_ABORT_NONE        = 0,
+  AMK_ABORT_TIMEOUT     = 1, /* a wait outlived the watchdog budget */
+  AMK_ABORT_TRAP        = 2, /* a TRAP instruction ran; detail = its code */
+  AMK_ABORT_BAD_OPCODE  = 3, /* detail = the opcode */
+  AMK_ABORT_BAD_INDEX   = 4, /* a counter or buffer index out of range; detail = the index */
+  AMK_ABORT_CHECK       = 5, /* a device-side bounds / dtype check failed; detail = buffer index */
+  AMK_ABORT_CANCELLED   = 6  /* the host raised the abort flag (GCancellable) */
+};
+
+typedef uint32_t amk_counter_t;
+
+typedef struct {
+  uint64_t addr;        /* device address (or arena offset in a serialized image) */
+  uint64_t size_bytes;
+  uint32_t dtype;       /* AMK_ABI_DTYPE_* */
+  uint32_t flags;       /* AMK_BUFFER_FLAG_* */
+} amk_buffer_t;
+
+typedef struct {
+  int32_t  counter;     /* index into the counter array */
+  uint32_t target;      /* satisfied once counters[counter] >= target */
+} amk_wait_t;
+
+typedef struct {
+  int32_t  counter;     /* AMK_NO_COUNTER for none */
+  uint32_t amount;      /* added after the whole block finished the instruction */
+} amk_signal_t;
+
+typedef union {
+  int32_t  i[AMK_PARAM_SLOTS];
+  uint32_t u[AMK_PARAM_SLOTS];
+  float    f[AMK_PARAM_SLOTS];
+} amk_params_t;
+
+typedef struct {
+  uint16_t     opcode;
+  uint16_t     flags;
+  uint8_t      n_waits;
+  uint8_t      n_buffers;
+  uint16_t     reserved;
+  amk_wait_t   waits[AMK_MAX_WAITS];
+  amk_signal_t signal;
+  int32_t      buffers[AMK_MAX_BUFFER_REFS];
+  amk_params_t params;
+} amk_instruction_t;
+
+typedef struct {
+  int32_t  code;        /* AMK_ABORT_* */
+  int32_t  queue;       /* queue (block) that aborted */
+  int32_t  instruction; /* position inside that queue */
+  int32_t  counter;     /* counter waited on, or -1 */
+  uint32_t observed;    /* its value when the wait gave up */
+  uint32_t target;      /* the value it waited for */
+  int32_t  detail;      /* trap code, opcode or index, by code */
+  int32_t  sm_id;       /* SM the block ran on */
+} amk_abort_record_t;
+
+typedef struct {
+  int32_t  queue;
+  int32_t  instruction; /* position inside the queue */
+  uint32_t sm_id;
+  uint32_t opcode;
+  uint64_t start_ns;    /* %globaltimer */
+  uint64_t end_ns;
+} amk_trace_event_t;
+
+/* The POD the kernel receives by value. */
+typedef struct {
+  const amk_buffer_t      *buffers;
+  amk_counter_t           *counters;
+  const amk_instruction_t *instructions;
+  const int32_t           *sm_queue_flat;  /* instruction indices, queue after queue */
+  const int32_t           *sm_queue_off;   /* start of queue q in sm_queue_flat */
+  const int32_t           *sm_queue_len;   /* length of queue q */
+  unsigned char           *scratch;
+  int32_t                 *abort_flag;     /* non-zero: every block leaves */
+  amk_abort_record_t      *abort_record;
+  uint32_t                *grid_barrier;   /* two words: arrived, generation */
+  amk_trace_event_t       *trace;          /* NULL: tracing off */
+  uint64_t                 scratch_bytes;
+  uint64_t                 watchdog_ns;    /* budget of one wait; 0 = no watchdog */
+  int32_t                  n_buffers;
+  int32_t                  n_counters;
+  int32_t                  n_instructions;
+  int32_t                  num_sms;        /* number of queues */
+} amk_device_program;
+
+#ifdef __cplusplus
+#define AMK_STATIC_ASSERT(c, m) static_assert (c, m)
+#else
+#define AMK_STATIC_ASSERT(c, m) _Static_assert (c, m)
+#endif
+
+AMK_STATIC_ASSERT (sizeof (amk_buffer_t) == 24, "amk_buffer_t must be 24 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_wait_t) == 8, "amk_wait_t must be 8 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_signal_t) == 8, "amk_signal_t must be 8 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_params_t) == 48, "amk_params_t must be 48 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_instruction_t) == 128, "amk_instruction_t must be 128 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_abort_record_t) == 32, "amk_abort_record_t must be 32 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_trace_event_t) == 32, "amk_trace_event_t must be 32 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_device_program) == 120, "amk_device_program must be 120 bytes");
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AMK_ABI_H */
