@@ -14,6 +14,7 @@
 #include "amk-error.h"
 #include "amk-abi.h"
 #include "amk-cuda.h"
+#include "amk-enum-types.h"
 
 /**
  * AmkLauncher:
@@ -41,6 +42,14 @@
 
 #define MSG_LEN 512
 
+/* The per-launch state lives in one allocation so that clearing it before a launch is
+ * a single memset: the abort record at 0, the abort flag at 32, the two grid-barrier
+ * words at 36, the counters from 64 (amk-cuda.cu recognises this layout). */
+#define CONTROL_RECORD   0
+#define CONTROL_FLAG     32
+#define CONTROL_BARRIER  36
+#define CONTROL_COUNTERS 64
+
 struct _AmkLauncher
 {
   GObject parent_instance;
@@ -49,14 +58,16 @@ struct _AmkLauncher
   guint       threads_per_block;
   guint       dynamic_shared_memory;
   guint       watchdog_ms;
+  gboolean    trace;
 
   AmkProgram *program;
   guint       n_buffers;
   guint64    *buffer_addr;   /* device address of each buffer */
   gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
   amk_buffer_t *table;       /* host copy of the device buffer table */
-  guint64     d_table, d_counters, d_instructions, d_flat, d_off, d_len;
-  guint64     d_scratch, d_abort_flag, d_abort_record, d_barrier;
+  guint64     d_table, d_instructions, d_flat, d_off, d_len, d_scratch, d_trace;
+  guint64     d_control;     /* abort record, abort flag, grid barrier, counters: see CONTROL_* */
+  gboolean    trace_valid;   /* the last launch ran with tracing */
 
   AmkAbortRecord last_abort;
 };
@@ -67,6 +78,7 @@ enum {
   PROP_THREADS_PER_BLOCK,
   PROP_DYNAMIC_SHARED_MEMORY,
   PROP_WATCHDOG_MS,
+  PROP_TRACE,
   PROP_PROGRAM,
   N_PROPS
 };
@@ -108,6 +120,9 @@ amk_launcher_get_property (GObject    *object,
     case PROP_WATCHDOG_MS:
       g_value_set_uint (value, self->watchdog_ms);
       break;
+    case PROP_TRACE:
+      g_value_set_boolean (value, self->trace);
+      break;
     case PROP_PROGRAM:
       g_value_set_object (value, self->program);
       break;
@@ -137,6 +152,9 @@ amk_launcher_set_property (GObject      *object,
       break;
     case PROP_WATCHDOG_MS:
       amk_launcher_set_watchdog_ms (self, g_value_get_uint (value));
+      break;
+    case PROP_TRACE:
+      amk_launcher_set_trace (self, g_value_get_boolean (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -192,6 +210,17 @@ amk_launcher_class_init (AmkLauncherClass *klass)
     g_param_spec_uint ("watchdog-ms", NULL, NULL, 0, G_MAXUINT, 10000,
                        G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
                        G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:trace:
+   *
+   * Whether launches record, for every instruction, its queue, multiprocessor, start and
+   * end time (`%globaltimer`); read them with [method@Amk.Launcher.get_trace_json]. Off
+   * by default; when off the kernel skips the recording entirely.
+   */
+  properties[PROP_TRACE] =
+    g_param_spec_boolean ("trace", NULL, NULL, FALSE,
+                          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
    * AmkLauncher:program:
@@ -354,6 +383,38 @@ amk_launcher_set_watchdog_ms (AmkLauncher *self,
     return;
   self->watchdog_ms = ms;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_WATCHDOG_MS]);
+}
+
+/**
+ * amk_launcher_get_trace:
+ * @self: a launcher
+ *
+ * Returns: whether launches record a trace
+ */
+gboolean
+amk_launcher_get_trace (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  return self->trace;
+}
+
+/**
+ * amk_launcher_set_trace:
+ * @self: a launcher
+ * @trace: whether the next launches record a trace
+ *
+ * Turns the per-instruction trace on or off.
+ */
+void
+amk_launcher_set_trace (AmkLauncher *self,
+                        gboolean     trace)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  trace = !!trace;
+  if (self->trace == trace)
+    return;
+  self->trace = trace;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_TRACE]);
 }
 
 /**
@@ -625,9 +686,8 @@ amk_launcher_memory_info (AmkLauncher  *self,
 static void
 release_device_state (AmkLauncher *self)
 {
-  guint64 *singles[] = { &self->d_table, &self->d_counters, &self->d_instructions, &self->d_flat,
-                         &self->d_off, &self->d_len, &self->d_scratch, &self->d_abort_flag,
-                         &self->d_abort_record, &self->d_barrier };
+  guint64 *singles[] = { &self->d_table, &self->d_instructions, &self->d_flat, &self->d_off,
+                         &self->d_len, &self->d_scratch, &self->d_control, &self->d_trace };
 
   for (guint b = 0; b < self->n_buffers; b++)
     if (self->buffer_owned[b] && self->buffer_addr[b] != 0)
@@ -642,6 +702,7 @@ release_device_state (AmkLauncher *self)
   g_clear_pointer (&self->buffer_owned, g_free);
   g_clear_pointer (&self->table, g_free);
   self->n_buffers = 0;
+  self->trace_valid = FALSE;
   g_clear_object (&self->program);
 }
 
@@ -707,15 +768,13 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
 
   amk_program_flatten_queues (program, &flat, &offsets, &lengths);
   return alloc_upload (self, &self->d_table, self->table, n_buffers * sizeof (amk_buffer_t), error) &&
-         alloc_upload (self, &self->d_counters, NULL, program->counter_names->len * sizeof (amk_counter_t), error) &&
+         alloc_upload (self, &self->d_control, NULL,
+                       CONTROL_COUNTERS + program->counter_names->len * sizeof (amk_counter_t), error) &&
          alloc_upload (self, &self->d_instructions, program->instructions->data,
                        program->instructions->len * sizeof (amk_instruction_t), error) &&
          alloc_upload (self, &self->d_flat, flat->data, flat->len * sizeof (gint32), error) &&
          alloc_upload (self, &self->d_off, offsets->data, offsets->len * sizeof (gint32), error) &&
-         alloc_upload (self, &self->d_len, lengths->data, lengths->len * sizeof (gint32), error) &&
-         alloc_upload (self, &self->d_abort_flag, NULL, sizeof (gint32), error) &&
-         alloc_upload (self, &self->d_abort_record, NULL, sizeof (amk_abort_record_t), error) &&
-         alloc_upload (self, &self->d_barrier, NULL, 2 * sizeof (guint32), error);
+         alloc_upload (self, &self->d_len, lengths->data, lengths->len * sizeof (gint32), error);
 }
 
 /**
@@ -946,16 +1005,25 @@ amk_launcher_launch (AmkLauncher   *self,
 
   program = self->program;
   prog.buffers = (const amk_buffer_t *) (guintptr) self->d_table;
-  prog.counters = (amk_counter_t *) (guintptr) self->d_counters;
+  prog.counters = (amk_counter_t *) (guintptr) (self->d_control + CONTROL_COUNTERS);
   prog.instructions = (const amk_instruction_t *) (guintptr) self->d_instructions;
   prog.sm_queue_flat = (const int32_t *) (guintptr) self->d_flat;
   prog.sm_queue_off = (const int32_t *) (guintptr) self->d_off;
   prog.sm_queue_len = (const int32_t *) (guintptr) self->d_len;
   prog.scratch = (unsigned char *) (guintptr) self->d_scratch;
-  prog.abort_flag = (int32_t *) (guintptr) self->d_abort_flag;
-  prog.abort_record = (amk_abort_record_t *) (guintptr) self->d_abort_record;
-  prog.grid_barrier = (uint32_t *) (guintptr) self->d_barrier;
-  prog.trace = NULL;
+  prog.abort_flag = (int32_t *) (guintptr) (self->d_control + CONTROL_FLAG);
+  prog.abort_record = (amk_abort_record_t *) (guintptr) (self->d_control + CONTROL_RECORD);
+  prog.grid_barrier = (uint32_t *) (guintptr) (self->d_control + CONTROL_BARRIER);
+  self->trace_valid = FALSE;
+  if (self->trace)
+    {
+      gsize trace_size = MAX (program->instructions->len, 1) * sizeof (amk_trace_event_t);
+      if (self->d_trace == 0 && !alloc_upload (self, &self->d_trace, NULL, trace_size, error))
+        return FALSE;
+      if (!cuda_error (amk_cuda_memset (self->device, self->d_trace, 0, trace_size, msg, sizeof msg), msg, error))
+        return FALSE;
+      prog.trace = (amk_trace_event_t *) (guintptr) self->d_trace;
+    }
   prog.scratch_bytes = program->scratch_size;
   prog.watchdog_ns = (uint64_t) self->watchdog_ms * G_GUINT64_CONSTANT (1000000);
   prog.n_buffers = (int32_t) self->n_buffers;
@@ -972,6 +1040,7 @@ amk_launcher_launch (AmkLauncher   *self,
   if (cancellable != NULL)
     g_cancellable_disconnect (cancellable, handler);
 
+  self->trace_valid = self->trace && status == AMK_CUDA_OK;
   if (status == AMK_CUDA_TIMEOUT || status == AMK_CUDA_ABORTED || status == AMK_CUDA_CANCELLED)
     {
       G_STATIC_ASSERT (sizeof (AmkAbortRecord) == sizeof (amk_abort_record_t));
@@ -1067,4 +1136,77 @@ amk_launcher_launch_finish (AmkLauncher   *self,
   g_return_val_if_fail (g_async_result_is_tagged (result, amk_launcher_launch_async), FALSE);
 
   return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static const char *
+opcode_name (guint opcode)
+{
+  GEnumClass *klass = g_type_class_ref (AMK_TYPE_OPCODE);
+  GEnumValue *value = g_enum_get_value (klass, (gint) opcode);
+  const char *name = value != NULL ? value->value_nick : "unknown";
+
+  g_type_class_unref (klass);
+  return name;
+}
+
+/**
+ * amk_launcher_get_trace_json:
+ * @self: a launcher
+ * @error: return location for a #GError
+ *
+ * The trace of the last launch, made with [property@Amk.Launcher:trace] on, in the
+ * Chrome / Perfetto trace-event JSON format: one complete event per instruction, one
+ * row (`tid`) per multiprocessor, times in microseconds from the first instruction's
+ * start.
+ *
+ * Returns: (transfer full): the JSON text, or %NULL with @error set
+ */
+char *
+amk_launcher_get_trace_json (AmkLauncher  *self,
+                             GError      **error)
+{
+  char msg[MSG_LEN] = "";
+  g_autofree amk_trace_event_t *events = NULL;
+  g_autoptr(GString) json = NULL;
+  AmkProgram *program;
+  guint n, first = TRUE;
+  guint64 t0 = G_MAXUINT64;
+
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
+
+  if (!require_program (self, error))
+    return NULL;
+  if (!self->trace_valid)
+    {
+      g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_FAILED,
+                           _("There is no trace: set the launcher's trace property, then launch successfully"));
+      return NULL;
+    }
+  program = self->program;
+  n = program->instructions->len;
+  events = g_new0 (amk_trace_event_t, MAX (n, 1));
+  if (!cuda_error (amk_cuda_download (self->device, events, self->d_trace, n * sizeof *events, msg, sizeof msg),
+                   msg, error))
+    return NULL;
+
+  for (guint i = 0; i < n; i++)
+    if (events[i].end_ns != 0)
+      t0 = MIN (t0, events[i].start_ns);
+
+  json = g_string_new ("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+  for (guint i = 0; i < n; i++)
+    {
+      const amk_trace_event_t *e = &events[i];
+      if (e->end_ns == 0)
+        continue;
+      g_string_append_printf (json,
+                              "%s  {\"name\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %u, "
+                              "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"queue\": %d, \"instruction\": %d}}",
+                              first ? "" : ",\n", opcode_name (e->opcode), e->sm_id,
+                              (e->start_ns - t0) / 1000.0, (e->end_ns - e->start_ns) / 1000.0,
+                              e->queue, e->instruction);
+      first = FALSE;
+    }
+  g_string_append (json, "\n]}\n");
+  return g_string_free (g_steal_pointer (&json), FALSE);
 }

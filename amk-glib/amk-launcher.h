@@ -47,6 +47,11 @@ AMK_AVAILABLE_IN_1_0
 void                 amk_launcher_set_watchdog_ms       (AmkLauncher    *self,
                                                          guint           ms);
 AMK_AVAILABLE_IN_1_0
+gboolean             amk_launcher_get_trace             (AmkLauncher    *self);
+AMK_AVAILABLE_IN_1_0
+void                 amk_launcher_set_trace             (AmkLauncher    *self,
+                                                         gboolean        trace);
+AMK_AVAILABLE_IN_1_0
 AmkProgram          *amk_launcher_get_program           (AmkLauncher    *self);
 
 AMK_AVAILABLE_IN_1_0
@@ -113,6 +118,9 @@ void                 amk_launcher_launch_async          (AmkLauncher    *self,
 AMK_AVAILABLE_IN_1_0
 gboolean             amk_launcher_launch_finish         (AmkLauncher    *self,
                                                          GAsyncResult   *result,
+                                                         GError        **error);
+AMK_AVAILABLE_IN_1_0
+char                *amk_launcher_get_trace_json        (AmkLauncher    *self,
                                                          GError        **error);
 AMK_AVAILABLE_IN_1_0
 AmkAbortRecord      *amk_launcher_get_last_abort        (AmkLauncher    *self);

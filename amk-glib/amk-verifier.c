@@ -126,6 +126,40 @@ check_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instructio
   return TRUE;
 }
 
+/* The bytes an operand covers, as (region, start, length): scratch buffers share the
+ * arena (region -1), other buffers are their own region. */
+static void
+operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, gint32 offset,
+               gint32 count, gint64 *region, guint64 *start, guint64 *length)
+{
+  AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[slot]);
+  guint esize = amk_dtype_size (info->dtype);
+
+  *region = info->role == AMK_BUFFER_ROLE_SCRATCH ? -1 : ins->buffers[slot];
+  *start = (info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0) + (guint64) offset * esize;
+  *length = (guint64) count * esize;
+}
+
+/* The output may be one of the inputs exactly (in place) but not partly overlap it: the
+ * GPU processes elements in parallel, so a partial overlap has no defined result. */
+static gboolean
+check_no_partial_overlap (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                          guint dst_slot, gint32 dst_off, guint src_slot, gint32 src_off,
+                          gint32 count, GError **error)
+{
+  gint64 rd, rs;
+  guint64 sd, ss, ld, ls;
+
+  operand_bytes (self, ins, dst_slot, dst_off, count, &rd, &sd, &ld);
+  operand_bytes (self, ins, src_slot, src_off, count, &rs, &ss, &ls);
+  if (rd != rs || count == 0 || sd == ss || sd + ld <= ss || ss + ls <= sd)
+    return TRUE;
+  g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+               _("Queue %u instruction %u (%s): the output partly overlaps input %u; use separate buffers or the very same elements"),
+               queue, pos, op_name (ins->opcode), src_slot);
+  return FALSE;
+}
+
 static gboolean
 check_instruction (AmkProgram              *self,
                    guint                    queue,
@@ -206,14 +240,17 @@ check_instruction (AmkProgram              *self,
     case AMK_ABI_OP_COPY:
       return check_same_dtype (self, queue, pos, ins, 2, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[2], error) &&
-             check_range (self, queue, pos, ins, 1, p->i[1], p->i[2], error);
+             check_range (self, queue, pos, ins, 1, p->i[1], p->i[2], error) &&
+             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[2], error);
     case AMK_ABI_OP_FILL:
       return check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
     case AMK_ABI_OP_ADD:
       return check_same_dtype (self, queue, pos, ins, 3, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&
              check_range (self, queue, pos, ins, 1, p->i[1], p->i[3], error) &&
-             check_range (self, queue, pos, ins, 2, p->i[2], p->i[3], error);
+             check_range (self, queue, pos, ins, 2, p->i[2], p->i[3], error) &&
+             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[3], error) &&
+             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 2, p->i[2], p->i[3], error);
     default:
       return TRUE;
     }

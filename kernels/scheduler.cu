@@ -16,8 +16,11 @@
 
 #define AMK_BACKOFF_MIN_NS 32u
 #define AMK_BACKOFF_MAX_NS 1024u
+#define AMK_SPIN_NS        20000u /* spin this long before backing off */
 #define AMK_ABORT_CLAIMED  (-1) /* abort record being filled by the first aborter */
 #define AMK_PREFETCH_LANES 8    /* 8 x 16 bytes = one amk_instruction_t */
+#define AMK_RING           8    /* instruction slots in shared memory */
+#define AMK_DEPTH          6    /* instructions in flight ahead of the current one */
 
 /* ---- PTX primitives ----------------------------------------------------------------- */
 
@@ -111,58 +114,63 @@ amk_raise_abort (int32_t *abort_flag, amk_abort_record_t *rec,
 
 enum { AMK_POLL_OK = 0, AMK_POLL_ABORTED = 1, AMK_POLL_TIMEOUT = 2 };
 
-/* Slow path of a wait: back off until the condition holds (until_change: *word != ref,
- * else *word >= ref), the abort flag rises, or the watchdog budget is spent. */
-static __device__ __noinline__ int
+/* Poll results travel packed as (status << 32) | observed value, so no local has its
+ * address taken (which would put it on the stack). */
+static __device__ __forceinline__ uint64_t
+amk_poll_result (int status, uint32_t observed)
+{
+  return ((uint64_t) status << 32) | observed;
+}
+
+/* Slow path of a wait: poll until the condition holds (until_change: *word != ref, else
+ * *word >= ref), the abort flag rises, or the watchdog budget is spent. The first polls
+ * spin without sleeping (each acquire load already takes an L2 round trip, and a
+ * dependency usually resolves within microseconds); long waits back off with
+ * __nanosleep. The abort flag and the timer are read only every 32 polls. */
+static __device__ __noinline__ uint64_t
 amk_poll_slow (const uint32_t *word, uint32_t ref, bool until_change,
-               const int32_t *abort_flag, uint64_t watchdog_ns, uint32_t *observed)
+               const int32_t *abort_flag, uint64_t watchdog_ns)
 {
   const uint64_t t0 = amk_globaltimer ();
-  uint32_t ns = AMK_BACKOFF_MIN_NS;
+  uint32_t ns = 0;
   uint32_t v;
 
-  for (;;)
+  for (uint32_t polls = 1;; ++polls)
     {
-      if (amk_ld_flag (abort_flag) != 0)
-        {
-          *observed = amk_ld_relaxed (word);
-          return AMK_POLL_ABORTED;
-        }
-      __nanosleep (ns);
-      ns = min (ns * 2u, AMK_BACKOFF_MAX_NS);
       v = amk_ld_acquire (word);
       if (until_change ? v != ref : v >= ref)
+        return amk_poll_result (AMK_POLL_OK, v);
+      if ((polls & 31u) == 0)
         {
-          *observed = v;
-          return AMK_POLL_OK;
+          if (amk_ld_flag (abort_flag) != 0)
+            return amk_poll_result (AMK_POLL_ABORTED, v);
+          const uint64_t elapsed = amk_globaltimer () - t0;
+          if (watchdog_ns != 0 && elapsed > watchdog_ns)
+            return amk_poll_result (AMK_POLL_TIMEOUT, v);
+          if (elapsed > AMK_SPIN_NS)
+            ns = min (max (ns * 2u, AMK_BACKOFF_MIN_NS), AMK_BACKOFF_MAX_NS);
         }
-      if (watchdog_ns != 0 && amk_globaltimer () - t0 > watchdog_ns)
-        {
-          *observed = v;
-          return AMK_POLL_TIMEOUT;
-        }
+      if (ns != 0)
+        __nanosleep (ns);
     }
 }
 
-static __device__ __forceinline__ int
+static __device__ __forceinline__ uint64_t
 amk_wait_geq (const uint32_t *word, uint32_t target, const int32_t *abort_flag,
-              uint64_t watchdog_ns, uint32_t *observed)
+              uint64_t watchdog_ns)
 {
   const uint32_t v = amk_ld_acquire (word);
   if (v >= target)
-    {
-      *observed = v;
-      return AMK_POLL_OK;
-    }
-  return amk_poll_slow (word, target, false, abort_flag, watchdog_ns, observed);
+    return amk_poll_result (AMK_POLL_OK, v);
+  return amk_poll_slow (word, target, false, abort_flag, watchdog_ns);
 }
 
 /* Sense-reversing grid barrier on gb[0] (arrived) and gb[1] (generation). Thread 0 only,
- * after a __syncthreads: the fence makes the whole block's writes visible first. On a
- * timeout *arrived holds how many blocks had arrived. */
-static __device__ __noinline__ int
+ * after a __syncthreads: the fence makes the whole block's writes visible first. The
+ * packed result's value is, on a timeout, how many blocks had arrived. */
+static __device__ __noinline__ uint64_t
 amk_grid_barrier (uint32_t *gb, uint32_t participants, const int32_t *abort_flag,
-                  uint64_t watchdog_ns, uint32_t *arrived)
+                  uint64_t watchdog_ns)
 {
   __threadfence ();
   const uint32_t gen = amk_ld_acquire (gb + 1);
@@ -172,13 +180,12 @@ amk_grid_barrier (uint32_t *gb, uint32_t participants, const int32_t *abort_flag
     {
       amk_st_relaxed (gb, 0u);          /* ordered before the release below */
       amk_red_add_release (gb + 1, 1u); /* opens the barrier */
-      return AMK_POLL_OK;
+      return amk_poll_result (AMK_POLL_OK, participants);
     }
 
-  uint32_t seen;
-  const int r = amk_poll_slow (gb + 1, gen, true, abort_flag, watchdog_ns, &seen);
-  if (r == AMK_POLL_TIMEOUT)
-    *arrived = amk_ld_relaxed (gb);
+  const uint64_t r = amk_poll_slow (gb + 1, gen, true, abort_flag, watchdog_ns);
+  if ((int) (r >> 32) == AMK_POLL_TIMEOUT)
+    return amk_poll_result (AMK_POLL_TIMEOUT, amk_ld_relaxed (gb));
   return r;
 }
 
@@ -195,8 +202,7 @@ amk_fetch_part (amk_instruction_t *dst, const amk_instruction_t *table, int32_t 
   if ((reinterpret_cast<uintptr_t> (table) & 15) == 0)
     {
       const uint32_t s = (uint32_t) __cvta_generic_to_shared (reinterpret_cast<int4 *> (dst) + lane);
-      asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                    "cp.async.commit_group;"
+      asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
                     : : "r"(s), "l"(reinterpret_cast<const int4 *> (ins) + lane) : "memory");
     }
   else
@@ -208,9 +214,35 @@ amk_fetch_part (amk_instruction_t *dst, const amk_instruction_t *table, int32_t 
 }
 
 static __device__ __forceinline__ void
+amk_fetch_commit (void)
+{
+  asm volatile ("cp.async.commit_group;" : : : "memory");
+}
+
+static __device__ __forceinline__ void
 amk_fetch_wait (void)
 {
   asm volatile ("cp.async.wait_all;" : : : "memory");
+}
+
+/* Waits until at most AMK_DEPTH - 1 groups are in flight: the oldest, holding the next
+ * instruction, has landed. */
+static __device__ __forceinline__ void
+amk_fetch_wait_next (void)
+{
+  asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_DEPTH - 1) : "memory");
+}
+
+/* The prefetch lanes start copying instruction `pos` of the queue into its ring slot. */
+static __device__ __forceinline__ void
+amk_fetch_position (const amk_device_program &prog, amk_instruction_t *ring, int32_t *ring_idx,
+                    int32_t qoff, int32_t pos, int lane)
+{
+  const int32_t idx = __ldg (prog.sm_queue_flat + qoff + pos);
+  if (idx >= 0 && idx < prog.n_instructions)
+    amk_fetch_part (&ring[pos % AMK_RING], prog.instructions, idx, lane);
+  if (lane == 0)
+    ring_idx[pos % AMK_RING] = idx;
 }
 
 /* ---- the kernel ----------------------------------------------------------------------- */
@@ -218,8 +250,8 @@ amk_fetch_wait (void)
 extern "C" __global__ void __launch_bounds__ (1024)
 amk_megakernel (amk_device_program prog)
 {
-  __shared__ __align__ (16) amk_instruction_t s_ins[2]; /* current / next (double buffer) */
-  __shared__ int32_t s_idx[2];                          /* their table indices */
+  __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */
+  __shared__ int32_t s_idx[AMK_RING];                          /* their table indices */
   __shared__ amk_op_ctx s_ctx;                          /* resolved by thread 0 */
   __shared__ int s_go;
 
@@ -242,50 +274,51 @@ amk_megakernel (amk_device_program prog)
       return;
     }
 
-  /* instruction 0 */
-  if (qlen > 0 && pf >= 0)
+  /* The first AMK_DEPTH instructions; afterwards iteration k fetches k + AMK_DEPTH, one
+   * cp.async group per iteration, so the fetch latency hides behind AMK_DEPTH
+   * instructions instead of one. */
+  if (pf >= 0)
     {
-      const int32_t idx = __ldg (prog.sm_queue_flat + qoff);
-      if (idx >= 0 && idx < prog.n_instructions)
-        amk_fetch_part (&s_ins[0], prog.instructions, idx, pf);
-      if (pf == 0)
-        s_idx[0] = idx;
+      for (int32_t pos = 0; pos < AMK_DEPTH && pos < qlen; ++pos)
+        amk_fetch_position (prog, s_ins, s_idx, qoff, pos, pf);
+      amk_fetch_commit ();
       amk_fetch_wait ();
     }
   __syncthreads ();
 
+  /* Thread 0 keeps what it needs after the end-of-instruction barrier in registers: by
+   * then the prefetch group may already be overwriting this slot for instruction k + 2. */
   uint64_t t_start = 0;
+  amk_signal_t sig = { AMK_NO_COUNTER, 0 };
+  uint32_t opcode = 0;
 
   for (int32_t k = 0; k < qlen; ++k)
     {
-      const int cur = k & 1;
+      const int cur = k % AMK_RING;
 
-      /* Prefetch k + 1 into the other shared slot: the copy flies while thread 0 waits
-       * and the block runs k, and is completed just before the end-of-instruction
-       * barrier. Nobody reads that slot during k. */
-      const bool have_next = pf >= 0 && k + 1 < qlen;
-      if (have_next)
+      /* Fetch k + AMK_DEPTH into its ring slot; nobody reads that slot before the
+       * barrier of iteration k + AMK_DEPTH - 1. */
+      const bool fetching = pf >= 0;
+      if (fetching)
         {
-          const int32_t nidx = __ldg (prog.sm_queue_flat + qoff + k + 1);
-          if (nidx >= 0 && nidx < prog.n_instructions)
-            amk_fetch_part (&s_ins[cur ^ 1], prog.instructions, nidx, pf);
-          if (pf == 0)
-            s_idx[cur ^ 1] = nidx;
+          if (k + AMK_DEPTH < qlen)
+            amk_fetch_position (prog, s_ins, s_idx, qoff, k + AMK_DEPTH, pf);
+          amk_fetch_commit ();
         }
 
       if (tid == 0)
         {
           const amk_instruction_t *ins = &s_ins[cur];
           const int32_t idx = s_idx[cur];
+          sig = ins->signal;
+          opcode = ins->opcode;
           int go = 0;
           int32_t code = AMK_ABORT_NONE, detail = 0, counter = -1;
           uint32_t observed = 0, target = 0;
 
-          if (amk_ld_flag (prog.abort_flag) != 0)
-            {
-              /* another block aborted, or the host cancelled: leave quietly */
-            }
-          else if (idx < 0 || idx >= prog.n_instructions)
+          /* The abort flag is read in the slow path of every wait, not here: a block that
+           * never waits finishes its queue in bounded time anyway. */
+          if (idx < 0 || idx >= prog.n_instructions)
             {
               code = AMK_ABORT_BAD_INDEX;
               detail = idx;
@@ -321,8 +354,10 @@ amk_megakernel (amk_device_program prog)
                   for (int w = 0; w < ins->n_waits; ++w)
                     {
                       const amk_wait_t wt = ins->waits[w];
-                      const int r = amk_wait_geq (prog.counters + wt.counter, wt.target,
-                                                  prog.abort_flag, prog.watchdog_ns, &observed);
+                      const uint64_t pr = amk_wait_geq (prog.counters + wt.counter, wt.target,
+                                                        prog.abort_flag, prog.watchdog_ns);
+                      const int r = (int) (pr >> 32);
+                      observed = (uint32_t) pr;
                       if (r != AMK_POLL_OK)
                         {
                           go = 0;
@@ -349,10 +384,10 @@ amk_megakernel (amk_device_program prog)
                     }
                   else if (ins->opcode == AMK_ABI_OP_GRID_SYNC)
                     {
-                      uint32_t arrived = 0;
-                      const int r = amk_grid_barrier (prog.grid_barrier, participants,
-                                                      prog.abort_flag, prog.watchdog_ns,
-                                                      &arrived);
+                      const uint64_t pr = amk_grid_barrier (prog.grid_barrier, participants,
+                                                            prog.abort_flag, prog.watchdog_ns);
+                      const int r = (int) (pr >> 32);
+                      const uint32_t arrived = (uint32_t) pr;
                       if (r != AMK_POLL_OK)
                         {
                           go = 0;
@@ -375,29 +410,31 @@ amk_megakernel (amk_device_program prog)
         }
       __syncthreads ();
       if (!s_go)
-        break;
+        {
+          if (fetching)
+            amk_fetch_wait (); /* leave no copy in flight */
+          break;
+        }
 
       amk_utility_exec (s_ins[cur].opcode, &s_ctx, tid, nt);
 
-      if (have_next)
-        amk_fetch_wait ();
+      if (fetching)
+        amk_fetch_wait_next ();
       __syncthreads ();
 
       if (tid == 0)
         {
-          const amk_signal_t sig = s_ins[cur].signal;
+          /* The barrier orders the block's writes before thread 0; the release add is
+           * cumulative, so a block that acquires the counter sees all of them. */
           if (sig.counter != AMK_NO_COUNTER)
-            {
-              __threadfence ();
-              amk_red_add_release (prog.counters + sig.counter, sig.amount);
-            }
+            amk_red_add_release (prog.counters + sig.counter, sig.amount);
           if (prog.trace != nullptr)
             {
               amk_trace_event_t ev;
               ev.queue = q;
               ev.instruction = k;
               ev.sm_id = amk_smid ();
-              ev.opcode = s_ins[cur].opcode;
+              ev.opcode = opcode;
               ev.start_ns = t_start;
               ev.end_ns = amk_globaltimer ();
               prog.trace[qoff + k] = ev;

@@ -76,6 +76,18 @@ def _cycle():
     return prog
 
 
+def test_error_message_is_german(german):
+    # A message without 64-bit format macros: shows that the catalogue is found at all.
+    prog = Amk.Program.new(1)
+    nop = prog.add_instruction(0, Amk.Opcode.NOP, [])
+
+    with pytest.raises(GLib.Error) as info:
+        prog.add_wait(nop, 5, 1)
+
+    # "Counter %u does not exist; the program has %u counters"
+    assert info.value.message == 'Zähler 5 existiert nicht; das Programm hat 0 Zähler'
+
+
 def test_deadlock_message_is_german(german):
     prog = _cycle()
 
@@ -89,6 +101,9 @@ def test_deadlock_message_is_german(german):
 
     # po/de.po: "Deadlock: queue %u stalls at instruction %u: ..." ->
     # "Verklemmung: Warteschlange %u bleibt bei Befehl %u stehen: ..."
+    # If only this test fails, the msgid in po/ no longer matches the string the library
+    # formats: xgettext cuts a msgid at a GLib format macro such as G_GUINT64_FORMAT
+    # (use PRIu64 from <inttypes.h> in translatable strings).
     message = error.message
     assert message.startswith('Verklemmung: Warteschlange 0'), message
     assert 'Zähler' in message, message

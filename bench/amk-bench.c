@@ -1,0 +1,152 @@
+/* amk-bench.c: the VM's fixed costs on the GPU, each against a baseline measured in the
+ * same run: launch overhead (132 NOP queues vs an empty plain kernel), dependency
+ * latency (a chain of NOPs alternating between two SMs, ns per hop) and instruction
+ * dispatch (independent NOPs, ns per instruction).
+ *
+ * Usage: amk-bench [--repeats N]
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <stdlib.h>
+#include <amk-glib/amk-glib.h>
+
+int amk_bench_empty_launch (int grid, int threads);
+
+static int repeats = 50;
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* Median wall time in microseconds of `repeats` launches (after 3 warm-ups). */
+static double
+time_launches (AmkLauncher *launcher)
+{
+  g_autofree double *t = g_new (double, repeats);
+  g_autoptr(GError) error = NULL;
+
+  for (int i = 0; i < 3 + repeats; i++)
+    {
+      gint64 start = g_get_monotonic_time ();
+      if (!amk_launcher_launch (launcher, NULL, &error))
+        g_error ("launch failed: %s", error->message);
+      if (i >= 3)
+        t[i - 3] = (double) (g_get_monotonic_time () - start);
+    }
+  qsort (t, repeats, sizeof *t, cmp_double);
+  return t[repeats / 2];
+}
+
+static double
+time_empty (int grid, int threads)
+{
+  g_autofree double *t = g_new (double, repeats);
+
+  for (int i = 0; i < 3 + repeats; i++)
+    {
+      gint64 start = g_get_monotonic_time ();
+      if (amk_bench_empty_launch (grid, threads) != 0)
+        g_error ("empty kernel launch failed");
+      if (i >= 3)
+        t[i - 3] = (double) (g_get_monotonic_time () - start);
+    }
+  qsort (t, repeats, sizeof *t, cmp_double);
+  return t[repeats / 2];
+}
+
+static void
+load (AmkLauncher *launcher, AmkProgram *program)
+{
+  g_autoptr(GError) error = NULL;
+  if (!amk_launcher_load (launcher, program, &error))
+    g_error ("load failed: %s", error->message);
+}
+
+static AmkProgram *
+nops_per_queue (guint queues, guint per_queue)
+{
+  AmkProgram *p = amk_program_new (queues);
+  for (guint q = 0; q < queues; q++)
+    for (guint k = 0; k < per_queue; k++)
+      amk_program_add_instruction (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
+  return p;
+}
+
+/* Instruction j runs on queue j % 2 and waits for instruction j - 1: every hop crosses
+ * from one block (SM) to the other through one counter in global memory. */
+static AmkProgram *
+ping_pong (guint hops)
+{
+  AmkProgram *p = amk_program_new (2);
+  gint c = amk_program_add_counter (p, "hops");
+
+  for (guint j = 0; j < hops; j++)
+    {
+      gint i = amk_program_add_instruction (p, j % 2, AMK_OPCODE_NOP, NULL, 0, NULL);
+      if (j > 0)
+        amk_program_add_wait (p, i, c, j, NULL);
+      amk_program_set_signal (p, i, c, 1, NULL);
+    }
+  return p;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  g_autofree char *name = NULL;
+  const guint threads = amk_launcher_get_threads_per_block (launcher);
+  const guint hops = 20000, dispatch = 20000;
+  double t_empty, t_nop, t_chain0, t_chain, t_disp0, t_disp;
+
+  if (argc == 3 && g_str_equal (argv[1], "--repeats"))
+    repeats = MAX (atoi (argv[2]), 1);
+
+  name = amk_launcher_get_device_name (launcher, &error);
+  if (name == NULL)
+    {
+      g_printerr ("amk-bench: %s\n", error->message);
+      return 77;
+    }
+  attr = amk_launcher_kernel_attributes (launcher, threads, 0, &error);
+  g_print ("device: %s, %d SMs; megakernel: %d registers, %d B static smem, %d B local, "
+           "%d blocks/SM at %u threads\n",
+           name, attr->num_sms, attr->num_regs, attr->static_smem_bytes, attr->local_bytes,
+           attr->blocks_per_sm, threads);
+
+  {
+    g_autoptr(AmkProgram) p = nops_per_queue (132, 1);
+    load (launcher, p);
+    t_nop = time_launches (launcher);
+    t_empty = time_empty (132, threads);
+    g_print ("launch overhead: 132 NOP queues %.2f us, empty plain kernel %.2f us, ratio %.2f\n",
+             t_nop, t_empty, t_nop / t_empty);
+  }
+  {
+    g_autoptr(AmkProgram) p0 = ping_pong (2);
+    g_autoptr(AmkProgram) p = ping_pong (hops + 2);
+    load (launcher, p0);
+    t_chain0 = time_launches (launcher);
+    load (launcher, p);
+    t_chain = time_launches (launcher);
+    g_print ("dependency latency: %u hops between 2 SMs in %.1f us (baseline 1 hop %.1f us): %.0f ns per hop\n",
+             hops, t_chain, t_chain0, (t_chain - t_chain0) * 1000.0 / hops);
+  }
+  {
+    g_autoptr(AmkProgram) p0 = nops_per_queue (132, 1);
+    g_autoptr(AmkProgram) p = nops_per_queue (132, dispatch + 1);
+    load (launcher, p0);
+    t_disp0 = time_launches (launcher);
+    load (launcher, p);
+    t_disp = time_launches (launcher);
+    g_print ("instruction dispatch: %u independent NOPs per queue on 132 queues in %.1f us "
+             "(baseline 1 NOP %.1f us): %.1f ns per instruction per queue\n",
+             dispatch, t_disp, t_disp0, (t_disp - t_disp0) * 1000.0 / dispatch);
+  }
+  return 0;
+}

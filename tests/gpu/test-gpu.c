@@ -1,0 +1,490 @@
+/* test-gpu.c: the megakernel on a real GPU against the CPU executor. Every test skips
+ * (not fails) where there is no CUDA device.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <string.h>
+#include <amk-glib/amk-glib.h>
+
+static gboolean
+need_gpu (void)
+{
+  if (amk_launcher_get_device_count () > 0)
+    return TRUE;
+  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
+  return FALSE;
+}
+
+static GBytes *
+random_bytes (gsize n_bytes, AmkDType dtype)
+{
+  guint8 *data = g_malloc (n_bytes);
+
+  for (gsize i = 0; i + 4 <= n_bytes; i += 4)
+    {
+      guint32 v;
+      if (dtype == AMK_DTYPE_F32)
+        {
+          float f = (float) g_test_rand_double_range (-4.0, 4.0);
+          memcpy (&v, &f, 4);
+        }
+      else if (dtype == AMK_DTYPE_F16)
+        /* two halves with exponents in a sane range: sign, exp 5..25, mantissa */
+        v = ((guint32) g_test_rand_int_range (0x1400, 0x6400) | (g_test_rand_bit () ? 0x8000u : 0)) |
+            (((guint32) g_test_rand_int_range (0x1400, 0x6400) | (g_test_rand_bit () ? 0x8000u : 0)) << 16);
+      else if (dtype == AMK_DTYPE_BF16)
+        v = ((guint32) g_test_rand_int_range (0x3c00, 0x4100) | (g_test_rand_bit () ? 0x8000u : 0)) |
+            (((guint32) g_test_rand_int_range (0x3c00, 0x4100) | (g_test_rand_bit () ? 0x8000u : 0)) << 16);
+      else
+        v = g_test_rand_int ();
+      memcpy (data + i, &v, 4);
+    }
+  for (gsize i = n_bytes & ~(gsize) 3; i < n_bytes; i++)
+    data[i] = (guint8) g_test_rand_int ();
+  return g_bytes_new_take (data, n_bytes);
+}
+
+static GBytes *
+poison (gsize n_bytes)
+{
+  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
+}
+
+/* Runs `program` on the CPU executor and on the GPU with the same random inputs and the
+ * outputs poisoned first; asserts every non-scratch buffer ends up byte-identical. */
+static void
+assert_gpu_matches_cpu (AmkLauncher *launcher, AmkProgram *program, guint launches)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new (program, &error);
+  guint n = amk_program_get_n_buffers (program);
+
+  g_assert_no_error (error);
+  g_assert_true (amk_launcher_load (launcher, program, &error));
+  g_assert_no_error (error);
+
+  for (guint b = 0; b < n; b++)
+    {
+      AmkBufferRole role = amk_program_get_buffer_role (program, b);
+      gsize size = amk_program_get_buffer_size (program, b);
+      g_autoptr(GBytes) data = NULL;
+
+      if (role == AMK_BUFFER_ROLE_SCRATCH || role == AMK_BUFFER_ROLE_CONSTANT)
+        continue;
+      data = role == AMK_BUFFER_ROLE_OUTPUT ? poison (size)
+                                            : random_bytes (size, amk_program_get_buffer_dtype (program, b));
+      g_assert_true (amk_cpu_executor_upload (cpu, b, data, &error));
+      g_assert_true (amk_launcher_upload (launcher, b, data, &error));
+      g_assert_no_error (error);
+    }
+
+  g_assert_true (amk_cpu_executor_run (cpu, &error));
+  g_assert_no_error (error);
+  for (guint l = 0; l < launches; l++)
+    {
+      amk_launcher_launch (launcher, NULL, &error);
+      g_assert_no_error (error);
+    }
+
+  for (guint b = 0; b < n; b++)
+    {
+      g_autoptr(GBytes) want = NULL;
+      g_autoptr(GBytes) got = NULL;
+
+      if (amk_program_get_buffer_role (program, b) == AMK_BUFFER_ROLE_SCRATCH)
+        continue;
+      want = amk_cpu_executor_download (cpu, b, &error);
+      got = amk_launcher_download (launcher, b, &error);
+      g_assert_no_error (error);
+      if (!g_bytes_equal (want, got))
+        g_error ("buffer %u “%s” differs between the GPU and the CPU executor",
+                 b, amk_program_get_buffer_name (program, b));
+    }
+}
+
+static gint
+add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
+         const gint *ints, gsize n_ints)
+{
+  g_autoptr(GError) error = NULL;
+  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
+  return i;
+}
+
+static void
+wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
+}
+
+static void
+signal_on (AmkProgram *p, gint instruction, gint counter)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
+}
+
+static void
+test_utility_ops (void)
+{
+  static const AmkDType dtypes[] = { AMK_DTYPE_F32, AMK_DTYPE_F16, AMK_DTYPE_BF16, AMK_DTYPE_I32, AMK_DTYPE_U8 };
+  g_autoptr(AmkLauncher) launcher = NULL;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+
+  for (guint d = 0; d < G_N_ELEMENTS (dtypes); d++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (4);
+      gint64 shape[] = { 4099 };
+      gint a = amk_program_add_buffer (p, "a", dtypes[d], shape, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+      gint b = amk_program_add_buffer (p, "b", dtypes[d], shape, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+      gint s = amk_program_add_buffer (p, "s", dtypes[d], shape, 1, AMK_BUFFER_ROLE_SCRATCH, NULL);
+      gint out = amk_program_add_buffer (p, "out", dtypes[d], shape, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
+      gint c0 = amk_program_add_counter (p, "copied"), c1 = amk_program_add_counter (p, "filled");
+      gint i;
+
+      /* queue 0: s[3..4003) = a[1..4001); queue 1: out[0..4099) = fill 1.75;
+       * queue 2 after both: out[7..4007) = s[3..) + b[5..); queue 3: a NOP */
+      i = add_ins (p, 0, AMK_OPCODE_COPY, (gint[]) { s, a }, 2, (gint[]) { 3, 1, 4000 }, 3);
+      signal_on (p, i, c0);
+      i = add_ins (p, 1, AMK_OPCODE_FILL, (gint[]) { out }, 1, (gint[]) { 0, 4099 }, 2);
+      amk_program_set_param_float (p, i, 2, 1.75f, NULL);
+      signal_on (p, i, c1);
+      i = add_ins (p, 2, AMK_OPCODE_ADD, (gint[]) { out, s, b }, 3, (gint[]) { 7, 3, 5, 4000 }, 4);
+      wait_on (p, i, c0, 1);
+      wait_on (p, i, c1, 1);
+      add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      assert_gpu_matches_cpu (launcher, p, 1);
+    }
+}
+
+/* Long chains that cross SMs: 132 queues; stage k of queue q adds the slices of q and
+ * of q-1 (mod 132) of stage k-1. Stages alternate between two buffers, so stage k of q
+ * may overwrite stage k-2 only once q+1 has read it (its stage k-1 finished). */
+static void
+test_chains (void)
+{
+  const guint n_queues = 132, stages = 40, width = 64;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  gint64 shape[] = { (gint64) n_queues * width };
+  gint in, acc[2], out;
+  g_autofree gint *done = g_new (gint, n_queues);
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  p = amk_program_new (n_queues);
+  in = amk_program_add_buffer (p, "in", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+  acc[0] = amk_program_add_buffer (p, "even", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_SCRATCH, NULL);
+  acc[1] = amk_program_add_buffer (p, "odd", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_SCRATCH, NULL);
+  out = amk_program_add_buffer (p, "out", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
+  for (guint q = 0; q < n_queues; q++)
+    done[q] = amk_program_add_counter (p, NULL);
+
+  for (guint q = 0; q < n_queues; q++)
+    {
+      gint i = add_ins (p, q, AMK_OPCODE_COPY, (gint[]) { acc[0], in }, 2,
+                        (gint[]) { q * width, q * width, width }, 3);
+      signal_on (p, i, done[q]);
+    }
+  for (guint k = 1; k < stages; k++)
+    for (guint q = 0; q < n_queues; q++)
+      {
+        guint prev = (q + n_queues - 1) % n_queues, next = (q + 1) % n_queues;
+        gint i = add_ins (p, q, AMK_OPCODE_ADD, (gint[]) { acc[k % 2], acc[(k - 1) % 2], acc[(k - 1) % 2] }, 3,
+                          (gint[]) { q * width, q * width, prev * width, width }, 4);
+        wait_on (p, i, done[prev], k);
+        wait_on (p, i, done[next], k);
+        signal_on (p, i, done[q]);
+      }
+  for (guint q = 0; q < n_queues; q++)
+    add_ins (p, q, AMK_OPCODE_COPY, (gint[]) { out, acc[(stages - 1) % 2] }, 2,
+             (gint[]) { q * width, q * width, width }, 3);
+  g_assert_true (amk_program_verify (p, NULL));
+  assert_gpu_matches_cpu (launcher, p, 1);
+}
+
+/* A random DAG of thousands of instructions: each instruction adds two earlier results
+ * into its own slot, waiting on the counters of the instructions that produced them. */
+static void
+test_random_dag (void)
+{
+  const guint n_queues = 132, n_nodes = 6000, width = 8;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  gint64 shape[] = { (gint64) n_nodes * width };
+  gint in, val;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  p = amk_program_new (n_queues);
+  in = amk_program_add_buffer (p, "in", AMK_DTYPE_I32, shape, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+  val = amk_program_add_buffer (p, "val", AMK_DTYPE_I32, shape, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
+
+  for (guint n = 0; n < n_nodes; n++)
+    {
+      /* counter n: node n is done (its own counter, so a target of 1 names it exactly) */
+      guint queue = g_test_rand_int_range (0, n_queues);
+      gint c = amk_program_add_counter (p, NULL);
+      gint i;
+
+      if (n < 64)
+        i = add_ins (p, queue, AMK_OPCODE_COPY, (gint[]) { val, in }, 2,
+                     (gint[]) { n * width, n * width, width }, 3);
+      else
+        {
+          guint x = g_test_rand_int_range (0, n), y = g_test_rand_int_range (0, n);
+          i = add_ins (p, queue, AMK_OPCODE_ADD, (gint[]) { val, val, val }, 3,
+                       (gint[]) { n * width, x * width, y * width, width }, 4);
+          wait_on (p, i, x, 1);
+          wait_on (p, i, y, 1);
+        }
+      signal_on (p, i, c);
+    }
+  g_assert_true (amk_program_verify (p, NULL));
+  /* 100 launches in a row; counters are cleared before each, results must not drift */
+  assert_gpu_matches_cpu (launcher, p, 100);
+}
+
+static void
+test_rejected (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  gint64 max_grid;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  amk_launcher_set_threads_per_block (launcher, 1024);
+  max_grid = amk_launcher_max_coresident_blocks (launcher, 1024, 0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (max_grid, >, 0);
+  g_test_message ("max cooperative grid at 1024 threads: %" G_GINT64_FORMAT, max_grid);
+
+  p = amk_program_new (max_grid + 1);
+  for (gint64 q = 0; q <= max_grid; q++)
+    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  g_assert_true (amk_launcher_load (launcher, p, &error));
+  g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_REJECTED);
+  g_test_message ("%s", error->message);
+}
+
+static AmkProgram *
+make_nop_program (guint n_queues)
+{
+  AmkProgram *p = amk_program_new (n_queues);
+  for (guint q = 0; q < n_queues; q++)
+    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  return p;
+}
+
+static void
+check_good_launch (AmkLauncher *launcher)
+{
+  g_autoptr(AmkProgram) good = make_nop_program (132);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (amk_launcher_load (launcher, good, &error));
+  g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_null (amk_launcher_get_last_abort (launcher));
+}
+
+static void
+test_timeout (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  g_autoptr(AmkAbortRecord) record = NULL;
+  gint c, i;
+  gint64 start, elapsed_ms;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  amk_launcher_set_watchdog_ms (launcher, 200);
+  p = make_nop_program (8);
+  c = amk_program_add_counter (p, "never");
+  i = add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  wait_on (p, i, c, 1);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  g_clear_error (&error);
+
+  g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
+  start = g_get_monotonic_time ();
+  g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+  elapsed_ms = (g_get_monotonic_time () - start) / 1000;
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT);
+  g_test_message ("TIMEOUT after %" G_GINT64_FORMAT " ms (budget 200 ms): %s", elapsed_ms, error->message);
+  g_assert_cmpint (elapsed_ms, <, 200 + 300);
+  record = amk_launcher_get_last_abort (launcher);
+  g_assert_nonnull (record);
+  g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_TIMEOUT);
+  g_assert_cmpint (record->queue, ==, 5);
+  g_assert_cmpint (record->instruction, ==, 1);
+  g_assert_cmpint (record->counter, ==, c);
+  g_assert_cmpuint (record->observed, ==, 0);
+  g_assert_cmpuint (record->target, ==, 1);
+
+  check_good_launch (launcher);
+}
+
+static void
+test_trap (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  g_autoptr(AmkAbortRecord) record = NULL;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  p = make_nop_program (16);
+  add_ins (p, 9, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { 4242 }, 1);
+  g_assert_true (amk_launcher_load (launcher, p, &error));
+  g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+  record = amk_launcher_get_last_abort (launcher);
+  g_assert_nonnull (record);
+  g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_TRAP);
+  g_assert_cmpint (record->queue, ==, 9);
+  g_assert_cmpint (record->instruction, ==, 1);
+  g_assert_cmpint (record->detail, ==, 4242);
+  check_good_launch (launcher);
+}
+
+static void
+on_launched (GObject *source, GAsyncResult *result, gpointer data)
+{
+  GError **error = data;
+  amk_launcher_launch_finish (AMK_LAUNCHER (source), result, error);
+}
+
+static gboolean
+cancel_later (gpointer data)
+{
+  g_cancellable_cancel (data);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+test_cancel (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  gint c, i;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  amk_launcher_set_watchdog_ms (launcher, 20000);
+  p = make_nop_program (4);
+  c = amk_program_add_counter (p, "never");
+  i = add_ins (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  wait_on (p, i, c, 1);
+  g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
+
+  amk_launcher_launch_async (launcher, cancellable, on_launched, &error);
+  g_timeout_add (100, cancel_later, cancellable);
+  while (error == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  check_good_launch (launcher);
+}
+
+static void
+test_trace (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  g_autofree char *json = NULL;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  p = make_nop_program (132);
+  amk_launcher_set_trace (launcher, TRUE);
+  g_assert_true (amk_launcher_load (launcher, p, &error));
+  g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+  json = amk_launcher_get_trace_json (launcher, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (json, "\"traceEvents\""));
+  /* one event per instruction */
+  {
+    guint events = 0;
+    for (const char *s = json; (s = strstr (s, "\"ph\": \"X\"")) != NULL; s++)
+      events++;
+    g_assert_cmpuint (events, ==, 132);
+  }
+}
+
+/* 1000 load/upload/launch/destroy cycles must leave the device's free memory as it was. */
+static void
+test_no_leak (void)
+{
+  g_autoptr(GError) error = NULL;
+  guint64 free_before = 0, free_after = 0, total = 0;
+  g_autoptr(AmkLauncher) probe = NULL;
+
+  if (!need_gpu ())
+    return;
+  probe = amk_launcher_new (0);
+  check_good_launch (probe); /* context and module loaded before measuring */
+  g_assert_true (amk_launcher_memory_info (probe, &free_before, &total, &error));
+
+  for (guint cycle = 0; cycle < 1000; cycle++)
+    {
+      g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+      g_autoptr(AmkProgram) p = amk_program_new (8);
+      gint64 shape[] = { 1 << 16 };
+      gint a = amk_program_add_buffer (p, "a", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+      gint b = amk_program_add_buffer (p, "b", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
+      g_autoptr(GBytes) data = random_bytes (4 << 16, AMK_DTYPE_F32);
+
+      add_ins (p, cycle % 8, AMK_OPCODE_COPY, (gint[]) { b, a }, 2, (gint[]) { 0, 0, 1 << 16 }, 3);
+      g_assert_true (amk_launcher_load (launcher, p, &error));
+      g_assert_true (amk_launcher_upload (launcher, a, data, &error));
+      g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (amk_launcher_memory_info (probe, &free_after, &total, &error));
+  g_test_message ("free device memory before %" G_GUINT64_FORMAT " after %" G_GUINT64_FORMAT,
+                  free_before, free_after);
+  /* the driver's free-memory figure moves in 2 MiB pages; allow one */
+  g_assert_cmpint ((gint64) free_before - (gint64) free_after, <=, 2 << 20);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/amk/gpu/utility-ops", test_utility_ops);
+  g_test_add_func ("/amk/gpu/chains", test_chains);
+  g_test_add_func ("/amk/gpu/random-dag", test_random_dag);
+  g_test_add_func ("/amk/gpu/rejected", test_rejected);
+  g_test_add_func ("/amk/gpu/timeout", test_timeout);
+  g_test_add_func ("/amk/gpu/trap", test_trap);
+  g_test_add_func ("/amk/gpu/cancel", test_cancel);
+  g_test_add_func ("/amk/gpu/trace", test_trace);
+  g_test_add_func ("/amk/gpu/no-leak", test_no_leak);
+
+  return g_test_run ();
+}

@@ -1,0 +1,814 @@
+/* test-verifier.c: every AmkProgramError the verifier gives, with the message naming the
+ * culprit, and the programs it must accept (long chains, random DAGs, big programs fast).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "amk-test-common.h"
+
+#define assert_verify_error(p, code) \
+  G_STMT_START { \
+    GError *e_ = NULL; \
+    g_assert_false (amk_program_verify ((p), &e_)); \
+    g_assert_error (e_, AMK_PROGRAM_ERROR, (code)); \
+    g_test_message ("%s", e_->message); \
+    g_assert_false (amk_program_get_verified (p)); \
+    g_clear_error (&e_); \
+  } G_STMT_END
+
+#define assert_verifies(p) \
+  G_STMT_START { \
+    GError *e_ = NULL; \
+    g_assert_true (amk_program_verify ((p), &e_)); \
+    g_assert_no_error (e_); \
+    g_assert_true (amk_program_get_verified (p)); \
+  } G_STMT_END
+
+/* A program with f32 buffers "a" (in, 16), "b" (out, 16), "h" (f16 out, 16),
+ * "k" (constant f32, 16) and two counters. */
+static AmkProgram *
+base_program (guint num_queues)
+{
+  AmkProgram *p = amk_program_new (num_queues);
+
+  test_add_buffer (p, "a", AMK_DTYPE_F32, 16, AMK_BUFFER_ROLE_INPUT);
+  test_add_buffer (p, "b", AMK_DTYPE_F32, 16, AMK_BUFFER_ROLE_OUTPUT);
+  test_add_buffer (p, "h", AMK_DTYPE_F16, 16, AMK_BUFFER_ROLE_OUTPUT);
+  test_add_buffer (p, "k", AMK_DTYPE_F32, 16, AMK_BUFFER_ROLE_CONSTANT);
+  amk_program_add_counter (p, "ready");
+  amk_program_add_counter (p, "done");
+  return p;
+}
+
+enum { A, B, H, K };
+
+/* ---- INVALID -------------------------------------------------------------------- */
+
+static void
+test_invalid_dtype_mismatch (void)
+{
+  g_autoptr(AmkProgram) p = base_program (1);
+  gint i;
+
+  i = test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { H, A }, 2, (gint[]) { 0, 0, 4 }, 3);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  amk_program_set_param_ints (p, i, (gint[]) { 0, 0, 0 }, 3, NULL); /* even with no elements */
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_object (&p);
+
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, H }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_object (&p);
+
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { H, A, A }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  {
+    GError *error = NULL;
+    g_assert_false (amk_program_verify (p, &error));
+    g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+    test_assert_message_has (error, "f16");
+    test_assert_message_has (error, "f32");
+    g_clear_error (&error);
+  }
+}
+
+static void
+test_invalid_write_constant (void)
+{
+  g_autoptr(AmkProgram) p = base_program (1);
+  GError *error = NULL;
+
+  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { K }, 1, (gint[]) { 0, 4 }, 2);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  test_assert_message_has (error, "“k”");
+  g_clear_error (&error);
+  g_clear_object (&p);
+
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { K, A }, 2, (gint[]) { 0, 0, 4 }, 3);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_object (&p);
+
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { K, A, A }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_object (&p);
+
+  /* reading a constant is fine */
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, K, K }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { A, K }, 2, (gint[]) { 0, 0, 16 }, 3);
+  assert_verifies (p);
+}
+
+static void
+test_invalid_buffer_count (void)
+{
+  struct { AmkOpcode op; guint n; } cases[] = {
+    { AMK_OPCODE_COPY, 1 }, { AMK_OPCODE_COPY, 3 }, { AMK_OPCODE_COPY, 0 },
+    { AMK_OPCODE_FILL, 0 }, { AMK_OPCODE_FILL, 2 },
+    { AMK_OPCODE_ADD, 2 }, { AMK_OPCODE_ADD, 4 },
+    { AMK_OPCODE_NOP, 1 }, { AMK_OPCODE_TRAP, 1 }, { AMK_OPCODE_GRID_SYNC, 2 },
+  };
+  const gint bufs[8] = { B, B, B, B, B, B, B, B };
+
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      test_add (p, 0, cases[c].op, bufs, cases[c].n, NULL, 0);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+    }
+}
+
+static void
+test_invalid_unknown_opcode (void)
+{
+  const guint opcodes[] = { AMK_ABI_N_OPS, 6, 7, 100, 0xffff };
+
+  for (guint i = 0; i < G_N_ELEMENTS (opcodes); i++)
+    {
+      g_autoptr(AmkProgram) p = base_program (2);
+      amk_instruction_t ins = test_raw (opcodes[i]);
+      GError *error = NULL;
+      g_autofree char *what = g_strdup_printf ("opcode %u", opcodes[i]);
+
+      test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_append_raw (p, 1, &ins);
+      g_assert_false (amk_program_verify (p, &error));
+      g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+      test_assert_message_has (error, "Queue 1 instruction 1");
+      test_assert_message_has (error, what);
+      g_clear_error (&error);
+    }
+}
+
+static void
+test_invalid_duplicate_name (void)
+{
+  g_autoptr(AmkProgram) p = base_program (1);
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(AmkProgram) loaded = NULL;
+  AmkBufferInfo *info;
+  GError *error = NULL;
+  gint64 n = 4;
+
+  g_assert_cmpint (amk_program_add_buffer (p, "a", AMK_DTYPE_F32, &n, 1, AMK_BUFFER_ROLE_INPUT, &error), ==, -1);
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+
+  /* an image with two buffers of one name (made by renaming in place) is refused */
+  info = g_ptr_array_index (p->buffers, B);
+  g_free (info->name);
+  info->name = g_strdup ("a");
+  bytes = amk_program_serialize (p);
+  loaded = amk_program_new_from_bytes (bytes, &error);
+  g_assert_null (loaded);
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+}
+
+static void
+test_invalid_reserved_fields (void)
+{
+  for (guint which = 0; which < 4; which++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      gint i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, (gint[]) { 0, 4 }, 2);
+      amk_instruction_t *ins;
+
+      assert_verifies (p);
+      ins = test_instruction (p, i);
+      switch (which)
+        {
+        case 0: ins->flags = 1; break;
+        case 1: ins->flags = 0x8000; break;
+        case 2: ins->reserved = 1; break;
+        default: ins->reserved = 0xffff; break;
+        }
+      assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+    }
+}
+
+static void
+test_invalid_queue_lists (void)
+{
+  g_autoptr(AmkProgram) p = base_program (3);
+  GError *error = NULL;
+  gint i;
+  gint32 index;
+
+  /* queued twice */
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  assert_verifies (p);
+  index = i;
+  g_array_append_val ((GArray *) g_ptr_array_index (p->queues, 2), index);
+  p->verified = FALSE;
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  test_assert_message_has (error, "Instruction 1");
+  test_assert_message_has (error, "queue 2");
+  g_clear_error (&error);
+
+  /* twice in the same queue */
+  g_array_set_size ((GArray *) g_ptr_array_index (p->queues, 2), 0);
+  g_array_append_val ((GArray *) g_ptr_array_index (p->queues, 0), index);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_array_set_size ((GArray *) g_ptr_array_index (p->queues, 0), 2);
+  assert_verifies (p);
+
+  /* in no queue */
+  {
+    amk_instruction_t ins = test_raw (AMK_ABI_OP_NOP);
+    g_array_append_val (p->instructions, ins);
+    p->verified = FALSE;
+    g_assert_false (amk_program_verify (p, &error));
+    g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+    test_assert_message_has (error, "Instruction 2");
+    g_clear_error (&error);
+    g_array_set_size (p->instructions, 2);
+  }
+  assert_verifies (p);
+
+  /* a queue list naming an instruction that does not exist */
+  index = 2;
+  g_array_append_val ((GArray *) g_ptr_array_index (p->queues, 1), index);
+  p->verified = FALSE;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_array_index ((GArray *) g_ptr_array_index (p->queues, 1), gint32, 0) = -1;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_array_set_size ((GArray *) g_ptr_array_index (p->queues, 1), 0);
+  assert_verifies (p);
+
+  /* more queue lists than queues */
+  g_ptr_array_add (p->queues, g_array_new (FALSE, FALSE, sizeof (gint32)));
+  p->verified = FALSE;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_ptr_array_set_size (p->queues, 3);
+  assert_verifies (p);
+}
+
+static void
+test_invalid_buffer_data_and_arena (void)
+{
+  g_autoptr(AmkProgram) p = base_program (1);
+  AmkBufferInfo *info;
+  gint s;
+
+  /* default contents of the wrong size (only a corrupted struct can have that) */
+  info = g_ptr_array_index (p->buffers, A);
+  info->data = test_random_bytes (info->size_bytes - 1);
+  p->verified = FALSE;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_pointer (&info->data, g_bytes_unref);
+  assert_verifies (p);
+
+  /* a scratch buffer off the arena alignment */
+  s = test_add_buffer (p, "s", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_SCRATCH);
+  info = g_ptr_array_index (p->buffers, s);
+  info->arena_offset = 4;
+  p->scratch_size = 4096;
+  p->verified = FALSE;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  info->arena_offset = 0;
+  assert_verifies (p);
+}
+
+/* ---- OUT_OF_RANGE --------------------------------------------------------------- */
+
+static void
+test_range_copy (void)
+{
+  /* { dst offset, src offset, count } against 16-element buffers */
+  const gint bad[][3] = {
+    { 0, 0, 17 }, { 1, 0, 16 }, { 0, 1, 16 }, { 15, 0, 2 }, { 0, 15, 2 }, { 16, 0, 1 },
+    { -1, 0, 1 }, { 0, -1, 1 }, { 0, 0, -1 }, { G_MAXINT32, 0, 1 }, { 0, G_MAXINT32, G_MAXINT32 },
+    { G_MININT32, 0, 1 }, { 8, 8, G_MAXINT32 }, { 1, 1, G_MININT32 },
+  };
+  const gint good[][3] = { { 0, 0, 16 }, { 15, 0, 1 }, { 0, 15, 1 }, { 16, 16, 0 }, { 3, 7, 9 } };
+
+  for (guint c = 0; c < G_N_ELEMENTS (bad); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, bad[c], 3);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (good); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, good[c], 3);
+      assert_verifies (p);
+    }
+}
+
+static void
+test_range_fill_add (void)
+{
+  const gint fill_bad[][2] = { { 0, 17 }, { -1, 2 }, { 4, -1 }, { 16, 1 }, { G_MAXINT32, G_MAXINT32 } };
+  const gint add_bad[][4] = {
+    { 0, 0, 0, 17 }, { 1, 0, 0, 16 }, { 0, 1, 0, 16 }, { 0, 0, 1, 16 },
+    { -4, 0, 0, 1 }, { 0, -4, 0, 1 }, { 0, 0, -4, 1 }, { 0, 0, 0, -4 },
+  };
+
+  for (guint c = 0; c < G_N_ELEMENTS (fill_bad); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, fill_bad[c], 2);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+    }
+  for (guint c = 0; c < G_N_ELEMENTS (add_bad); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, add_bad[c], 4);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+    }
+  {
+    g_autoptr(AmkProgram) p = base_program (1);
+    GError *error = NULL;
+    test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, (gint[]) { 0, 0, 10, 7 }, 4);
+    g_assert_false (amk_program_verify (p, &error));
+    g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+    test_assert_message_has (error, "Queue 0 instruction 1 (ADD)");
+    test_assert_message_has (error, "“a”");
+    g_clear_error (&error);
+  }
+}
+
+static void
+test_range_counters (void)
+{
+  const gint32 bad_counters[] = { 2, 3, 1000, -2, G_MININT32, G_MAXINT32 };
+
+  for (guint c = 0; c < G_N_ELEMENTS (bad_counters); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      amk_instruction_t ins = test_raw (AMK_ABI_OP_NOP);
+      GError *error = NULL;
+
+      ins.n_waits = 1;
+      ins.waits[0].counter = bad_counters[c];
+      ins.waits[0].target = 0;
+      test_append_raw (p, 0, &ins);
+      g_assert_false (amk_program_verify (p, &error));
+      g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+      test_assert_message_has (error, "waits on counter");
+      g_clear_error (&error);
+
+      ins = test_raw (AMK_ABI_OP_NOP);
+      ins.signal.counter = bad_counters[c];
+      ins.signal.amount = 1;
+      g_array_index (p->instructions, amk_instruction_t, 0) = ins;
+      g_assert_false (amk_program_verify (p, &error));
+      g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+      test_assert_message_has (error, "signals counter");
+      g_clear_error (&error);
+    }
+
+  /* a wait beyond n_waits is ignored; too many waits is out of range */
+  {
+    g_autoptr(AmkProgram) p = base_program (1);
+    amk_instruction_t ins = test_raw (AMK_ABI_OP_NOP);
+    ins.n_waits = 1;
+    ins.waits[1].counter = 99;
+    test_append_raw (p, 0, &ins);
+    assert_verifies (p);
+    test_instruction (p, 0)->n_waits = AMK_MAX_WAITS + 1;
+    assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+    test_instruction (p, 0)->n_waits = 255;
+    assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  }
+}
+
+static void
+test_range_buffers (void)
+{
+  const gint32 bad[] = { 4, 5, -2, -1, G_MAXINT32, G_MININT32 };
+
+  for (guint c = 0; c < G_N_ELEMENTS (bad); c++)
+    {
+      g_autoptr(AmkProgram) p = base_program (1);
+      amk_instruction_t ins = test_raw (AMK_ABI_OP_FILL);
+      GError *error = NULL;
+
+      ins.n_buffers = 1;
+      ins.buffers[0] = bad[c];
+      ins.params.i[1] = 1;
+      test_append_raw (p, 0, &ins);
+      g_assert_false (amk_program_verify (p, &error));
+      g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+      test_assert_message_has (error, "uses buffer");
+      g_clear_error (&error);
+    }
+  {
+    g_autoptr(AmkProgram) p = base_program (1);
+    amk_instruction_t ins = test_raw (AMK_ABI_OP_NOP);
+    ins.n_buffers = AMK_MAX_BUFFER_REFS + 1;
+    test_append_raw (p, 0, &ins);
+    assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  }
+}
+
+static void
+test_range_queue (void)
+{
+  g_autoptr(AmkProgram) p = base_program (4);
+  GError *error = NULL;
+
+  g_assert_cmpint (amk_program_add_instruction (p, 4, AMK_OPCODE_NOP, NULL, 0, &error), ==, -1);
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_clear_error (&error);
+  test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  assert_verifies (p);
+}
+
+static void
+test_range_counter_overflow (void)
+{
+  g_autoptr(AmkProgram) p = base_program (2);
+  GError *error = NULL;
+  gint i, j;
+
+  /* exactly G_MAXUINT32 in total is fine */
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_signal (p, i, 1, G_MAXUINT32 - 5);
+  test_signal (p, j, 1, 5);
+  assert_verifies (p);
+  test_signal (p, j, 1, 6);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  test_assert_message_has (error, "“done”");
+  g_clear_error (&error);
+
+  /* many small signals adding up */
+  g_clear_object (&p);
+  p = base_program (3);
+  for (guint k = 0; k < 5; k++)
+    {
+      i = test_add (p, k % 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_signal (p, i, 0, G_MAXUINT32 / 4);
+    }
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+}
+
+static void
+test_range_scratch_overflow (void)
+{
+  g_autoptr(AmkProgram) p = base_program (1);
+  GError *error = NULL;
+  gint s0, s1;
+
+  s0 = test_add_buffer (p, "s0", AMK_DTYPE_F32, 100, AMK_BUFFER_ROLE_SCRATCH);
+  s1 = test_add_buffer (p, "s1", AMK_DTYPE_F32, 10, AMK_BUFFER_ROLE_SCRATCH);
+  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { s1 }, 1, (gint[]) { 0, 10 }, 2);
+  g_assert_cmpuint (amk_program_get_scratch_size (p), ==, 512 + 40);
+  assert_verifies (p);
+
+  p->scratch_size = 512 + 39;   /* what amk_program_set_scratch_size would do */
+  p->verified = FALSE;
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  test_assert_message_has (error, "“s1”");
+  g_clear_error (&error);
+
+  p->scratch_size = 300;        /* s1 starts after the end */
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  p->scratch_size = 0;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  /* offset + size wraps around 2^64: the check must not overflow */
+  ((AmkBufferInfo *) g_ptr_array_index (p->buffers, s1))->arena_offset = G_MAXUINT64 - 255;
+  p->scratch_size = G_MAXUINT64 - 255 + 20;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  (void) s0;
+}
+
+/* ---- DEADLOCK ------------------------------------------------------------------- */
+
+static void
+test_deadlock_cycle (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (2);
+  gint c0 = amk_program_add_counter (p, "ping");
+  gint c1 = amk_program_add_counter (p, "pong");
+  GError *error = NULL;
+  gint i, j;
+
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_wait (p, i, c1, 1);
+  test_signal (p, i, c0, 1);
+  test_wait (p, j, c0, 1);
+  test_signal (p, j, c1, 1);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  test_assert_message_has (error, "Deadlock");
+  g_clear_error (&error);
+
+  /* breaking the cycle makes it sound */
+  test_instruction (p, i)->n_waits = 0;
+  assert_verifies (p);
+}
+
+static void
+test_deadlock_nobody_signals (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (3);
+  gint c0 = amk_program_add_counter (p, "used");
+  gint c1 = amk_program_add_counter (p, "forgotten");
+  GError *error = NULL;
+  gint i;
+
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_signal (p, i, c0, 1);
+  test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_wait (p, i, c0, 1);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_wait (p, i, c0, 1);
+  test_wait (p, i, c1, 1);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  test_assert_message_has (error, "queue 1");
+  test_assert_message_has (error, "instruction 2");
+  test_assert_message_has (error, "counter 1");
+  test_assert_message_has (error, "“forgotten”");
+  test_assert_message_has (error, "reach 1");
+  g_clear_error (&error);
+}
+
+static void
+test_deadlock_target_too_large (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (4);
+  gint c = amk_program_add_counter (p, "sum");
+  GError *error = NULL;
+  gint i;
+
+  for (guint q = 0; q < 3; q++)
+    {
+      i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_signal (p, i, c, 2);
+    }
+  i = test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_wait (p, i, c, 6);
+  assert_verifies (p);
+  test_instruction (p, i)->waits[0].target = 7;
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  test_assert_message_has (error, "queue 3");
+  test_assert_message_has (error, "reach 7");
+  test_assert_message_has (error, "only to 6");
+  g_clear_error (&error);
+}
+
+static void
+test_deadlock_own_queue (void)
+{
+  /* an instruction waiting on what a later instruction of its own queue signals */
+  g_autoptr(AmkProgram) p = amk_program_new (2);
+  gint c = amk_program_add_counter (p, NULL);
+  GError *error = NULL;
+  gint i, j;
+
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  j = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_wait (p, i, c, 1);
+  test_signal (p, j, c, 1);
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  test_assert_message_has (error, "queue 0");
+  test_assert_message_has (error, "instruction 0");
+  test_assert_message_has (error, "counter 0");
+  g_clear_error (&error);
+}
+
+static void
+test_deadlock_grid_sync (void)
+{
+  /* one queue lacks the GRID_SYNC */
+  {
+    g_autoptr(AmkProgram) p = amk_program_new (3);
+    GError *error = NULL;
+
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    g_assert_false (amk_program_verify (p, &error));
+    g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+    test_assert_message_has (error, "GRID_SYNC");
+    test_assert_message_has (error, "queue 2");
+    g_clear_error (&error);
+    test_add (p, 2, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    assert_verifies (p);
+    /* different numbers of barriers */
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
+  }
+  /* a wait across a barrier: queue 1 waits before the barrier on what queue 0 signals after */
+  {
+    g_autoptr(AmkProgram) p = amk_program_new (2);
+    gint c = amk_program_add_counter (p, "after");
+    gint i;
+
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_signal (p, i, c, 1);
+    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_wait (p, i, c, 1);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
+  }
+  /* the same the right way round is fine; a GRID_SYNC with a wait and a signal too */
+  {
+    g_autoptr(AmkProgram) p = amk_program_new (2);
+    gint c = amk_program_add_counter (p, "before");
+    gint d = amk_program_add_counter (p, "sync");
+    gint i;
+
+    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_signal (p, i, c, 1);
+    i = test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_signal (p, i, d, 1);
+    i = test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_wait (p, i, c, 1);
+    test_signal (p, i, d, 1);
+    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_wait (p, i, d, 2);
+    assert_verifies (p);
+  }
+}
+
+/* ---- sound programs ------------------------------------------------------------- */
+
+static void
+test_sound_chain_64 (void)
+{
+  /* a token passes through 64 queues 50 times: instruction k waits for k signals */
+  g_autoptr(AmkProgram) p = amk_program_new (64);
+  gint c = amk_program_add_counter (p, "token");
+  gint step = amk_program_add_counter (p, "step");
+  const guint n = 64 * 50;
+
+  for (guint k = 0; k < n; k++)
+    {
+      gint i = test_add (p, k % 64, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_wait (p, i, c, k);
+      test_signal (p, i, c, 1);
+      /* a second, independent chain the other way round */
+      i = test_add (p, 63 - k % 64, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_wait (p, i, step, k);
+      test_signal (p, i, step, 1);
+    }
+  assert_verifies (p);
+
+  /* the last one waiting for one more makes it stall */
+  test_instruction (p, 2 * n - 2)->waits[0].target = n;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
+}
+
+/* A random DAG: instruction k goes to a random queue, after every earlier instruction of
+ * that queue, and waits on the counters of up to four random earlier instructions. Every
+ * such program is sound. */
+static AmkProgram *
+random_dag (guint n_queues, guint n, gboolean shared_counters)
+{
+  AmkProgram *p = amk_program_new (n_queues);
+  g_autofree guint *signals = g_new0 (guint, n);   /* per-instruction counter's total */
+  guint n_counters = shared_counters ? MAX (n / 16, 1) : n;
+
+  for (guint c = 0; c < n_counters; c++)
+    amk_program_add_counter (p, NULL);
+  for (guint k = 0; k < n; k++)
+    {
+      guint q = g_test_rand_int_range (0, n_queues);
+      gint i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      guint n_waits = k == 0 ? 0 : g_test_rand_int_range (0, AMK_MAX_WAITS + 1);
+      guint counter = shared_counters ? k % n_counters : k;
+
+      for (guint w = 0; w < n_waits; w++)
+        {
+          /* wait for what an earlier instruction's counter has reached by then */
+          guint earlier = g_test_rand_int_range (0, k);
+          guint ec = shared_counters ? earlier % n_counters : earlier;
+          test_wait (p, i, ec, signals[ec]);
+        }
+      if (g_test_rand_bit () || !shared_counters)
+        {
+          guint amount = g_test_rand_int_range (1, 4);
+          test_signal (p, i, counter, amount);
+          signals[counter] += amount;
+        }
+    }
+  return p;
+}
+
+static void
+test_sound_random_dags (void)
+{
+  for (guint round = 0; round < 20; round++)
+    {
+      guint n_queues = g_test_rand_int_range (1, 140);
+      guint n = g_test_rand_int_range (1000, 5000);
+      g_autoptr(AmkProgram) p = random_dag (n_queues, n, round % 2);
+
+      assert_verifies (p);
+    }
+}
+
+static void
+test_random_dag_back_edge (void)
+{
+  /* a random DAG with one wait for more than the whole program ever signals, or on a
+   * later instruction of the same queue, deadlocks */
+  for (guint round = 0; round < 10; round++)
+    {
+      g_autoptr(AmkProgram) p = random_dag (g_test_rand_int_range (2, 64), 2000, FALSE);
+      guint victim = g_test_rand_int_range (0, 2000);
+      amk_instruction_t *ins = test_instruction (p, victim);
+      guint c = amk_program_add_counter (p, "never");
+
+      if (ins->n_waits == AMK_MAX_WAITS)
+        ins->n_waits--;
+      ins->waits[ins->n_waits].counter = c;
+      ins->waits[ins->n_waits].target = 1;
+      ins->n_waits++;
+      assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
+    }
+}
+
+static void
+test_sound_big_fast (void)
+{
+  /* 100k instructions over 132 queues, every instruction waiting on up to four others */
+  g_autoptr(AmkProgram) p = random_dag (132, 100000, FALSE);
+  g_autoptr(AmkProgram) q = amk_program_new (132);
+  GError *error = NULL;
+  gint64 start, elapsed;
+  gint c;
+
+  start = g_get_monotonic_time ();
+  g_assert_true (amk_program_verify (p, &error));
+  elapsed = g_get_monotonic_time () - start;
+  g_assert_no_error (error);
+  g_test_message ("random DAG: 100000 instructions over 132 queues verified in %.1f ms",
+                  elapsed / 1000.0);
+  if (!test_slow_environment ())
+    g_assert_cmpint (elapsed, <, G_USEC_PER_SEC);
+
+  /* the worst case of the parking: 131 queues wait on one counter that one queue
+   * bumps 100000 times, one at a time */
+  c = amk_program_add_counter (q, "slow");
+  for (guint k = 0; k < 100000 - 131; k++)
+    {
+      gint i = test_add (q, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_signal (q, i, c, 1);
+    }
+  for (guint r = 1; r < 132; r++)
+    {
+      gint i = test_add (q, r, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_wait (q, i, c, 100000 - 131);
+    }
+  start = g_get_monotonic_time ();
+  g_assert_true (amk_program_verify (q, &error));
+  elapsed = g_get_monotonic_time () - start;
+  g_assert_no_error (error);
+  g_test_message ("one counter, 131 parked queues: verified in %.1f ms", elapsed / 1000.0);
+  if (!test_slow_environment ())
+    g_assert_cmpint (elapsed, <, G_USEC_PER_SEC);
+}
+
+int
+main (int argc, char **argv)
+{
+  test_init (&argc, &argv);
+
+  g_test_add_func ("/amk/verifier/invalid/dtype-mismatch", test_invalid_dtype_mismatch);
+  g_test_add_func ("/amk/verifier/invalid/write-constant", test_invalid_write_constant);
+  g_test_add_func ("/amk/verifier/invalid/buffer-count", test_invalid_buffer_count);
+  g_test_add_func ("/amk/verifier/invalid/unknown-opcode", test_invalid_unknown_opcode);
+  g_test_add_func ("/amk/verifier/invalid/duplicate-name", test_invalid_duplicate_name);
+  g_test_add_func ("/amk/verifier/invalid/reserved-fields", test_invalid_reserved_fields);
+  g_test_add_func ("/amk/verifier/invalid/queue-lists", test_invalid_queue_lists);
+  g_test_add_func ("/amk/verifier/invalid/data-and-arena", test_invalid_buffer_data_and_arena);
+  g_test_add_func ("/amk/verifier/out-of-range/copy", test_range_copy);
+  g_test_add_func ("/amk/verifier/out-of-range/fill-add", test_range_fill_add);
+  g_test_add_func ("/amk/verifier/out-of-range/counters", test_range_counters);
+  g_test_add_func ("/amk/verifier/out-of-range/buffers", test_range_buffers);
+  g_test_add_func ("/amk/verifier/out-of-range/queue", test_range_queue);
+  g_test_add_func ("/amk/verifier/out-of-range/counter-overflow", test_range_counter_overflow);
+  g_test_add_func ("/amk/verifier/out-of-range/scratch-overflow", test_range_scratch_overflow);
+  g_test_add_func ("/amk/verifier/deadlock/cycle", test_deadlock_cycle);
+  g_test_add_func ("/amk/verifier/deadlock/nobody-signals", test_deadlock_nobody_signals);
+  g_test_add_func ("/amk/verifier/deadlock/target-too-large", test_deadlock_target_too_large);
+  g_test_add_func ("/amk/verifier/deadlock/own-queue", test_deadlock_own_queue);
+  g_test_add_func ("/amk/verifier/deadlock/grid-sync", test_deadlock_grid_sync);
+  g_test_add_func ("/amk/verifier/deadlock/random-dag-stuck", test_random_dag_back_edge);
+  g_test_add_func ("/amk/verifier/sound/chain-64-queues", test_sound_chain_64);
+  g_test_add_func ("/amk/verifier/sound/random-dags", test_sound_random_dags);
+  g_test_add_func ("/amk/verifier/sound/100k-instructions-fast", test_sound_big_fast);
+
+  return g_test_run ();
+}

@@ -1,0 +1,999 @@
+/* amk.c: the `amk` command-line tool: device information, image verification, running
+ * images on the GPU or the CPU executor, and a self-checking demo.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <string.h>
+#include <glib/gi18n.h>
+#include <glib/gstdio.h>
+
+/* config.h and amk-version.h both define AMK_HAVE_CUDA (to the same value); the tool
+ * asks the library at run time (amk_launcher_get_have_cuda) instead. */
+#undef AMK_HAVE_CUDA
+#include <amk-glib/amk-glib.h>
+
+#define EXIT_USAGE 2
+#define MAX_PRINTED_VALUES 16
+
+/* ------------------------------------------------------------------------------------ */
+/* Shared helpers: errors, enum names, values                                            */
+/* ------------------------------------------------------------------------------------ */
+
+/* The GEnum type whose values are the codes of @domain, or G_TYPE_INVALID. */
+static GType
+error_enum_type (GQuark domain)
+{
+  if (domain == AMK_PROGRAM_ERROR)
+    return amk_program_error_get_type ();
+  if (domain == AMK_LAUNCH_ERROR)
+    return amk_launch_error_get_type ();
+  if (domain == G_IO_ERROR)
+    return G_TYPE_IO_ERROR_ENUM;
+  return G_TYPE_INVALID;
+}
+
+/* "AMK_PROGRAM_ERROR_DEADLOCK (2)", or just the number for a domain without a GEnum. */
+static char *
+error_code_string (const GError *error)
+{
+  GType type = error_enum_type (error->domain);
+
+  if (type != G_TYPE_INVALID)
+    {
+      g_autoptr(GEnumClass) klass = g_type_class_ref (type);
+      GEnumValue *value = g_enum_get_value (klass, error->code);
+
+      if (value != NULL)
+        return g_strdup_printf ("%s (%d)", value->value_name, error->code);
+    }
+  return g_strdup_printf ("%d", error->code);
+}
+
+static void
+print_error (const char   *command,
+             const GError *error)
+{
+  g_autofree char *code = error_code_string (error);
+
+  /* TRANSLATORS: the first %s is a subcommand such as "run", then the error message,
+   * its domain (e.g. amk-program-error-quark) and its code name */
+  g_printerr (_("amk %s: error: %s\n  (domain %s, code %s)\n"),
+              command, error->message, g_quark_to_string (error->domain), code);
+}
+
+static const char *
+enum_nick (GType type, gint value)
+{
+  g_autoptr(GEnumClass) klass = g_type_class_ref (type);
+  GEnumValue *v = g_enum_get_value (klass, value);
+
+  /* the nick strings are static: they outlive the class reference */
+  return v != NULL ? v->value_nick : "?";
+}
+
+static const char *
+dtype_name (AmkDType dtype)
+{
+  return enum_nick (amk_dtype_get_type (), dtype);
+}
+
+static const char *
+role_name (AmkBufferRole role)
+{
+  return enum_nick (amk_buffer_role_get_type (), role);
+}
+
+static char *
+format_shape (AmkProgram *program, guint buffer)
+{
+  gsize n_dims = 0;
+  const gint64 *shape = amk_program_get_buffer_shape (program, buffer, &n_dims);
+  GString *s = g_string_new ("[");
+
+  for (gsize i = 0; i < n_dims; i++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i > 0 ? ", " : "", shape[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+static gsize
+dtype_size (AmkDType dtype)
+{
+  switch (dtype)
+    {
+    case AMK_DTYPE_F32:
+    case AMK_DTYPE_I32:
+      return 4;
+    case AMK_DTYPE_F16:
+    case AMK_DTYPE_BF16:
+      return 2;
+    case AMK_DTYPE_U8:
+    default:
+      return 1;
+    }
+}
+
+static float
+bits_to_float (guint32 bits)
+{
+  float f;
+  memcpy (&f, &bits, sizeof f);
+  return f;
+}
+
+static float
+half_to_float (guint16 h)
+{
+  guint32 sign = (guint32) (h & 0x8000) << 16;
+  guint32 exp = (h >> 10) & 0x1f;
+  guint32 mant = h & 0x3ff;
+
+  if (exp == 0)
+    {
+      float f = ldexpf ((float) mant, -24);   /* zero or subnormal */
+      return sign ? -f : f;
+    }
+  if (exp == 31)
+    return bits_to_float (sign | 0x7f800000u | (mant << 13));
+  return bits_to_float (sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+static float
+bfloat16_to_float (guint16 b)
+{
+  return bits_to_float ((guint32) b << 16);
+}
+
+/* Appends element @index of @data (of @dtype) to @s. */
+static void
+append_value (GString *s, AmkDType dtype, const guint8 *data, gsize index)
+{
+  switch (dtype)
+    {
+    case AMK_DTYPE_F32:
+      {
+        float v;
+        memcpy (&v, data + index * 4, 4);
+        g_string_append_printf (s, "%g", v);
+      }
+      break;
+    case AMK_DTYPE_F16:
+    case AMK_DTYPE_BF16:
+      {
+        guint16 v;
+        memcpy (&v, data + index * 2, 2);
+        g_string_append_printf (s, "%g", dtype == AMK_DTYPE_F16 ? half_to_float (v) : bfloat16_to_float (v));
+      }
+      break;
+    case AMK_DTYPE_I32:
+      {
+        gint32 v;
+        memcpy (&v, data + index * 4, 4);
+        g_string_append_printf (s, "%d", v);
+      }
+      break;
+    case AMK_DTYPE_U8:
+    default:
+      g_string_append_printf (s, "%u", data[index]);
+      break;
+    }
+}
+
+/* Prints "name dtype shape" and the first values of a downloaded buffer. */
+static void
+print_buffer_values (AmkProgram *program, guint buffer, GBytes *contents)
+{
+  AmkDType dtype = amk_program_get_buffer_dtype (program, buffer);
+  gsize size = 0;
+  const guint8 *data = g_bytes_get_data (contents, &size);
+  gsize n = size / dtype_size (dtype);
+  gsize shown = MIN (n, MAX_PRINTED_VALUES);
+  g_autofree char *shape = format_shape (program, buffer);
+  g_autoptr(GString) values = g_string_new (NULL);
+
+  for (gsize i = 0; i < shown; i++)
+    {
+      if (i > 0)
+        g_string_append_c (values, ' ');
+      append_value (values, dtype, data, i);
+    }
+  g_print ("%s %s %s\n", amk_program_get_buffer_name (program, buffer), dtype_name (dtype), shape);
+  if (shown < n)
+    /* TRANSLATORS: the values, then how many are shown and how many there are */
+    g_print (_("  %s … (first %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ")\n"), values->str, shown, n);
+  else
+    g_print ("  %s\n", values->str);
+}
+
+static char *
+format_bytes (guint64 bytes)
+{
+  g_autofree char *human = NULL;
+
+  if (bytes < 1024)
+    return g_strdup_printf (_("%" G_GUINT64_FORMAT " bytes"), bytes);
+  human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+  /* TRANSLATORS: a byte count, then the same in KiB/MiB/GiB */
+  return g_strdup_printf (_("%" G_GUINT64_FORMAT " bytes (%s)"), bytes, human);
+}
+
+/* Parses a subcommand's options; on failure prints the message and the usage hint. */
+static gboolean
+parse_options (GOptionContext *context, const char *command, char ***args)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
+  if (!g_option_context_parse_strv (context, args, &error))
+    {
+      g_printerr ("amk %s: %s\n", command, error->message);
+      g_printerr (_("Run “amk %s --help” for the options.\n"), command);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static int
+usage_error (const char *command, const char *message)
+{
+  g_printerr ("amk %s: %s\n", command, message);
+  g_printerr (_("Run “amk %s --help” for the options.\n"), command);
+  return EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Runner: one program on the GPU (AmkLauncher) or on the CPU executor                   */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  AmkProgram     *program;
+  AmkLauncher    *launcher;   /* set when running on the GPU */
+  AmkCpuExecutor *executor;   /* set when running on the CPU */
+  char           *where;      /* "the GPU (NVIDIA H200)" or "the CPU executor" */
+} Runner;
+
+static void
+runner_clear (Runner *runner)
+{
+  g_clear_object (&runner->launcher);
+  g_clear_object (&runner->executor);
+  g_clear_object (&runner->program);
+  g_clear_pointer (&runner->where, g_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Runner, runner_clear)
+
+/* A launcher for device 0 if it can run programs; otherwise %NULL and why not. */
+static AmkLauncher *
+open_gpu (char **device_name, GError **error)
+{
+  g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+  g_autofree char *name = NULL;
+  GError *local = NULL;
+
+  name = amk_launcher_get_device_name (launcher, error);
+  if (name == NULL)
+    return NULL;
+  if (!amk_launcher_supports_cooperative (launcher, &local))
+    {
+      if (local != NULL)
+        g_propagate_error (error, local);
+      else
+        g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
+                     _("%s cannot launch cooperative kernels"), name);
+      return NULL;
+    }
+  *device_name = g_steal_pointer (&name);
+  return g_steal_pointer (&launcher);
+}
+
+/* Prepares @program to run: on @launcher (which it takes) or, when that is %NULL, on a
+ * CPU executor seeded with @seed. */
+static gboolean
+runner_init (Runner       *runner,
+             AmkProgram   *program,
+             AmkLauncher  *launcher,
+             const char   *device_name,
+             guint64       seed,
+             GError      **error)
+{
+  runner->program = g_object_ref (program);
+  if (launcher != NULL)
+    {
+      runner->launcher = launcher;
+      /* TRANSLATORS: where a program ran; %s is the device name */
+      runner->where = g_strdup_printf (_("the GPU (%s)"), device_name);
+      return amk_launcher_load (launcher, program, error);
+    }
+  runner->where = g_strdup (_("the CPU executor"));
+  runner->executor = amk_cpu_executor_new (program, error);
+  if (runner->executor == NULL)
+    return FALSE;
+  amk_cpu_executor_set_seed (runner->executor, seed);
+  return TRUE;
+}
+
+static gboolean
+runner_upload (Runner *runner, guint buffer, GBytes *data, GError **error)
+{
+  if (runner->launcher != NULL)
+    return amk_launcher_upload (runner->launcher, buffer, data, error);
+  return amk_cpu_executor_upload (runner->executor, buffer, data, error);
+}
+
+static gboolean
+runner_run (Runner *runner, GError **error)
+{
+  if (runner->launcher != NULL)
+    return amk_launcher_launch (runner->launcher, NULL, error);
+  return amk_cpu_executor_run (runner->executor, error);
+}
+
+static GBytes *
+runner_download (Runner *runner, guint buffer, GError **error)
+{
+  if (runner->launcher != NULL)
+    return amk_launcher_download (runner->launcher, buffer, error);
+  return amk_cpu_executor_download (runner->executor, buffer, error);
+}
+
+/* Prints the abort record after a TIMEOUT or ABORTED error, if there is one. */
+static void
+runner_print_abort (Runner *runner, const GError *error)
+{
+  g_autoptr(AmkAbortRecord) record = NULL;
+  g_autofree char *text = NULL;
+
+  if (!g_error_matches (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT) &&
+      !g_error_matches (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED))
+    return;
+  if (runner->launcher != NULL)
+    record = amk_launcher_get_last_abort (runner->launcher);
+  else if (runner->executor != NULL)
+    record = amk_cpu_executor_get_last_abort (runner->executor);
+  if (record == NULL)
+    {
+      g_printerr (_("  abort record: none\n"));
+      return;
+    }
+  text = amk_abort_record_to_string (record);
+  if (record->sm_id >= 0)
+    g_printerr (_("  abort record: %s (on SM %d)\n"), text, record->sm_id);
+  else
+    g_printerr (_("  abort record: %s\n"), text);
+}
+
+/* Chooses where to run: the GPU unless @force_cpu or there is none (then says so). */
+static AmkLauncher *
+choose_device (const char *command, gboolean force_cpu, char **device_name, char **no_gpu_reason)
+{
+  g_autoptr(GError) error = NULL;
+  AmkLauncher *launcher;
+
+  if (force_cpu)
+    return NULL;
+  launcher = open_gpu (device_name, &error);
+  if (launcher == NULL)
+    {
+      g_printerr (_("amk %s: no GPU, running on the CPU executor (%s)\n"), command, error->message);
+      if (no_gpu_reason != NULL)
+        *no_gpu_reason = g_strdup (error->message);
+    }
+  return launcher;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The demo program                                                                      */
+/* ------------------------------------------------------------------------------------ */
+
+#define DEMO_N      64
+#define DEMO_QUEUES 4
+#define DEMO_FILL   1.5f
+
+/* A dependency chain over four queues, ordered by three counters:
+ *   queue 0: FILL a = 1.5                                signals fill
+ *   queue 1: waits fill;  COPY b = a                     signals copy
+ *   queue 2: waits copy;  ADD  s = b + in                signals add
+ *   queue 3: waits add;   ADD  out = s + b  (= in + 3)
+ * a, b and s are scratch buffers; `in` is the input and `out` the output. When
+ * @defaults is not %NULL it becomes the default contents of `in`. */
+static AmkProgram *
+build_demo (const float *defaults, GError **error)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (DEMO_QUEUES);
+  const gint64 shape[] = { DEMO_N };
+  gint a, b, s, in, out, c_fill, c_copy, c_add, i;
+
+#define ADD_BUFFER(var, name, role)                                                \
+  if ((var = amk_program_add_buffer (p, name, AMK_DTYPE_F32, shape, 1, role, error)) < 0) \
+    return NULL
+
+  ADD_BUFFER (a, "a", AMK_BUFFER_ROLE_SCRATCH);
+  ADD_BUFFER (b, "b", AMK_BUFFER_ROLE_SCRATCH);
+  ADD_BUFFER (s, "s", AMK_BUFFER_ROLE_SCRATCH);
+  ADD_BUFFER (in, "in", AMK_BUFFER_ROLE_INPUT);
+  ADD_BUFFER (out, "out", AMK_BUFFER_ROLE_OUTPUT);
+#undef ADD_BUFFER
+
+  c_fill = amk_program_add_counter (p, "fill");
+  c_copy = amk_program_add_counter (p, "copy");
+  c_add = amk_program_add_counter (p, "add");
+
+  {
+    const gint bufs[] = { a };
+    const gint params[] = { 0, DEMO_N };
+    if ((i = amk_program_add_instruction (p, 0, AMK_OPCODE_FILL, bufs, 1, error)) < 0 ||
+        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_set_param_float (p, i, 2, DEMO_FILL, error) ||
+        !amk_program_set_signal (p, i, c_fill, 1, error))
+      return NULL;
+  }
+  {
+    const gint bufs[] = { b, a };
+    const gint params[] = { 0, 0, DEMO_N };
+    if ((i = amk_program_add_instruction (p, 1, AMK_OPCODE_COPY, bufs, 2, error)) < 0 ||
+        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_add_wait (p, i, c_fill, 1, error) ||
+        !amk_program_set_signal (p, i, c_copy, 1, error))
+      return NULL;
+  }
+  {
+    const gint bufs[] = { s, b, in };
+    const gint params[] = { 0, 0, 0, DEMO_N };
+    if ((i = amk_program_add_instruction (p, 2, AMK_OPCODE_ADD, bufs, 3, error)) < 0 ||
+        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_add_wait (p, i, c_copy, 1, error) ||
+        !amk_program_set_signal (p, i, c_add, 1, error))
+      return NULL;
+  }
+  {
+    const gint bufs[] = { out, s, b };
+    const gint params[] = { 0, 0, 0, DEMO_N };
+    if ((i = amk_program_add_instruction (p, 3, AMK_OPCODE_ADD, bufs, 3, error)) < 0 ||
+        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_add_wait (p, i, c_add, 1, error))
+      return NULL;
+  }
+
+  if (defaults != NULL)
+    {
+      g_autoptr(GBytes) data = g_bytes_new (defaults, DEMO_N * sizeof (float));
+      if (!amk_program_set_buffer_data (p, in, data, error))
+        return NULL;
+    }
+  if (!amk_program_verify (p, error))
+    return NULL;
+  return g_steal_pointer (&p);
+}
+
+/* What the demo must compute, in the same fp32 operations. */
+static float
+demo_expected (float in)
+{
+  float b = DEMO_FILL;
+  float s = b + in;
+  return s + b;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Subcommands                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+static void
+info_device (gint device)
+{
+  g_autoptr(AmkLauncher) launcher = amk_launcher_new (device);
+  g_autoptr(AmkKernelAttributes) attrs = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *name = NULL;
+  guint64 free_bytes = 0, total_bytes = 0;
+  gboolean coop;
+
+  name = amk_launcher_get_device_name (launcher, &error);
+  /* TRANSLATORS: a CUDA device index and its name */
+  g_print (_("Device %d: %s\n"), device, name != NULL ? name : error->message);
+  g_clear_error (&error);
+
+  coop = amk_launcher_supports_cooperative (launcher, &error);
+  if (error != NULL)
+    g_print (_("  Cooperative launch: unknown (%s)\n"), error->message);
+  else
+    g_print (_("  Cooperative launch: %s\n"), coop ? _("yes") : _("no"));
+  g_clear_error (&error);
+
+  attrs = amk_launcher_kernel_attributes (launcher, 256, 0, &error);
+  if (attrs == NULL)
+    g_print (_("  Kernel attributes: unavailable (%s)\n"), error->message);
+  else
+    {
+      g_print (_("  Kernel attributes at 256 threads, 0 bytes dynamic shared memory:\n"));
+      g_print (_("    registers per thread:     %d\n"), attrs->num_regs);
+      g_print (_("    static shared memory:     %d bytes\n"), attrs->static_smem_bytes);
+      g_print (_("    local memory per thread:  %d bytes\n"), attrs->local_bytes);
+      g_print (_("    max threads per block:    %d\n"), attrs->max_threads);
+      g_print (_("    blocks per SM:            %d\n"), attrs->blocks_per_sm);
+      g_print (_("    SMs:                      %d\n"), attrs->num_sms);
+      g_print (_("    max cooperative grid:     %d blocks\n"), attrs->max_grid);
+      g_print (_("    opt-in shared memory cap: %d bytes per block\n"), attrs->max_dynamic_smem_optin);
+    }
+  g_clear_error (&error);
+
+  if (amk_launcher_memory_info (launcher, &free_bytes, &total_bytes, &error))
+    {
+      g_autofree char *f = format_bytes (free_bytes);
+      g_autofree char *t = format_bytes (total_bytes);
+      g_print (_("  Memory: %s free of %s\n"), f, t);
+    }
+  else
+    g_print (_("  Memory: unavailable (%s)\n"), error->message);
+}
+
+static int
+cmd_info (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (NULL);
+  g_autoptr(AmkStructSizes) sizes = NULL;
+  gint count;
+
+  g_option_context_set_summary (context, _("Shows the library version, the CUDA devices and the ABI struct sizes."));
+  if (!parse_options (context, "info", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) > 1)
+    return usage_error ("info", _("this command takes no arguments"));
+
+  g_print (_("amk-glib %s\n"), AMK_VERSION_S);
+  g_print (_("Built with CUDA: %s\n"), amk_launcher_get_have_cuda () ? _("yes") : _("no"));
+  count = amk_launcher_get_device_count ();
+  g_print (_("CUDA devices: %d\n"), count);
+
+  if (count == 0)
+    {
+      g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *name = amk_launcher_get_device_name (launcher, &error);
+
+      if (name == NULL)
+        g_print (_("No CUDA device: %s\n"), error->message);
+    }
+  for (gint d = 0; d < count; d++)
+    info_device (d);
+
+  sizes = amk_struct_sizes_get ();
+  g_print (_("ABI version %u; struct sizes in bytes: params %u, buffer %u, instruction %u, "
+             "abort record %u, trace event %u, device program %u\n"),
+           sizes->abi_version, sizes->params, sizes->buffer, sizes->instruction,
+           sizes->abort_record, sizes->trace_event, sizes->device_program);
+  return 0;
+}
+
+static int
+cmd_verify (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (_("FILE"));
+  g_autoptr(AmkProgram) program = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *scratch = NULL;
+  gboolean schedule = FALSE;
+  guint n_queues, n_buffers;
+  const GOptionEntry entries[] = {
+    { "schedule", 's', 0, G_OPTION_ARG_NONE, &schedule,
+      N_("Also print how many instructions each queue holds"), NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  g_option_context_set_summary (context, _("Loads an image, verifies it (indices, sizes, dtypes, "
+                                           "arena, and that no schedule can deadlock) and describes it."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!parse_options (context, "verify", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) != 2)
+    return usage_error ("verify", _("give exactly one image file"));
+
+  program = amk_program_new_from_file ((*args)[1], &error);
+  if (program == NULL)
+    {
+      print_error ("verify", error);
+      return 1;
+    }
+
+  n_queues = amk_program_get_num_queues (program);
+  n_buffers = amk_program_get_n_buffers (program);
+  scratch = format_bytes (amk_program_get_scratch_size (program));
+  g_print (_("%s: verified\n"), (*args)[1]);
+  g_print (_("  Queues:       %u\n"), n_queues);
+  g_print (_("  Instructions: %u\n"), amk_program_get_n_instructions (program));
+  g_print (_("  Counters:     %u\n"), amk_program_get_n_counters (program));
+  g_print (_("  Scratch:      %s\n"), scratch);
+  g_print (_("  Buffers:      %u\n"), n_buffers);
+  for (guint b = 0; b < n_buffers; b++)
+    {
+      g_autofree char *shape = format_shape (program, b);
+      g_autofree char *size = format_bytes (amk_program_get_buffer_size (program, b));
+
+      g_print ("    %-3u %-16s %-5s %-14s %-9s %s\n", b,
+               amk_program_get_buffer_name (program, b),
+               dtype_name (amk_program_get_buffer_dtype (program, b)), shape,
+               role_name (amk_program_get_buffer_role (program, b)), size);
+    }
+
+  if (schedule)
+    {
+      guint longest = 0, longest_queue = 0, empty = 0;
+
+      g_print (_("  Instructions per queue:\n"));
+      for (guint q = 0; q < n_queues; q++)
+        {
+          guint len = amk_program_get_queue_length (program, q);
+
+          g_print (_("    queue %u: %u\n"), q, len);
+          if (len > longest)
+            longest = len, longest_queue = q;
+          if (len == 0)
+            empty++;
+        }
+      g_print (_("  Longest queue: queue %u, %u instructions; empty queues: %u\n"),
+               longest_queue, longest, empty);
+      g_print (_("  (No cost estimates: the cost-based schedule report comes with the compiler.)\n"));
+    }
+  return 0;
+}
+
+/* Uploads each NAME=FILE of @inputs. */
+static gboolean
+upload_inputs (Runner *runner, char **inputs, GError **error)
+{
+  for (guint i = 0; inputs != NULL && inputs[i] != NULL; i++)
+    {
+      g_auto(GStrv) parts = g_strsplit (inputs[i], "=", 2);
+      g_autoptr(GBytes) bytes = NULL;
+      g_autofree char *contents = NULL;
+      gsize length = 0;
+      gint buffer;
+
+      if (g_strv_length (parts) != 2 || *parts[0] == '\0' || *parts[1] == '\0')
+        {
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                       _("“%s” is not NAME=FILE"), inputs[i]);
+          return FALSE;
+        }
+      buffer = amk_program_find_buffer (runner->program, parts[0]);
+      if (buffer < 0)
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("The image has no buffer named “%s”"), parts[0]);
+          return FALSE;
+        }
+      if (!g_file_get_contents (parts[1], &contents, &length, error))
+        return FALSE;
+      bytes = g_bytes_new_take (g_steal_pointer (&contents), length);
+      if (!runner_upload (runner, buffer, bytes, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* A buffer name as a file name: no directory separators, not "." or "..". */
+static char *
+output_file_name (const char *dir, const char *buffer_name)
+{
+  g_autofree char *safe = g_strdup (buffer_name);
+  g_autofree char *base = NULL;
+
+  g_strdelimit (safe, "/\\", '_');
+  if (g_str_equal (safe, ".") || g_str_equal (safe, ".."))
+    g_strdelimit (safe, ".", '_');
+  base = g_strconcat (safe, ".bin", NULL);
+  return g_build_filename (dir, base, NULL);
+}
+
+static int
+cmd_run (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (_("FILE"));
+  g_autoptr(AmkProgram) program = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) inputs = NULL;
+  g_auto(Runner) runner = { 0 };
+  g_autofree char *output_dir = NULL;
+  g_autofree char *device_name = NULL;
+  gboolean force_cpu = FALSE;
+  gint64 seed = 0;
+  const GOptionEntry entries[] = {
+    { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
+      N_("Run on the CPU executor even if there is a GPU"), NULL },
+    { "seed", 's', 0, G_OPTION_ARG_INT64, &seed,
+      N_("Seed of the CPU executor's scheduler (default 0)"), N_("N") },
+    { "input", 'i', 0, G_OPTION_ARG_STRING_ARRAY, &inputs,
+      N_("Upload the raw bytes of FILE into buffer NAME before the run (repeatable)"), N_("NAME=FILE") },
+    { "output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &output_dir,
+      N_("Write each output buffer to DIR/NAME.bin"), N_("DIR") },
+    G_OPTION_ENTRY_NULL
+  };
+
+  g_option_context_set_summary (context, _("Loads and verifies an image, runs it once on the GPU "
+                                           "(device 0) or the CPU executor, and prints its output "
+                                           "buffers. Buffers not given with --input keep the "
+                                           "image's default contents (zeros where it has none)."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!parse_options (context, "run", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) != 2)
+    return usage_error ("run", _("give exactly one image file"));
+  if (seed < 0)
+    return usage_error ("run", _("the seed must not be negative"));
+
+  program = amk_program_new_from_file ((*args)[1], &error);
+  if (program == NULL)
+    {
+      print_error ("run", error);
+      return 1;
+    }
+
+  launcher = choose_device ("run", force_cpu, &device_name, NULL);
+  if (!runner_init (&runner, program, g_steal_pointer (&launcher), device_name, (guint64) seed, &error) ||
+      !upload_inputs (&runner, inputs, &error) ||
+      !runner_run (&runner, &error))
+    {
+      print_error ("run", error);
+      runner_print_abort (&runner, error);
+      return 1;
+    }
+  g_printerr (_("amk run: ran on %s\n"), runner.where);
+
+  if (output_dir != NULL && g_mkdir_with_parents (output_dir, 0777) != 0)
+    {
+      int saved = errno;
+      g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (saved),
+                   _("Cannot create the folder “%s”: %s"), output_dir, g_strerror (saved));
+      print_error ("run", error);
+      return 1;
+    }
+
+  for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
+    {
+      g_autoptr(GBytes) contents = NULL;
+
+      if (amk_program_get_buffer_role (program, b) != AMK_BUFFER_ROLE_OUTPUT)
+        continue;
+      contents = runner_download (&runner, b, &error);
+      if (contents == NULL)
+        {
+          print_error ("run", error);
+          return 1;
+        }
+      print_buffer_values (program, b, contents);
+      if (output_dir != NULL)
+        {
+          g_autofree char *path = output_file_name (output_dir, amk_program_get_buffer_name (program, b));
+
+          if (!g_file_set_contents (path, g_bytes_get_data (contents, NULL),
+                                    g_bytes_get_size (contents), &error))
+            {
+              print_error ("run", error);
+              return 1;
+            }
+          g_print (_("  written to %s\n"), path);
+        }
+    }
+  return 0;
+}
+
+static int
+cmd_demo (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (NULL);
+  g_autoptr(AmkProgram) program = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) input = NULL;
+  g_autoptr(GBytes) result = NULL;
+  g_autoptr(GRand) rand = g_rand_new ();
+  g_auto(Runner) runner = { 0 };
+  g_autofree char *device_name = NULL;
+  g_autofree char *no_gpu_reason = NULL;
+  float in[DEMO_N], expected[DEMO_N];
+  const float *got;
+  gboolean force_cpu = FALSE;
+  guint mismatches = 0;
+  const GOptionEntry entries[] = {
+    { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
+      N_("Run on the CPU executor even if there is a GPU"), NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  g_option_context_set_summary (context, _("Builds a small program (FILL, COPY and two ADDs on four "
+                                           "queues, ordered by counters), verifies it, runs it on "
+                                           "random input and checks the result."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!parse_options (context, "demo", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) > 1)
+    return usage_error ("demo", _("this command takes no arguments"));
+
+  program = build_demo (NULL, &error);
+  if (program == NULL)
+    {
+      print_error ("demo", error);
+      return 1;
+    }
+  g_print (_("Program: %u queues, %u instructions, %u counters, %u buffers; verified\n"),
+           amk_program_get_num_queues (program), amk_program_get_n_instructions (program),
+           amk_program_get_n_counters (program), amk_program_get_n_buffers (program));
+  g_print (_("  queue 0: FILL a = %g                 signals “fill”\n"), DEMO_FILL);
+  g_print (_("  queue 1: waits “fill”, COPY b = a     signals “copy”\n"));
+  g_print (_("  queue 2: waits “copy”, ADD s = b + in signals “add”\n"));
+  g_print (_("  queue 3: waits “add”,  ADD out = s + b\n"));
+
+  for (guint k = 0; k < DEMO_N; k++)
+    {
+      in[k] = (float) g_rand_double_range (rand, -4.0, 4.0);
+      expected[k] = demo_expected (in[k]);
+    }
+  input = g_bytes_new (in, sizeof in);
+
+  launcher = choose_device ("demo", force_cpu, &device_name, &no_gpu_reason);
+  if (!runner_init (&runner, program, g_steal_pointer (&launcher), device_name, g_rand_int (rand), &error) ||
+      !runner_upload (&runner, amk_program_find_buffer (program, "in"), input, &error) ||
+      !runner_run (&runner, &error) ||
+      (result = runner_download (&runner, amk_program_find_buffer (program, "out"), &error)) == NULL)
+    {
+      print_error ("demo", error);
+      runner_print_abort (&runner, error);
+      return 1;
+    }
+
+  got = g_bytes_get_data (result, NULL);
+  g_print (_("  k          in    expected         out\n"));
+  for (guint k = 0; k < DEMO_N; k++)
+    {
+      gboolean ok = fabsf (got[k] - expected[k]) <= 1e-6f * MAX (1.0f, fabsf (expected[k]));
+
+      if (!ok)
+        mismatches++;
+      if (k < 8 || !ok)
+        g_print ("  %-3u %11.6f %11.6f %11.6f%s\n", k, in[k], expected[k], got[k],
+                 ok ? "" : _("  MISMATCH"));
+    }
+  if (mismatches > 0)
+    {
+      g_printerr (_("amk demo: FAILED on %s: %u of %d values differ\n"), runner.where, mismatches, DEMO_N);
+      return 1;
+    }
+  g_print (_("  (all %d values match)\n"), DEMO_N);
+  if (runner.launcher != NULL)
+    g_print (_("amk demo: OK on the GPU (%s)\n"), device_name);
+  else if (no_gpu_reason != NULL)
+    g_print (_("amk demo: OK on the CPU executor (no GPU: %s)\n"), no_gpu_reason);
+  else
+    g_print (_("amk demo: OK on the CPU executor (--cpu)\n"));
+  return 0;
+}
+
+static int
+cmd_save_demo (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (_("FILE"));
+  g_autoptr(AmkProgram) program = NULL;
+  g_autoptr(GError) error = NULL;
+  float defaults[DEMO_N];
+
+  g_option_context_set_summary (context, _("Writes the demo program's image to FILE, with the "
+                                           "input's default contents set to -4, -3.75, … so that "
+                                           "“amk run FILE” prints out = in + 3."));
+  if (!parse_options (context, "save-demo", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) != 2)
+    return usage_error ("save-demo", _("give exactly one file to write"));
+
+  for (guint k = 0; k < DEMO_N; k++)
+    defaults[k] = -4.0f + 0.25f * (float) k;
+  program = build_demo (defaults, &error);
+  if (program == NULL || !amk_program_save (program, (*args)[1], &error))
+    {
+      print_error ("save-demo", error);
+      return 1;
+    }
+  g_print (_("Wrote the demo image to %s\n"), (*args)[1]);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* main                                                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const char *name;
+  int       (*run) (char ***args);
+  const char *summary;
+} Command;
+
+static const Command commands[] = {
+  { "info", cmd_info, N_("Show the library version, the CUDA devices and the ABI struct sizes") },
+  { "verify", cmd_verify, N_("Load and verify an image file and describe it") },
+  { "run", cmd_run, N_("Run an image on the GPU or the CPU executor and print its outputs") },
+  { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
+  { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
+};
+
+static char *
+commands_description (void)
+{
+  GString *s = g_string_new (_("Commands:"));
+
+  g_string_append_c (s, '\n');
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
+    g_string_append_printf (s, "  %-11s %s\n", commands[i].name, _(commands[i].summary));
+  g_string_append_printf (s, "\n%s", _("Run “amk COMMAND --help” for the options of a command."));
+  return g_string_free (s, FALSE);
+}
+
+static void
+setup_i18n (void)
+{
+  const char *dir = g_getenv ("AMK_LOCALEDIR");
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, dir != NULL && *dir != '\0' ? dir : LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *description = NULL;
+  g_auto(GStrv) args = NULL;
+  gboolean version = FALSE;
+  const GOptionEntry entries[] = {
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, N_("Print the version and exit"), NULL },
+    G_OPTION_ENTRY_NULL
+  };
+
+  setup_i18n ();
+
+  if (argc >= 2)
+    for (guint i = 0; i < G_N_ELEMENTS (commands); i++)
+      if (g_str_equal (argv[1], commands[i].name))
+        {
+          g_autofree char *prgname = g_strdup_printf ("amk %s", commands[i].name);
+
+          g_set_prgname (prgname);
+          args = g_new0 (char *, argc);
+          args[0] = g_strdup (prgname);
+          for (int a = 2; a < argc; a++)
+            args[a - 1] = g_strdup (argv[a]);
+          return commands[i].run (&args);
+        }
+
+  context = g_option_context_new (_("COMMAND [ARGUMENTS…]"));
+  description = commands_description ();
+  g_option_context_set_summary (context, _("Runs amk-glib megakernel images and inspects devices."));
+  g_option_context_set_description (context, description);
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
+  args = g_strdupv (argv);
+  if (!g_option_context_parse_strv (context, &args, &error))
+    {
+      g_printerr ("amk: %s\n", error->message);
+      return EXIT_USAGE;
+    }
+  if (version)
+    {
+      g_print ("amk %s\n", AMK_VERSION_S);
+      return 0;
+    }
+  if (g_strv_length (args) < 2)
+    g_printerr (_("amk: give a command\n"));
+  else
+    g_printerr (_("amk: unknown command “%s”\n"), args[1]);
+  g_printerr ("%s\n", description);
+  return EXIT_USAGE;
+}
