@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include <string.h>
 #include <glib/gi18n-lib.h>
 
@@ -37,6 +39,7 @@ struct _AmkCpuExecutor
   GObject parent_instance;
 
   AmkProgram   *program;
+  gboolean      ready;          /* memory allocated: g_initable_init succeeded */
   guint         n_buffers;      /* the program's size when the executor was made */
   guint         n_instructions;
   guint64       seed;
@@ -164,6 +167,18 @@ reset_buffer (AmkCpuExecutor *self, guint b)
     memset (buf->data, 0, buf->info->size_bytes);
 }
 
+/* Host memory for an image can be huge (or claimed huge by a file): ask, don't abort. */
+static guint8 *
+try_alloc (gsize size, const char *what, GError **error)
+{
+  guint8 *mem = g_try_malloc0 (MAX (size, 1));
+
+  if (mem == NULL)
+    g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_FAILED,
+                 _("The CPU executor cannot allocate %zu bytes for %s"), size, what);
+  return mem;
+}
+
 static gboolean
 amk_cpu_executor_initable_init (GInitable     *initable,
                                 GCancellable  *cancellable,
@@ -172,6 +187,8 @@ amk_cpu_executor_initable_init (GInitable     *initable,
   AmkCpuExecutor *self = AMK_CPU_EXECUTOR (initable);
   AmkProgram *program = self->program;
 
+  if (self->ready)
+    return TRUE;
   if (program == NULL)
     {
       g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
@@ -183,7 +200,9 @@ amk_cpu_executor_initable_init (GInitable     *initable,
 
   self->n_buffers = program->buffers->len;
   self->n_instructions = program->instructions->len;
-  self->arena = g_malloc0 (MAX (program->scratch_size, 1));
+  self->arena = try_alloc (program->scratch_size, _("the scratch arena"), error);
+  if (self->arena == NULL)
+    return FALSE;
   self->storage = g_ptr_array_new_with_free_func (g_free);
   self->buffers = g_new0 (AmkCpuBuffer, MAX (self->n_buffers, 1));
 
@@ -196,12 +215,27 @@ amk_cpu_executor_initable_init (GInitable     *initable,
         self->buffers[b].data = self->arena + info->arena_offset;
       else
         {
-          self->buffers[b].data = g_malloc (info->size_bytes);
+          self->buffers[b].data = try_alloc (info->size_bytes, info->name, error);
+          if (self->buffers[b].data == NULL)
+            return FALSE;
           g_ptr_array_add (self->storage, self->buffers[b].data);
           reset_buffer (self, b);
         }
     }
+  self->ready = TRUE;
   return TRUE;
+}
+
+/* Amk.CpuExecutor(program=p) from a binding skips GInitable: set up on first use. */
+static gboolean
+ensure_ready (AmkCpuExecutor *self, GError **error)
+{
+  if (self->ready)
+    return TRUE;
+  g_clear_pointer (&self->storage, g_ptr_array_unref);
+  g_clear_pointer (&self->arena, g_free);
+  g_clear_pointer (&self->buffers, g_free);
+  return amk_cpu_executor_initable_init (G_INITABLE (self), NULL, error);
 }
 
 static void
@@ -290,6 +324,8 @@ check_unchanged (AmkCpuExecutor *self, GError **error)
 static AmkCpuBuffer *
 get_buffer (AmkCpuExecutor *self, guint buffer, GError **error)
 {
+  if (!ensure_ready (self, error))
+    return NULL;
   if (buffer >= self->n_buffers)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
@@ -328,7 +364,7 @@ amk_cpu_executor_upload (AmkCpuExecutor  *self,
   if (g_bytes_get_size (data) != buf->info->size_bytes)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Buffer “%s” holds %" G_GUINT64_FORMAT " bytes but the data has %" G_GSIZE_FORMAT " bytes"),
+                   _("Buffer “%s” holds %" PRIu64 " bytes but the data has %zu bytes"),
                    buf->info->name, buf->info->size_bytes, g_bytes_get_size (data));
       return FALSE;
     }
@@ -413,7 +449,7 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
   g_return_val_if_fail (AMK_IS_CPU_EXECUTOR (self), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!check_unchanged (self, error))
+  if (!ensure_ready (self, error) || !check_unchanged (self, error))
     return FALSE;
 
   program = self->program;

@@ -6,6 +6,8 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include <string.h>
 #include <glib/gi18n-lib.h>
 
@@ -61,7 +63,9 @@ struct _AmkLauncher
   gboolean    trace;
 
   AmkProgram *program;
-  guint       n_buffers;
+  guint       n_buffers;     /* the program's shape when it was loaded */
+  guint       n_counters, n_instructions;
+  guint64     scratch_size;
   guint64    *buffer_addr;   /* device address of each buffer */
   gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
   amk_buffer_t *table;       /* host copy of the device buffer table */
@@ -739,6 +743,9 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
 
   self->program = g_object_ref (program);
   self->n_buffers = n_buffers;
+  self->n_counters = program->counter_names->len;
+  self->n_instructions = program->instructions->len;
+  self->scratch_size = program->scratch_size;
   self->buffer_addr = g_new0 (guint64, MAX (n_buffers, 1));
   self->buffer_owned = g_new0 (gboolean, MAX (n_buffers, 1));
   self->table = g_new0 (amk_buffer_t, MAX (n_buffers, 1));
@@ -854,7 +861,7 @@ amk_launcher_upload (AmkLauncher  *self,
   if (g_bytes_get_size (data) != info->size_bytes)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Buffer “%s” holds %" G_GUINT64_FORMAT " bytes but the data has %" G_GSIZE_FORMAT " bytes"),
+                   _("Buffer “%s” holds %" PRIu64 " bytes but the data has %zu bytes"),
                    info->name, info->size_bytes, g_bytes_get_size (data));
       return FALSE;
     }
@@ -931,7 +938,7 @@ amk_launcher_bind_buffer (AmkLauncher  *self,
   if (device_address == 0 || size < info->size_bytes)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Buffer “%s” needs %" G_GUINT64_FORMAT " bytes at a non-null address; got %" G_GUINT64_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x"),
+                   _("Buffer “%s” needs %" PRIu64 " bytes at a non-null address; got %" PRIu64 " bytes at 0x%" PRIx64),
                    info->name, info->size_bytes, size, device_address);
       return FALSE;
     }
@@ -1002,6 +1009,16 @@ amk_launcher_launch (AmkLauncher   *self,
     return FALSE;
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
+  /* the device holds the image as it was loaded; its arrays have those sizes */
+  if (self->program->buffers->len != self->n_buffers ||
+      self->program->counter_names->len != self->n_counters ||
+      self->program->instructions->len != self->n_instructions ||
+      self->program->scratch_size != self->scratch_size)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
+                           _("The program changed after it was loaded; load it again"));
+      return FALSE;
+    }
 
   program = self->program;
   prog.buffers = (const amk_buffer_t *) (guintptr) self->d_table;
@@ -1017,18 +1034,18 @@ amk_launcher_launch (AmkLauncher   *self,
   self->trace_valid = FALSE;
   if (self->trace)
     {
-      gsize trace_size = MAX (program->instructions->len, 1) * sizeof (amk_trace_event_t);
+      gsize trace_size = MAX (self->n_instructions, 1) * sizeof (amk_trace_event_t);
       if (self->d_trace == 0 && !alloc_upload (self, &self->d_trace, NULL, trace_size, error))
         return FALSE;
       if (!cuda_error (amk_cuda_memset (self->device, self->d_trace, 0, trace_size, msg, sizeof msg), msg, error))
         return FALSE;
       prog.trace = (amk_trace_event_t *) (guintptr) self->d_trace;
     }
-  prog.scratch_bytes = program->scratch_size;
+  prog.scratch_bytes = self->scratch_size;
   prog.watchdog_ns = (uint64_t) self->watchdog_ms * G_GUINT64_CONSTANT (1000000);
   prog.n_buffers = (int32_t) self->n_buffers;
-  prog.n_counters = (int32_t) program->counter_names->len;
-  prog.n_instructions = (int32_t) program->instructions->len;
+  prog.n_counters = (int32_t) self->n_counters;
+  prog.n_instructions = (int32_t) self->n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
 
   memset (&self->last_abort, 0, sizeof self->last_abort);
@@ -1168,7 +1185,6 @@ amk_launcher_get_trace_json (AmkLauncher  *self,
   char msg[MSG_LEN] = "";
   g_autofree amk_trace_event_t *events = NULL;
   g_autoptr(GString) json = NULL;
-  AmkProgram *program;
   guint n, first = TRUE;
   guint64 t0 = G_MAXUINT64;
 
@@ -1182,8 +1198,7 @@ amk_launcher_get_trace_json (AmkLauncher  *self,
                            _("There is no trace: set the launcher's trace property, then launch successfully"));
       return NULL;
     }
-  program = self->program;
-  n = program->instructions->len;
+  n = self->n_instructions;
   events = g_new0 (amk_trace_event_t, MAX (n, 1));
   if (!cuda_error (amk_cuda_download (self->device, events, self->d_trace, n * sizeof *events, msg, sizeof msg),
                    msg, error))

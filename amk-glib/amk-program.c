@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include <string.h>
 #include <glib/gi18n-lib.h>
 
@@ -307,7 +309,7 @@ amk_program_add_buffer_at (AmkProgram    *self,
           n_elements > G_MAXINT32 / (guint64) shape[i])
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                       _("Buffer “%s”: dimension %u is %" G_GINT64_FORMAT
+                       _("Buffer “%s”: dimension %u is %" PRId64
                          "; every dimension must be at least 1 and the buffer at most %d elements"),
                        name, (guint) i, shape[i], G_MAXINT32);
           return -1;
@@ -556,8 +558,8 @@ amk_program_set_buffer_data (AmkProgram  *self,
   if (g_bytes_get_size (data) != info->size_bytes)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Buffer “%s” holds %" G_GUINT64_FORMAT " bytes (%" G_GUINT64_FORMAT
-                     " × %s) but the data has %" G_GSIZE_FORMAT " bytes"),
+                   _("Buffer “%s” holds %" PRIu64 " bytes (%" PRIu64
+                     " × %s) but the data has %zu bytes"),
                    info->name, info->size_bytes, info->n_elements,
                    amk_dtype_name (info->dtype), g_bytes_get_size (data));
       return FALSE;
@@ -839,16 +841,17 @@ amk_program_add_wait (AmkProgram  *self,
 
   if (!check_counter (self, counter, error))
     return FALSE;
-  ins = get_instruction (self, instruction, error);
-  if (ins == NULL)
-    return FALSE;
-  if (ins->n_waits >= AMK_MAX_WAITS)
+  if (instruction < self->instructions->len &&
+      g_array_index (self->instructions, amk_instruction_t, instruction).n_waits >= AMK_MAX_WAITS)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                    _("Instruction %u already has %d waits, the most it can have"),
                    instruction, AMK_MAX_WAITS);
       return FALSE;
     }
+  ins = get_instruction (self, instruction, error);
+  if (ins == NULL)
+    return FALSE;
   ins->waits[ins->n_waits].counter = (gint32) counter;
   ins->waits[ins->n_waits].target = target;
   ins->n_waits++;

@@ -6,6 +6,8 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include <glib/gi18n-lib.h>
 
 #include "amk-program-private.h"
@@ -23,6 +25,8 @@ static gboolean
 check_buffers (AmkProgram  *self,
                GError     **error)
 {
+  guint64 arena_end = 0;
+
   for (guint b = 0; b < self->buffers->len; b++)
     {
       AmkBufferInfo *info = g_ptr_array_index (self->buffers, b);
@@ -30,7 +34,7 @@ check_buffers (AmkProgram  *self,
       if (info->data != NULL && g_bytes_get_size (info->data) != info->size_bytes)
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                       _("Buffer %u “%s”: its data has %" G_GSIZE_FORMAT " bytes, its dtype and shape need %" G_GUINT64_FORMAT),
+                       _("Buffer %u “%s”: its data has %zu bytes, its dtype and shape need %" PRIu64),
                        b, info->name, g_bytes_get_size (info->data), info->size_bytes);
           return FALSE;
         }
@@ -39,7 +43,7 @@ check_buffers (AmkProgram  *self,
       if (info->arena_offset % AMK_ARENA_ALIGNMENT != 0)
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                       _("Scratch buffer %u “%s” starts at arena offset %" G_GUINT64_FORMAT ", which is not a multiple of %u"),
+                       _("Scratch buffer %u “%s” starts at arena offset %" PRIu64 ", which is not a multiple of %u"),
                        b, info->name, info->arena_offset, AMK_ARENA_ALIGNMENT);
           return FALSE;
         }
@@ -47,10 +51,20 @@ check_buffers (AmkProgram  *self,
           info->size_bytes > self->scratch_size - info->arena_offset)
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                       _("Scratch buffer %u “%s” (%" G_GUINT64_FORMAT " bytes at offset %" G_GUINT64_FORMAT ") overflows the %" G_GUINT64_FORMAT "-byte scratch arena"),
+                       _("Scratch buffer %u “%s” (%" PRIu64 " bytes at offset %" PRIu64 ") overflows the %" PRIu64 "-byte scratch arena"),
                        b, info->name, info->size_bytes, info->arena_offset, self->scratch_size);
           return FALSE;
         }
+      arena_end = MAX (arena_end, info->arena_offset + info->size_bytes);
+    }
+  /* an arena larger than its buffers reach would only waste memory: from a file it is
+   * a corrupt size that executors must not try to allocate */
+  if (self->scratch_size > ((arena_end + AMK_ARENA_ALIGNMENT - 1) & ~(guint64) (AMK_ARENA_ALIGNMENT - 1)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("The scratch arena is %" PRIu64 " bytes but its buffers end at byte %" PRIu64),
+                   self->scratch_size, arena_end);
+      return FALSE;
     }
   return TRUE;
 }
@@ -97,7 +111,7 @@ check_range (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *
   if (offset < 0 || count < 0 || (guint64) offset + (guint64) count > info->n_elements)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Queue %u instruction %u (%s): elements %d to %d + %d are outside buffer %d “%s” of %" G_GUINT64_FORMAT " elements"),
+                   _("Queue %u instruction %u (%s): elements %d to %d + %d are outside buffer %d “%s” of %" PRIu64 " elements"),
                    queue, pos, op_name (ins->opcode), offset, offset, count,
                    ins->buffers[slot], info->name, info->n_elements);
       return FALSE;
@@ -414,7 +428,7 @@ report_stuck (AbstractRun *run, GError **error)
         {
           gint32 c = ins->waits[w].counter;
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK,
-                       _("Deadlock: queue %u stalls at instruction %u: it waits for counter %d “%s” to reach %u, but the queues can bring it only to %" G_GUINT64_FORMAT),
+                       _("Deadlock: queue %u stalls at instruction %u: it waits for counter %d “%s” to reach %u, but the queues can bring it only to %" PRIu64),
                        q, run->pc[q], c, counter_name (self, c), ins->waits[w].target, run->value[c]);
           return FALSE;
         }

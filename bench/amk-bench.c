@@ -7,7 +7,9 @@
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <amk-glib/amk-glib.h>
 
 int amk_bench_empty_launch (int grid, int threads);
@@ -93,6 +95,42 @@ ping_pong (guint hops)
   return p;
 }
 
+/* From a trace of `program`: the mean time inside an instruction (start to end) and
+ * between the end of one and the start of the next on queue 0, in ns. */
+static void
+trace_stats (AmkLauncher *launcher, AmkProgram *program, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *json = NULL;
+  g_auto(GStrv) lines = NULL;
+  double sum_dur = 0, sum_gap = 0, prev_end = -1;
+  guint n_dur = 0, n_gap = 0;
+
+  load (launcher, program);
+  amk_launcher_set_trace (launcher, TRUE);
+  if (!amk_launcher_launch (launcher, NULL, &error) ||
+      (json = amk_launcher_get_trace_json (launcher, &error)) == NULL)
+    g_error ("traced launch failed: %s", error->message);
+  amk_launcher_set_trace (launcher, FALSE);
+
+  lines = g_strsplit (json, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      const char *ts = strstr (lines[i], "\"ts\": "), *q = strstr (lines[i], "\"queue\": ");
+      double t, d;
+      if (ts == NULL || q == NULL || atoi (q + 9) != 0)
+        continue;
+      if (sscanf (ts, "\"ts\": %lf, \"dur\": %lf", &t, &d) != 2)
+        continue;
+      sum_dur += d, n_dur++;
+      if (prev_end >= 0)
+        sum_gap += t - prev_end, n_gap++;
+      prev_end = t + d;
+    }
+  g_print ("trace of %s, queue 0: %u instructions, mean %.0f ns inside, mean %.0f ns between\n",
+           what, n_dur, n_dur ? sum_dur * 1000 / n_dur : 0, n_gap ? sum_gap * 1000 / n_gap : 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -106,6 +144,16 @@ main (int argc, char **argv)
 
   if (argc == 3 && g_str_equal (argv[1], "--repeats"))
     repeats = MAX (atoi (argv[2]), 1);
+  if (argc == 2 && g_str_equal (argv[1], "--dispatch-only"))
+    {
+      /* one program to profile: 132 queues of independent NOPs, launched 3 times */
+      g_autoptr(AmkProgram) p = nops_per_queue (132, 2000);
+      load (launcher, p);
+      for (int i = 0; i < 3; i++)
+        if (!amk_launcher_launch (launcher, NULL, &error))
+          g_error ("launch failed: %s", error->message);
+      return 0;
+    }
 
   name = amk_launcher_get_device_name (launcher, &error);
   if (name == NULL)
@@ -147,6 +195,12 @@ main (int argc, char **argv)
     g_print ("instruction dispatch: %u independent NOPs per queue on 132 queues in %.1f us "
              "(baseline 1 NOP %.1f us): %.1f ns per instruction per queue\n",
              dispatch, t_disp, t_disp0, (t_disp - t_disp0) * 1000.0 / dispatch);
+  }
+  {
+    g_autoptr(AmkProgram) p = nops_per_queue (132, 2000);
+    g_autoptr(AmkProgram) q = ping_pong (2000);
+    trace_stats (launcher, p, "dispatch (132 queues x 2000 NOPs)");
+    trace_stats (launcher, q, "dependency chain (2 queues, 2000 hops)");
   }
   return 0;
 }

@@ -65,14 +65,16 @@ estimate_elements (GBytes *image)
   return total;
 }
 
+/* Bytes of the scratch arena plus all other buffers, saturating at G_MAXUINT64. */
 static guint64
 total_bytes (AmkProgram *program)
 {
   guint64 total = amk_program_get_scratch_size (program);
 
   for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
-    if (amk_program_get_buffer_role (program, b) != AMK_BUFFER_ROLE_SCRATCH)
-      total += amk_program_get_buffer_size (program, b);
+    if (amk_program_get_buffer_role (program, b) != AMK_BUFFER_ROLE_SCRATCH &&
+        !g_uint64_checked_add (&total, total, amk_program_get_buffer_size (program, b)))
+      return G_MAXUINT64;
   return total;
 }
 

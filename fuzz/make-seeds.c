@@ -160,7 +160,8 @@ main (int argc, char **argv)
     check (a >= 0, error);
     for (guint q = 0; q < 3; q++)
       {
-        instruction (p, q, AMK_OPCODE_FILL, (gint[]) { a }, 1, (gint[]) { 8 * q, 8 }, 2);
+        gint i = instruction (p, q, AMK_OPCODE_FILL, (gint[]) { a }, 1, (gint[]) { 8 * q, 8 }, 2);
+        check (amk_program_set_param_float (p, i, 2, 0.5f + q, &error), error);
         instruction (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
         instruction (p, q, AMK_OPCODE_ADD, (gint[]) { o, a, k }, 3, (gint[]) { 8 * q, 8 * q, 8 * q, 8 }, 4);
       }

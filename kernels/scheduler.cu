@@ -21,6 +21,7 @@
 #define AMK_PREFETCH_LANES 8    /* 8 x 16 bytes = one amk_instruction_t */
 #define AMK_RING           8    /* instruction slots in shared memory */
 #define AMK_DEPTH          6    /* instructions in flight ahead of the current one */
+#define AMK_CHUNK          32   /* queue entries (instruction indices) fetched at once */
 
 /* ---- PTX primitives ----------------------------------------------------------------- */
 
@@ -233,12 +234,31 @@ amk_fetch_wait_next (void)
   asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_DEPTH - 1) : "memory");
 }
 
-/* The prefetch lanes start copying instruction `pos` of the queue into its ring slot. */
+/* The fetch warp (the block's last warp) copies the queue's instruction indices into a
+ * shared ring, AMK_CHUNK at a time, one chunk ahead (lane l copies entry l of chunk c),
+ * so that fetching an instruction never waits for a global load. */
+static __device__ __forceinline__ void
+amk_fetch_chunk (const amk_device_program &prog, int32_t *qidx, int32_t qoff, int32_t qlen,
+                 int32_t chunk, int lane)
+{
+  const int32_t pos = chunk * AMK_CHUNK + lane;
+  if (pos < qlen)
+    {
+      const uint32_t s = (uint32_t) __cvta_generic_to_shared (&qidx[pos % (2 * AMK_CHUNK)]);
+      asm volatile ("cp.async.ca.shared.global [%0], [%1], 4;"
+                    : : "r"(s), "l"(prog.sm_queue_flat + qoff + pos) : "memory");
+    }
+}
+
+/* Lanes 0..7 of the fetch warp start copying instruction `pos` of the queue (its index
+ * already in the shared ring) into its ring slot. */
 static __device__ __forceinline__ void
 amk_fetch_position (const amk_device_program &prog, amk_instruction_t *ring, int32_t *ring_idx,
-                    int32_t qoff, int32_t pos, int lane)
+                    const int32_t *qidx, int32_t pos, int lane)
 {
-  const int32_t idx = __ldg (prog.sm_queue_flat + qoff + pos);
+  if (lane >= AMK_PREFETCH_LANES)
+    return;
+  const int32_t idx = qidx[pos % (2 * AMK_CHUNK)];
   if (idx >= 0 && idx < prog.n_instructions)
     amk_fetch_part (&ring[pos % AMK_RING], prog.instructions, idx, lane);
   if (lane == 0)
@@ -252,6 +272,7 @@ amk_megakernel (amk_device_program prog)
 {
   __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */
   __shared__ int32_t s_idx[AMK_RING];                          /* their table indices */
+  __shared__ int32_t s_qidx[2 * AMK_CHUNK];                    /* ring of queue entries */
   __shared__ amk_op_ctx s_ctx;                          /* resolved by thread 0 */
   __shared__ int s_go;
 
@@ -261,7 +282,7 @@ amk_megakernel (amk_device_program prog)
 
   const int tid = (int) threadIdx.x;
   const int nt = (int) blockDim.x;
-  const int pf = tid - (nt - AMK_PREFETCH_LANES); /* 0..7 in the prefetch group */
+  const int pf = tid - (nt - 32); /* lane in the fetch warp, or negative */
   const int32_t qoff = prog.sm_queue_off[q];
   const int32_t qlen = prog.sm_queue_len[q];
   const uint32_t participants = min (gridDim.x, (unsigned) prog.num_sms);
@@ -279,8 +300,13 @@ amk_megakernel (amk_device_program prog)
    * instructions instead of one. */
   if (pf >= 0)
     {
+      amk_fetch_chunk (prog, s_qidx, qoff, qlen, 0, pf);
+      amk_fetch_chunk (prog, s_qidx, qoff, qlen, 1, pf);
+      amk_fetch_commit ();
+      amk_fetch_wait ();
+      __syncwarp ();
       for (int32_t pos = 0; pos < AMK_DEPTH && pos < qlen; ++pos)
-        amk_fetch_position (prog, s_ins, s_idx, qoff, pos, pf);
+        amk_fetch_position (prog, s_ins, s_idx, s_qidx, pos, pf);
       amk_fetch_commit ();
       amk_fetch_wait ();
     }
@@ -297,12 +323,18 @@ amk_megakernel (amk_device_program prog)
       const int cur = k % AMK_RING;
 
       /* Fetch k + AMK_DEPTH into its ring slot; nobody reads that slot before the
-       * barrier of iteration k + AMK_DEPTH - 1. */
+       * barrier of iteration k + AMK_DEPTH - 1. Every AMK_CHUNK iterations, also fetch
+       * the queue entries of chunk c + 2 into the half that held chunk c, which is no
+       * longer needed: they land (wait_group at the end of an iteration, then the
+       * barrier) AMK_DEPTH iterations later, long before position k + AMK_DEPTH
+       * reaches them. */
       const bool fetching = pf >= 0;
       if (fetching)
         {
+          if (k % AMK_CHUNK == 0 && k > 0)
+            amk_fetch_chunk (prog, s_qidx, qoff, qlen, k / AMK_CHUNK + 1, pf);
           if (k + AMK_DEPTH < qlen)
-            amk_fetch_position (prog, s_ins, s_idx, qoff, k + AMK_DEPTH, pf);
+            amk_fetch_position (prog, s_ins, s_idx, s_qidx, k + AMK_DEPTH, pf);
           amk_fetch_commit ();
         }
 

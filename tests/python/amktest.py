@@ -142,10 +142,6 @@ def add_op(prog, queue, opcode, buffers, ints=(), floats=None, waits=(), signal=
     return i
 
 
-def is_error(error, domain_quark, code):
-    return isinstance(error, GLib.Error) and error.matches(domain_quark, code)
-
-
 class Chain:
     """A four-stage pipeline over four queues, one stage per queue, each stage split into
     tiles: tile t of stage k waits until stage k - 1 finished tile t (its counter reaches

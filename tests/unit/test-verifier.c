@@ -268,7 +268,7 @@ test_invalid_buffer_data_and_arena (void)
   s = test_add_buffer (p, "s", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_SCRATCH);
   info = g_ptr_array_index (p->buffers, s);
   info->arena_offset = 4;
-  p->scratch_size = 4096;
+  p->scratch_size = 256;
   p->verified = FALSE;
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
   info->arena_offset = 0;
