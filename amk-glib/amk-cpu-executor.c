@@ -266,6 +266,8 @@ amk_cpu_executor_new (AmkProgram  *program,
  * amk_cpu_executor_get_program:
  * @self: an executor
  *
+ * Gets the program.
+ *
  * Returns: (transfer none): the program
  */
 AmkProgram *
@@ -278,6 +280,8 @@ amk_cpu_executor_get_program (AmkCpuExecutor *self)
 /**
  * amk_cpu_executor_get_seed:
  * @self: an executor
+ *
+ * Gets the scheduler's seed.
  *
  * Returns: the scheduler's seed
  */
@@ -529,6 +533,8 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
 /**
  * amk_cpu_executor_get_last_abort:
  * @self: an executor
+ *
+ * Gets the record of the last run's abort.
  *
  * Returns: (transfer full) (nullable): the record of the last run's abort, or %NULL if
  *   the last run was not aborted

@@ -119,22 +119,23 @@ load_buffers (AmkProgram *self, GVariant *buffers, GError **error)
   g_variant_iter_init (&iter, buffers);
   while (g_variant_iter_next (&iter, "(&syy@axt@may)", &name, &dtype, &role, &shape_v, &offset, &data_v))
     {
-      g_autoptr(GVariant) shape_owned = shape_v;
-      g_autoptr(GVariant) data_owned = data_v;
       g_autoptr(GVariant) data = g_variant_get_maybe (data_v);
       gsize n_dims = 0;
       const gint64 *shape = g_variant_get_fixed_array (shape_v, &n_dims, sizeof (gint64));
       gint index;
+      gboolean ok;
 
       index = amk_program_add_buffer_at (self, name, dtype, shape, n_dims, role, offset, error);
-      if (index < 0)
-        return FALSE;
-      if (data != NULL)
+      ok = index >= 0;
+      if (ok && data != NULL)
         {
           g_autoptr(GBytes) bytes = g_variant_get_data_as_bytes (data);
-          if (!amk_program_set_buffer_data (self, index, bytes, error))
-            return FALSE;
+          ok = amk_program_set_buffer_data (self, index, bytes, error);
         }
+      g_variant_unref (shape_v);
+      g_variant_unref (data_v);
+      if (!ok)
+        return FALSE;
     }
   return TRUE;
 }

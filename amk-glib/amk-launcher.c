@@ -12,6 +12,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-launcher.h"
+#include "amk-version.h"
 #include "amk-program-private.h"
 #include "amk-error.h"
 #include "amk-abi.h"
@@ -262,6 +263,8 @@ amk_launcher_new (gint device)
 /**
  * amk_launcher_get_have_cuda:
  *
+ * Tells whether this library was built with the CUDA megakernel.
+ *
  * Returns: whether this library was built with the CUDA megakernel
  */
 gboolean
@@ -272,6 +275,8 @@ amk_launcher_get_have_cuda (void)
 
 /**
  * amk_launcher_get_device_count:
+ *
+ * Counts the CUDA devices.
  *
  * Returns: the number of CUDA devices; 0 without a driver, a GPU or CUDA support
  */
@@ -285,6 +290,8 @@ amk_launcher_get_device_count (void)
  * amk_launcher_get_device:
  * @self: a launcher
  *
+ * Gets the CUDA device index.
+ *
  * Returns: the CUDA device index
  */
 gint
@@ -297,6 +304,8 @@ amk_launcher_get_device (AmkLauncher *self)
 /**
  * amk_launcher_get_threads_per_block:
  * @self: a launcher
+ *
+ * Gets the threads of each block.
  *
  * Returns: the threads of each block
  */
@@ -330,6 +339,8 @@ amk_launcher_set_threads_per_block (AmkLauncher *self,
  * amk_launcher_get_dynamic_shared_memory:
  * @self: a launcher
  *
+ * Gets the dynamic shared memory per block in bytes.
+ *
  * Returns: the dynamic shared memory per block in bytes
  */
 guint
@@ -362,6 +373,8 @@ amk_launcher_set_dynamic_shared_memory (AmkLauncher *self,
  * amk_launcher_get_watchdog_ms:
  * @self: a launcher
  *
+ * Gets the watchdog budget of one wait in milliseconds, 0 when off.
+ *
  * Returns: the watchdog budget of one wait in milliseconds, 0 when off
  */
 guint
@@ -392,6 +405,8 @@ amk_launcher_set_watchdog_ms (AmkLauncher *self,
 /**
  * amk_launcher_get_trace:
  * @self: a launcher
+ *
+ * Tells whether launches record a trace.
  *
  * Returns: whether launches record a trace
  */
@@ -425,6 +440,8 @@ amk_launcher_set_trace (AmkLauncher *self,
  * amk_launcher_get_program:
  * @self: a launcher
  *
+ * Gets the loaded program.
+ *
  * Returns: (transfer none) (nullable): the loaded program
  */
 AmkProgram *
@@ -438,7 +455,7 @@ amk_launcher_get_program (AmkLauncher *self)
  * amk_launcher_struct_sizes:
  * @self: a launcher
  *
- * The same as [func@Amk.struct_sizes_get]: the ABI as this library was compiled.
+ * The same as [func@Amk.StructSizes.get]: the ABI as this library was compiled.
  *
  * Returns: (transfer full): the sizes
  */
@@ -452,6 +469,8 @@ amk_launcher_struct_sizes (AmkLauncher *self)
 /**
  * amk_launcher_get_last_abort:
  * @self: a launcher
+ *
+ * Gets the device's abort record of the last failed launch.
  *
  * Returns: (transfer full) (nullable): the device's abort record of the last launch
  *   that ended with %AMK_LAUNCH_ERROR_TIMEOUT or %AMK_LAUNCH_ERROR_ABORTED, or %NULL
@@ -555,6 +574,8 @@ require_program (AmkLauncher *self, GError **error)
  * amk_launcher_get_device_name:
  * @self: a launcher
  * @error: return location for a #GError
+ *
+ * Asks the driver for the device's name.
  *
  * Returns: (transfer full): the device's name, e.g. "NVIDIA H200", or %NULL with @error set
  */
@@ -955,6 +976,8 @@ amk_launcher_bind_buffer (AmkLauncher  *self,
  * @self: a launcher
  * @buffer: a buffer index of the loaded program
  * @error: return location for a #GError
+ *
+ * Gets the device address of a buffer, for interop with other libraries.
  *
  * Returns: the device address of the buffer, for interop; 0 with @error set
  */

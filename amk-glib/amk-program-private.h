@@ -34,6 +34,7 @@ struct _AmkProgram
 
   guint      num_queues;
   GPtrArray *buffers;       /* AmkBufferInfo */
+  GHashTable *buffer_names; /* name -> index + 1, so that loading stays linear */
   GPtrArray *counter_names; /* char*, may hold NULL */
   GArray    *instructions;  /* amk_instruction_t */
   GPtrArray *queues;        /* GArray of gint32 instruction indices, one per queue */

@@ -70,6 +70,7 @@ amk_program_finalize (GObject *object)
 {
   AmkProgram *self = AMK_PROGRAM (object);
 
+  g_hash_table_unref (self->buffer_names); /* its keys belong to the buffers */
   g_ptr_array_unref (self->buffers);
   g_ptr_array_unref (self->counter_names);
   g_array_unref (self->instructions);
@@ -168,6 +169,7 @@ amk_program_init (AmkProgram *self)
 {
   self->num_queues = 1;
   self->buffers = g_ptr_array_new_with_free_func ((GDestroyNotify) amk_buffer_info_free);
+  self->buffer_names = g_hash_table_new (g_str_hash, g_str_equal);
   self->counter_names = g_ptr_array_new_with_free_func (g_free);
   self->instructions = g_array_new (FALSE, TRUE, sizeof (amk_instruction_t));
   self->queues = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -202,6 +204,8 @@ amk_program_invalidate (AmkProgram *self)
  * amk_program_get_num_queues:
  * @self: a program
  *
+ * Gets the number of queues.
+ *
  * Returns: the number of queues
  */
 guint
@@ -214,6 +218,8 @@ amk_program_get_num_queues (AmkProgram *self)
 /**
  * amk_program_get_scratch_size:
  * @self: a program
+ *
+ * Gets the size of the scratch arena in bytes.
  *
  * Returns: the size of the scratch arena in bytes
  */
@@ -234,6 +240,8 @@ amk_program_set_scratch_size (AmkProgram *self, guint64 size)
 /**
  * amk_program_get_verified:
  * @self: a program
+ *
+ * Tells whether the program passed [method@Amk.Program.verify] since its last change.
  *
  * Returns: whether the program passed [method@Amk.Program.verify] since its last change
  */
@@ -327,6 +335,7 @@ amk_program_add_buffer_at (AmkProgram    *self,
   info->size_bytes = n_elements * amk_dtype_size (dtype);
   info->arena_offset = arena_offset;
   g_ptr_array_add (self->buffers, info);
+  g_hash_table_insert (self->buffer_names, info->name, GUINT_TO_POINTER (self->buffers->len));
   amk_program_invalidate (self);
   return (gint) self->buffers->len - 1;
 }
@@ -375,6 +384,8 @@ amk_program_add_buffer (AmkProgram    *self,
  * amk_program_get_n_buffers:
  * @self: a program
  *
+ * Gets the number of buffers.
+ *
  * Returns: the number of buffers
  */
 guint
@@ -389,6 +400,8 @@ amk_program_get_n_buffers (AmkProgram *self)
  * @self: a program
  * @name: a buffer name
  *
+ * Looks a buffer up by name.
+ *
  * Returns: the index of the buffer called @name, or -1
  */
 gint
@@ -398,13 +411,7 @@ amk_program_find_buffer (AmkProgram *self,
   g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
   g_return_val_if_fail (name != NULL, -1);
 
-  for (guint i = 0; i < self->buffers->len; i++)
-    {
-      AmkBufferInfo *info = g_ptr_array_index (self->buffers, i);
-      if (g_str_equal (info->name, name))
-        return (gint) i;
-    }
-  return -1;
+  return (gint) GPOINTER_TO_UINT (g_hash_table_lookup (self->buffer_names, name)) - 1;
 }
 
 AmkBufferInfo *
@@ -427,6 +434,8 @@ amk_program_get_buffer_info (AmkProgram *self,
  * @self: a program
  * @buffer: a buffer index
  *
+ * Gets the buffer's name.
+ *
  * Returns: (transfer none): the buffer's name
  */
 const char *
@@ -441,6 +450,8 @@ amk_program_get_buffer_name (AmkProgram *self,
  * amk_program_get_buffer_dtype:
  * @self: a program
  * @buffer: a buffer index
+ *
+ * Gets the buffer's element type.
  *
  * Returns: the buffer's element type
  */
@@ -457,6 +468,8 @@ amk_program_get_buffer_dtype (AmkProgram *self,
  * @self: a program
  * @buffer: a buffer index
  *
+ * Gets the buffer's role.
+ *
  * Returns: the buffer's role
  */
 AmkBufferRole
@@ -472,6 +485,8 @@ amk_program_get_buffer_role (AmkProgram *self,
  * @self: a program
  * @buffer: a buffer index
  * @n_dims: (out): the number of dimensions
+ *
+ * Gets the buffer's dimensions.
  *
  * Returns: (array length=n_dims) (transfer none): the buffer's dimensions
  */
@@ -491,6 +506,8 @@ amk_program_get_buffer_shape (AmkProgram *self,
  * @self: a program
  * @buffer: a buffer index
  *
+ * Gets the buffer's size in bytes.
+ *
  * Returns: the buffer's size in bytes
  */
 guint64
@@ -505,6 +522,8 @@ amk_program_get_buffer_size (AmkProgram *self,
  * amk_program_get_buffer_n_elements:
  * @self: a program
  * @buffer: a buffer index
+ *
+ * Gets the number of elements of the buffer.
  *
  * Returns: the number of elements of the buffer
  */
@@ -574,6 +593,8 @@ amk_program_set_buffer_data (AmkProgram  *self,
  * @self: a program
  * @buffer: a buffer index
  *
+ * Gets the buffer's default contents, or %NULL.
+ *
  * Returns: (transfer full) (nullable): the buffer's default contents, or %NULL
  */
 GBytes *
@@ -608,6 +629,8 @@ amk_program_add_counter (AmkProgram *self,
 /**
  * amk_program_get_n_counters:
  * @self: a program
+ *
+ * Gets the number of counters.
  *
  * Returns: the number of counters
  */
@@ -896,6 +919,8 @@ amk_program_set_signal (AmkProgram  *self,
  * amk_program_get_n_instructions:
  * @self: a program
  *
+ * Gets the number of instructions over all queues.
+ *
  * Returns: the number of instructions over all queues
  */
 guint
@@ -909,6 +934,8 @@ amk_program_get_n_instructions (AmkProgram *self)
  * amk_program_get_queue_length:
  * @self: a program
  * @queue: a queue index
+ *
+ * Gets the number of instructions in @queue.
  *
  * Returns: the number of instructions in @queue
  */

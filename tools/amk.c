@@ -12,9 +12,6 @@
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
 
-/* config.h and amk-version.h both define AMK_HAVE_CUDA (to the same value); the tool
- * asks the library at run time (amk_launcher_get_have_cuda) instead. */
-#undef AMK_HAVE_CUDA
 #include <amk-glib/amk-glib.h>
 
 #define EXIT_USAGE 2
@@ -913,12 +910,59 @@ typedef struct {
   const char *summary;
 } Command;
 
+static int
+cmd_trace (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (_("FILE"));
+  g_autoptr(AmkProgram) program = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *output = NULL;
+  g_autofree char *json = NULL;
+  const GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+      N_("Where to write the trace (default: trace.json)"), N_("FILE") },
+    G_OPTION_ENTRY_NULL
+  };
+
+  g_option_context_set_summary (context, _("Runs an image once on the GPU with tracing on and writes "
+                                           "when and on which SM every instruction ran, in the "
+                                           "Chrome / Perfetto trace-event JSON format. "
+                                           "tools/amk-trace-to-png.py draws it as a timeline."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!parse_options (context, "trace", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) != 2)
+    return usage_error ("trace", _("give exactly one image file"));
+
+  program = amk_program_new_from_file ((*args)[1], &error);
+  if (program == NULL)
+    {
+      print_error ("trace", error);
+      return 1;
+    }
+  launcher = amk_launcher_new (0);
+  amk_launcher_set_trace (launcher, TRUE);
+  if (!amk_launcher_load (launcher, program, &error) ||
+      !amk_launcher_launch (launcher, NULL, &error) ||
+      (json = amk_launcher_get_trace_json (launcher, &error)) == NULL ||
+      !g_file_set_contents (output != NULL ? output : "trace.json", json, -1, &error))
+    {
+      print_error ("trace", error);
+      return 1;
+    }
+  g_print (_("%s: %u instructions traced into %s\n"), (*args)[1],
+           amk_program_get_n_instructions (program), output != NULL ? output : "trace.json");
+  return 0;
+}
+
 static const Command commands[] = {
   { "info", cmd_info, N_("Show the library version, the CUDA devices and the ABI struct sizes") },
   { "verify", cmd_verify, N_("Load and verify an image file and describe it") },
   { "run", cmd_run, N_("Run an image on the GPU or the CPU executor and print its outputs") },
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
+  { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
 };
 
 static char *
