@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "amk-cpu-ops-private.h"
@@ -57,6 +58,43 @@ op_add (const amk_instruction_t *ins, AmkCpuBuffer *b)
     }
 }
 
+/* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): one row at a time, fp32 sums in
+ * column order; x' is x, or x normalised by its RMS and scaled by the norm weight. */
+static void
+op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
+{
+  const gint32 r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
+  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
+  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
+  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
+  g_autofree float *xs = g_new (float, k);
+  float scale = 1.0f;
+
+  for (gint32 c = 0; c < k; c++)
+    xs[c] = amk_dtype_load (x->info->dtype, x->data, c);
+  if (norm != NULL)
+    {
+      float sum = 0.0f;
+      for (gint32 c = 0; c < k; c++)
+        sum += xs[c] * xs[c];
+      scale = 1.0f / sqrtf (sum / (float) k + ins->params.f[3]);
+      for (gint32 c = 0; c < k; c++)
+        xs[c] = xs[c] * scale * amk_dtype_load (norm->info->dtype, norm->data, c);
+    }
+  for (gint32 r = r0; r < r0 + n; r++)
+    {
+      float acc = 0.0f;
+      for (gint32 c = 0; c < k; c++)
+        acc += amk_dtype_load (w->info->dtype, w->data, (guint64) r * k + c) * xs[c];
+      if (bias != NULL)
+        acc += amk_dtype_load (bias->info->dtype, bias->data, r);
+      if (residual != NULL)
+        acc += amk_dtype_load (residual->info->dtype, residual->data, r);
+      amk_dtype_store (y->info->dtype, y->data, r, acc);
+    }
+}
+
 AmkAbortCode
 amk_cpu_op_run (const amk_instruction_t *ins,
                 AmkCpuBuffer            *buffers,
@@ -75,6 +113,9 @@ amk_cpu_op_run (const amk_instruction_t *ins,
       return AMK_ABORT_CODE_NONE;
     case AMK_ABI_OP_ADD:
       op_add (ins, buffers);
+      return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_MATVEC:
+      op_matvec (ins, buffers);
       return AMK_ABORT_CODE_NONE;
     case AMK_ABI_OP_TRAP:
       *detail = ins->params.i[0];

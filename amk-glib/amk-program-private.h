@@ -69,6 +69,9 @@ void         amk_program_flatten_queues   (AmkProgram  *self,
                                            GArray     **offsets,
                                            GArray     **lengths);
 
+/* Whether buffer slot `slot` of `opcode` may be AMK_NO_BUFFER (amk-verifier.c). */
+gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
+
 /* Abstract run of the queues (amk-verifier.c). */
 gboolean     amk_verifier_check           (AmkProgram  *self,
                                            GError     **error);

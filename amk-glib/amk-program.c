@@ -674,7 +674,8 @@ amk_program_append_raw (AmkProgram              *self,
  * @self: a program
  * @queue: the queue to append to
  * @opcode: the opcode
- * @buffers: (array length=n_buffers) (nullable): the buffer-table indices it uses
+ * @buffers: (array length=n_buffers) (nullable): the buffer-table indices it uses; -1
+ *   leaves an optional operand out (MATVEC's bias, residual and norm weight)
  * @n_buffers: the number of buffers, at most 8
  * @error: return location for a #GError
  *
@@ -712,7 +713,8 @@ amk_program_add_instruction (AmkProgram  *self,
       return -1;
     }
   for (gsize i = 0; i < n_buffers; i++)
-    if (buffers[i] < 0 || (guint) buffers[i] >= self->buffers->len)
+    if ((buffers[i] < 0 && !(buffers[i] == AMK_NO_BUFFER && amk_opcode_slot_is_optional (opcode, i))) ||
+        buffers[i] >= (gint) self->buffers->len)
       {
         g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                      _("Buffer %d does not exist; the program has %u buffers"),

@@ -57,6 +57,10 @@ typedef enum {
  * @AMK_OPCODE_ADD: `dst[i0 + k] = a[i1 + k] + b[i2 + k]` for `k < i3`, in fp32 for floats
  * @AMK_OPCODE_TRAP: aborts the launch with code `i0` (tests of the abort path)
  * @AMK_OPCODE_GRID_SYNC: whole-grid barrier: every queue must reach its n-th GRID_SYNC
+ * @AMK_OPCODE_MATVEC: a tile of rows of a matrix-vector product: `y[i0 + r] = W[i0 + r, :] x'
+ *   (+ bias) (+ residual)` for `r < i1` over `K = i2` columns, fp32 accumulation; buffers
+ *   y, W, x, bias, residual, norm (the last three may be -1); with a norm weight, `x' =
+ *   x / sqrt(mean(x²) + f3) * norm` (a fused RMSNORM), else `x' = x`
  *
  * Instruction opcodes of the VM. The values are those of the ABI (`AMK_ABI_OP_*`);
  * `i0`... name the instruction's integer parameter slots and `f2` its float slot 2.
@@ -67,7 +71,8 @@ typedef enum {
   AMK_OPCODE_FILL = 2,
   AMK_OPCODE_ADD = 3,
   AMK_OPCODE_TRAP = 4,
-  AMK_OPCODE_GRID_SYNC = 5
+  AMK_OPCODE_GRID_SYNC = 5,
+  AMK_OPCODE_MATVEC = 6
 } AmkOpcode;
 
 /**

@@ -75,6 +75,9 @@ op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
 {
   switch (opcode)
     {
+    case AMK_ABI_OP_MATVEC:
+      *n_buffers = 6, *written = 0;
+      return TRUE;
     case AMK_ABI_OP_COPY:
       *n_buffers = 2, *written = 0;
       return TRUE;
@@ -97,7 +100,7 @@ op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
 static const char *
 op_name (guint opcode)
 {
-  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC" };
+  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC", "MATVEC" };
   return opcode < G_N_ELEMENTS (names) ? names[opcode] : "?";
 }
 
@@ -174,6 +177,119 @@ check_no_partial_overlap (AmkProgram *self, guint queue, guint pos, const amk_in
   return FALSE;
 }
 
+/* Buffer slots that may be AMK_NO_BUFFER: MATVEC's bias, residual and norm weight. */
+gboolean
+amk_opcode_slot_is_optional (guint opcode, guint slot)
+{
+  return opcode == AMK_ABI_OP_MATVEC && slot >= 3;
+}
+
+static AmkBufferInfo *
+slot_buffer (AmkProgram *self, const amk_instruction_t *ins, guint slot)
+{
+  if (ins->buffers[slot] == AMK_NO_BUFFER)
+    return NULL;
+  return g_ptr_array_index (self->buffers, ins->buffers[slot]);
+}
+
+/* One operand of MATVEC: the dtypes it may have and the elements it must hold. */
+static gboolean
+check_matvec_operand (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                      guint slot, const char *what, guint dtypes, guint64 needed, GError **error)
+{
+  AmkBufferInfo *info = slot_buffer (self, ins, slot);
+
+  if (info == NULL)
+    return TRUE;
+  if (!(dtypes & (1u << info->dtype)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): %s “%s” cannot be %s"),
+                   queue, pos, what, info->name, amk_dtype_name (info->dtype));
+      return FALSE;
+    }
+  if (info->n_elements < needed)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): %s “%s” has %" PRIu64 " elements; the tile needs %" PRIu64),
+                   queue, pos, what, info->name, info->n_elements, needed);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* y must not share memory with what the tile reads, except the residual, which may be
+ * exactly y's own rows (y += W x). */
+static gboolean
+check_matvec_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                       GError **error)
+{
+  const amk_params_t *p = &ins->params;
+  const gint32 r0 = p->i[0], n = p->i[1], k = p->i[2];
+  /* run after the operand checks: (r0 + n) * k fits W, so an int32 */
+  const gint32 offsets[6] = { r0, 0, 0, r0, r0, 0 };
+  const gint32 counts[6] = { n, (r0 + n) * k, k, n, n, k };
+  gint64 ry, rs;
+  guint64 sy, ss, ly, ls;
+
+  operand_bytes (self, ins, 0, offsets[0], counts[0], &ry, &sy, &ly);
+  for (guint slot = 1; slot < 6; slot++)
+    {
+      if (ins->buffers[slot] == AMK_NO_BUFFER)
+        continue;
+      operand_bytes (self, ins, slot, offsets[slot], counts[slot], &rs, &ss, &ls);
+      if (rs != ry || ly == 0 || ls == 0 || sy + ly <= ss || ss + ls <= sy)
+        continue;
+      if (slot == 4 && ss == sy && ls == ly)
+        continue;
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the output overlaps input %u; only the residual may be the output itself"),
+                   queue, pos, slot);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+              GError **error)
+{
+  const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
+  const guint weights = vec | (1u << AMK_DTYPE_F16);
+  const amk_params_t *p = &ins->params;
+  const gint32 r0 = p->i[0], n = p->i[1], k = p->i[2];
+  AmkBufferInfo *w = slot_buffer (self, ins, 1); /* y, W and x are not optional */
+
+  if (r0 < 0 || n < 0 || k < 1)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): rows %d + %d and K = %d are out of range"),
+                   queue, pos, r0, n, k);
+      return FALSE;
+    }
+  if (((guint64) k * amk_dtype_size (w->dtype)) % 16 != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a row of W (%d × %s) must be a multiple of 16 bytes"),
+                   queue, pos, k, amk_dtype_name (w->dtype));
+      return FALSE;
+    }
+  if (ins->buffers[5] != AMK_NO_BUFFER && !(p->f[3] >= 0.0f && p->f[3] < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the RMSNORM epsilon must be finite and not negative"),
+                   queue, pos);
+      return FALSE;
+    }
+  return check_matvec_operand (self, queue, pos, ins, 0, _("the output"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 1, _("the matrix"), weights, ((guint64) r0 + n) * k, error) &&
+         check_matvec_operand (self, queue, pos, ins, 2, _("the vector"), vec, k, error) &&
+         check_matvec_operand (self, queue, pos, ins, 3, _("the bias"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 4, _("the residual"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, k, error) &&
+         check_matvec_aliasing (self, queue, pos, ins, error);
+}
+
 static gboolean
 check_instruction (AmkProgram              *self,
                    guint                    queue,
@@ -223,7 +339,8 @@ check_instruction (AmkProgram              *self,
       return FALSE;
     }
   for (guint s = 0; s < ins->n_buffers; s++)
-    if (ins->buffers[s] < 0 || (guint) ins->buffers[s] >= self->buffers->len)
+    if ((ins->buffers[s] < 0 || (guint) ins->buffers[s] >= self->buffers->len) &&
+        !(ins->buffers[s] == AMK_NO_BUFFER && amk_opcode_slot_is_optional (ins->opcode, s)))
       {
         g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                      _("Queue %u instruction %u uses buffer %d, but the program has %u buffers"),
@@ -237,7 +354,7 @@ check_instruction (AmkProgram              *self,
                    queue, pos, op_name (ins->opcode), ins->n_buffers, op_name (ins->opcode), n_needed);
       return FALSE;
     }
-  if (written >= 0)
+  if (written >= 0 && ins->buffers[written] != AMK_NO_BUFFER)
     {
       AmkBufferInfo *dst = g_ptr_array_index (self->buffers, ins->buffers[written]);
       if (dst->role == AMK_BUFFER_ROLE_CONSTANT)
@@ -258,6 +375,8 @@ check_instruction (AmkProgram              *self,
              check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[2], error);
     case AMK_ABI_OP_FILL:
       return check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
+    case AMK_ABI_OP_MATVEC:
+      return check_matvec (self, queue, pos, ins, error);
     case AMK_ABI_OP_ADD:
       return check_same_dtype (self, queue, pos, ins, 3, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&

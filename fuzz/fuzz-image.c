@@ -60,7 +60,10 @@ estimate_elements (GBytes *image)
         count = one.params.i[1];
       else if (one.opcode == AMK_ABI_OP_ADD)
         count = one.params.i[3];
-      total += 1 + (guint64) MAX (count, 0);
+      if (one.opcode == AMK_ABI_OP_MATVEC)   /* rows x K multiply-adds */
+        total += 1 + (guint64) MAX (one.params.i[1], 0) * (guint64) MAX (one.params.i[2], 0);
+      else
+        total += 1 + (guint64) MAX (count, 0);
     }
   return total;
 }

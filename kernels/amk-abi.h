@@ -40,6 +40,13 @@ enum {
   AMK_ABI_OP_ADD       = 3, /* b0 = dst, b1 = a, b2 = b; i0/i1/i2 offsets, i3 count */
   AMK_ABI_OP_TRAP      = 4, /* i0 = code reported in the abort record */
   AMK_ABI_OP_GRID_SYNC = 5, /* whole-grid barrier */
+  /* y[i0 .. i0+i1) = W[i0 .. i0+i1, 0 .. i2) x' (+ bias) (+ residual), fp32 accumulation.
+   * b0 = y (F32 or BF16), b1 = W (BF16, F16 or F32, row-major [rows, i2]), b2 = x (F32 or
+   * BF16, [i2]), b3 = bias or AMK_NO_BUFFER, b4 = residual or AMK_NO_BUFFER (may be y
+   * itself: y += W x), b5 = RMSNORM weight or AMK_NO_BUFFER: then x' = x / sqrt(mean(x^2)
+   * + f3) * b5, else x' = x. bias, residual and b5 are F32 or BF16. i2 * sizeof(W elem)
+   * must be a multiple of 16. */
+  AMK_ABI_OP_MATVEC    = 6,
   AMK_ABI_N_OPS
 };
 

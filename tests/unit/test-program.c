@@ -411,7 +411,7 @@ test_instruction_errors (void)
   a = test_add_buffer (p, "a", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
   c = amk_program_add_counter (p, "c");
 
-  g_assert_cmpint (amk_program_add_instruction (p, 0, (AmkOpcode) 6, NULL, 0, &error), ==, -1);
+  g_assert_cmpint (amk_program_add_instruction (p, 0, (AmkOpcode) AMK_ABI_N_OPS, NULL, 0, &error), ==, -1);
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
   g_clear_error (&error);
   g_assert_cmpint (amk_program_add_instruction (p, 0, (AmkOpcode) -1, NULL, 0, &error), ==, -1);

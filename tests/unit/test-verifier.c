@@ -124,7 +124,7 @@ test_invalid_buffer_count (void)
 static void
 test_invalid_unknown_opcode (void)
 {
-  const guint opcodes[] = { AMK_ABI_N_OPS, 6, 7, 100, 0xffff };
+  const guint opcodes[] = { AMK_ABI_N_OPS, AMK_ABI_N_OPS + 1, 100, 0xffff };
 
   for (guint i = 0; i < G_N_ELEMENTS (opcodes); i++)
     {
