@@ -28,6 +28,13 @@ typedef struct {
   GBytes        *data;           /* default contents, or NULL (zeros) */
 } AmkBufferInfo;
 
+/* An op recorded by the op API, lowered into tile instructions by compile. */
+typedef struct {
+  guint16 opcode;      /* AMK_ABI_OP_* */
+  gint32  buffers[6];  /* written buffer first; AMK_NO_BUFFER where absent */
+  gfloat  value;       /* FILL's value, MATVEC's RMSNORM epsilon */
+} AmkOpInfo;
+
 struct _AmkProgram
 {
   GObject parent_instance;
@@ -40,6 +47,8 @@ struct _AmkProgram
   GPtrArray *queues;        /* GArray of gint32 instruction indices, one per queue */
   guint64    scratch_size;
   gboolean   verified;
+  GArray    *ops;           /* AmkOpInfo, recorded by amk_program_op_*() */
+  gboolean   compiled;
 };
 
 void         amk_buffer_info_free         (AmkBufferInfo *info);
@@ -75,6 +84,10 @@ gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
 /* Abstract run of the queues (amk-verifier.c). */
 gboolean     amk_verifier_check           (AmkProgram  *self,
                                            GError     **error);
+
+/* The cost model shared by the compiler and the schedule report: estimated ns one
+ * queue (one SM) spends on an instruction. */
+double       amk_instruction_cost_ns      (AmkProgram *self, const amk_instruction_t *ins);
 
 /* Hands out the next arena offset for a scratch buffer of `size` bytes. */
 guint64      amk_arena_place              (guint64 *arena_end, guint64 size);

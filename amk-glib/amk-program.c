@@ -75,6 +75,7 @@ amk_program_finalize (GObject *object)
   g_ptr_array_unref (self->counter_names);
   g_array_unref (self->instructions);
   g_ptr_array_unref (self->queues);
+  g_array_unref (self->ops);
 
   G_OBJECT_CLASS (amk_program_parent_class)->finalize (object);
 }
@@ -173,6 +174,7 @@ amk_program_init (AmkProgram *self)
   self->counter_names = g_ptr_array_new_with_free_func (g_free);
   self->instructions = g_array_new (FALSE, TRUE, sizeof (amk_instruction_t));
   self->queues = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  self->ops = g_array_new (FALSE, TRUE, sizeof (AmkOpInfo));
 }
 
 /**

@@ -126,6 +126,45 @@ guint         amk_program_get_queue_length    (AmkProgram    *self,
                                                guint          queue);
 
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_copy             (AmkProgram    *self,
+                                               gint           dst,
+                                               gint           src,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_fill             (AmkProgram    *self,
+                                               gint           dst,
+                                               gfloat         value,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_add              (AmkProgram    *self,
+                                               gint           dst,
+                                               gint           a,
+                                               gint           b,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_matvec           (AmkProgram    *self,
+                                               gint           y,
+                                               gint           w,
+                                               gint           x,
+                                               gint           bias,
+                                               gint           residual,
+                                               gint           norm,
+                                               gfloat         eps,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+guint         amk_program_get_n_ops           (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_compile             (AmkProgram    *self,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+char         *amk_program_get_schedule_report (AmkProgram    *self);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_estimate_schedule   (AmkProgram    *self,
+                                               gdouble       *makespan_ns,
+                                               gdouble       *total_ns,
+                                               gdouble       *critical_path_ns);
+
+AMK_AVAILABLE_IN_1_0
 gboolean      amk_program_verify              (AmkProgram    *self,
                                                GError       **error);
 

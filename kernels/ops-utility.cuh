@@ -23,7 +23,8 @@
 
 #include "amk-abi.h"
 
-/* What thread 0 resolved for the block. */
+/* What every thread resolved for the block. MATVEC (ops-matvec.cuh) reuses the same
+ * fields with its own meaning, so the context stays this small across the waits. */
 struct amk_op_ctx {
   unsigned char *ptr[3];  /* b0, b1, b2 already offset to the first element */
   uint32_t       count;   /* elements (checked non-negative int32) */
@@ -31,6 +32,11 @@ struct amk_op_ctx {
   uint32_t       esize;
   uint32_t       pattern; /* FILL: the converted value, replicated over 32 bits */
 };
+
+/* MATVEC's check, in ops-matvec.cuh (included after this file by scheduler.cu). */
+static __device__ __forceinline__ int
+amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                  amk_op_ctx *ctx, int32_t *detail);
 
 static __device__ __forceinline__ uint32_t
 amk_dtype_size (uint32_t dtype)
@@ -203,6 +209,9 @@ amk_utility_check (const amk_instruction_t *ins,
         ctx->esize = es;
         return AMK_ABORT_NONE;
       }
+
+    case AMK_ABI_OP_MATVEC:
+      return amk_matvec_check (ins, buffers, n_buffers, ctx, detail);
 
     default:
       *detail = ins->opcode;
@@ -450,7 +459,7 @@ amk_utility_exec (uint32_t opcode, const amk_op_ctx *sctx, int tid, int nt)
         break;
       }
 
-    default: /* NOP; TRAP and GRID_SYNC ran in the scheduler */
+    default: /* NOP; TRAP and GRID_SYNC ran in the scheduler, MATVEC has its own exec */
       break;
     }
 }

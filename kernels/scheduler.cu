@@ -13,6 +13,7 @@
 
 #include "amk-abi.h"
 #include "ops-utility.cuh"
+#include "ops-matvec.cuh"
 
 #define AMK_BACKOFF_MIN_NS 32u
 #define AMK_BACKOFF_MAX_NS 1024u
@@ -423,6 +424,11 @@ amk_megakernel (amk_device_program prog)
           break;
         }
 
+      /* MATVEC with a CONSTANT W: its first loads go out before the waits (W cannot
+       * depend on a counter), so they overlap the waits and the staging of x. */
+      if (opcode == AMK_ABI_OP_MATVEC && amk_matvec_early (&ctx))
+        amk_matvec_prefetch (&ctx, tid, nt);
+
       bool run = true;
       if (opcode == AMK_ABI_OP_GRID_SYNC)
         {
@@ -481,7 +487,9 @@ amk_megakernel (amk_device_program prog)
       if (tid == 0 && prog.trace != nullptr)
         t_start = amk_globaltimer ();
 
-      if (run)
+      if (opcode == AMK_ABI_OP_MATVEC)
+        amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt); /* has barriers: every warp */
+      else if (run)
         amk_utility_exec (opcode, &ctx, tid, nt);
 
       if (fetching)

@@ -579,7 +579,7 @@ cmd_verify (char ***args)
   guint n_queues, n_buffers;
   const GOptionEntry entries[] = {
     { "schedule", 's', 0, G_OPTION_ARG_NONE, &schedule,
-      N_("Also print how many instructions each queue holds"), NULL },
+      N_("Also print the estimated schedule: per queue the instructions and busy time, the makespan against its bound, the critical path"), NULL },
     G_OPTION_ENTRY_NULL
   };
 
@@ -620,22 +620,8 @@ cmd_verify (char ***args)
 
   if (schedule)
     {
-      guint longest = 0, longest_queue = 0, empty = 0;
-
-      g_print (_("  Instructions per queue:\n"));
-      for (guint q = 0; q < n_queues; q++)
-        {
-          guint len = amk_program_get_queue_length (program, q);
-
-          g_print (_("    queue %u: %u\n"), q, len);
-          if (len > longest)
-            longest = len, longest_queue = q;
-          if (len == 0)
-            empty++;
-        }
-      g_print (_("  Longest queue: queue %u, %u instructions; empty queues: %u\n"),
-               longest_queue, longest, empty);
-      g_print (_("  (No cost estimates: the cost-based schedule report comes with the compiler.)\n"));
+      g_autofree char *report = amk_program_get_schedule_report (program);
+      g_print ("%s", report);
     }
   return 0;
 }

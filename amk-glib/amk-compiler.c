@@ -1,0 +1,624 @@
+/* amk-compiler.c: lowers the ops recorded with the op API into tile instructions:
+ * tiles per op, dependencies from the element ranges each tile reads and writes,
+ * counters per producer tile (or per producer op when consumers need most of it),
+ * critical-path list scheduling onto the queues with a bytes-moved cost model,
+ * scratch buffers placed by lifetime, then the verifier.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <glib/gi18n-lib.h>
+
+#include "amk-program.h"
+#include "amk-program-private.h"
+#include "amk-dtype-private.h"
+#include "amk-error.h"
+
+/* The cost model: what one SM moves per ns (the H200 copies 4.16 TB/s over 132 SMs,
+ * about 31 B/ns each) and the measured per-instruction dispatch cost. */
+#define BYTES_PER_NS_PER_SM   30.0
+#define DISPATCH_NS           500.0
+#define MATVEC_TILE_BYTES     (1u << 20)  /* weight bytes per tile when there are plenty */
+#define ELEMENTWISE_MIN_TILE  1024u       /* elements */
+#define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
+
+typedef struct {
+  gint32  buffer;
+  guint64 start, end;  /* elements */
+  gboolean write;
+} Access;
+
+typedef struct {
+  guint    op;
+  guint64  start, end;     /* rows or elements of the op's output */
+  amk_instruction_t ins;   /* without waits and signal */
+  Access   access[6];
+  guint    n_access;
+  double   cost;
+  GArray  *preds;          /* guint: tiles this one must wait for */
+  GArray  *succs;
+  gint32   counter;        /* the counter this tile signals, or AMK_NO_COUNTER */
+  double   bottom;         /* longest cost path from here to the end */
+  double   finish;
+  guint    n_waiting;      /* unscheduled predecessors */
+} Tile;
+
+typedef struct {
+  guint    first_tile, n_tiles;
+  gint32   counter;        /* one counter for the whole op, or AMK_NO_COUNTER */
+  guint    max_need;       /* most tiles of this op that one consumer tile needs */
+  gboolean has_consumers;
+} OpTiles;
+
+double
+amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
+{
+  const amk_params_t *p = &ins->params;
+  guint es0 = 0;
+  double bytes = 0;
+
+  if (ins->n_buffers > 0 && ins->buffers[0] >= 0 && (guint) ins->buffers[0] < self->buffers->len)
+    es0 = amk_dtype_size (((AmkBufferInfo *) g_ptr_array_index (self->buffers, ins->buffers[0]))->dtype);
+
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_COPY:
+      bytes = 2.0 * MAX (p->i[2], 0) * es0;
+      break;
+    case AMK_ABI_OP_FILL:
+      bytes = (double) MAX (p->i[1], 0) * es0;
+      break;
+    case AMK_ABI_OP_ADD:
+      bytes = 3.0 * MAX (p->i[3], 0) * es0;
+      break;
+    case AMK_ABI_OP_MATVEC:
+      {
+        AmkBufferInfo *w = amk_program_get_buffer_info (self, ins->buffers[1]);
+        guint esw = w != NULL ? amk_dtype_size (w->dtype) : 2;
+        bytes = (double) MAX (p->i[1], 0) * MAX (p->i[2], 0) * esw + 4.0 * MAX (p->i[2], 0) +
+                4.0 * MAX (p->i[1], 0);
+      }
+      break;
+    default:
+      break;
+    }
+  return DISPATCH_NS + bytes / BYTES_PER_NS_PER_SM;
+}
+
+static AmkBufferInfo *
+info (AmkProgram *self, gint32 buffer)
+{
+  return g_ptr_array_index (self->buffers, buffer);
+}
+
+static void
+add_access (Tile *t, gint32 buffer, guint64 start, guint64 end, gboolean write)
+{
+  if (buffer == AMK_NO_BUFFER)
+    return;
+  t->access[t->n_access++] = (Access) { buffer, start, end, write };
+}
+
+/* Splits op `o` into tiles appended to `tiles`. */
+static void
+lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
+{
+  const guint queues = self->num_queues;
+  guint64 n, n_tiles;
+
+  if (op->opcode == AMK_ABI_OP_MATVEC)
+    {
+      AmkBufferInfo *w = info (self, op->buffers[1]);
+      const guint64 rows = w->shape[0], k = w->shape[1];
+      const guint64 bytes = rows * k * amk_dtype_size (w->dtype);
+      guint64 per_queue = MAX (1, (bytes + (guint64) queues * MATVEC_TILE_BYTES - 1) /
+                                  ((guint64) queues * MATVEC_TILE_BYTES));
+      n = rows;
+      n_tiles = MIN (rows, (guint64) queues * per_queue);
+    }
+  else
+    {
+      n = info (self, op->buffers[0])->n_elements;
+      n_tiles = MAX (1, MIN ((guint64) queues, n / ELEMENTWISE_MIN_TILE));
+    }
+
+  /* n_tiles tiles as even as integers allow */
+  for (guint64 tile = 0; tile < n_tiles; tile++)
+    {
+      Tile t = { 0 };
+      const guint64 s = tile * n / n_tiles, e = (tile + 1) * n / n_tiles;
+      const gint32 count = (gint32) (e - s);
+
+      t.op = o;
+      t.start = s;
+      t.end = e;
+      t.counter = AMK_NO_COUNTER;
+      t.preds = g_array_new (FALSE, FALSE, sizeof (guint));
+      t.succs = g_array_new (FALSE, FALSE, sizeof (guint));
+      t.ins.opcode = op->opcode;
+      t.ins.signal.counter = AMK_NO_COUNTER;
+      for (guint i = 0; i < AMK_MAX_BUFFER_REFS; i++)
+        t.ins.buffers[i] = AMK_NO_BUFFER;
+
+      switch (op->opcode)
+        {
+        case AMK_ABI_OP_COPY:
+          t.ins.n_buffers = 2;
+          t.ins.buffers[0] = op->buffers[0];
+          t.ins.buffers[1] = op->buffers[1];
+          t.ins.params.i[0] = t.ins.params.i[1] = (gint32) s;
+          t.ins.params.i[2] = count;
+          add_access (&t, op->buffers[0], s, e, TRUE);
+          add_access (&t, op->buffers[1], s, e, FALSE);
+          break;
+        case AMK_ABI_OP_FILL:
+          t.ins.n_buffers = 1;
+          t.ins.buffers[0] = op->buffers[0];
+          t.ins.params.i[0] = (gint32) s;
+          t.ins.params.i[1] = count;
+          t.ins.params.f[2] = op->value;
+          add_access (&t, op->buffers[0], s, e, TRUE);
+          break;
+        case AMK_ABI_OP_ADD:
+          t.ins.n_buffers = 3;
+          for (guint i = 0; i < 3; i++)
+            t.ins.buffers[i] = op->buffers[i];
+          t.ins.params.i[0] = t.ins.params.i[1] = t.ins.params.i[2] = (gint32) s;
+          t.ins.params.i[3] = count;
+          add_access (&t, op->buffers[0], s, e, TRUE);
+          add_access (&t, op->buffers[1], s, e, FALSE);
+          add_access (&t, op->buffers[2], s, e, FALSE);
+          break;
+        case AMK_ABI_OP_MATVEC:
+          {
+            const guint64 k = info (self, op->buffers[1])->shape[1];
+            t.ins.n_buffers = 6;
+            for (guint i = 0; i < 6; i++)
+              t.ins.buffers[i] = op->buffers[i];
+            t.ins.params.i[0] = (gint32) s;
+            t.ins.params.i[1] = count;
+            t.ins.params.i[2] = (gint32) k;
+            t.ins.params.f[3] = op->value;
+            add_access (&t, op->buffers[0], s, e, TRUE);
+            add_access (&t, op->buffers[1], s * k, e * k, FALSE);
+            add_access (&t, op->buffers[2], 0, k, FALSE);
+            add_access (&t, op->buffers[3], s, e, FALSE);
+            add_access (&t, op->buffers[4], s, e, FALSE);
+            add_access (&t, op->buffers[5], 0, k, FALSE);
+          }
+          break;
+        default:
+          g_assert_not_reached ();
+        }
+      t.cost = amk_instruction_cost_ns (self, &t.ins);
+      g_array_append_val (tiles, t);
+    }
+}
+
+static gboolean
+overlap (guint64 a0, guint64 a1, guint64 b0, guint64 b1)
+{
+  return a0 < b1 && b0 < a1;
+}
+
+static void
+add_pred (Tile *tiles, guint consumer, guint producer)
+{
+  GArray *preds = tiles[consumer].preds;
+
+  if (tiles[consumer].op == tiles[producer].op)
+    return;  /* tiles of one op touch disjoint outputs; an in-place ADD reads its own rows */
+  for (guint i = 0; i < preds->len; i++)
+    if (g_array_index (preds, guint, i) == producer)
+      return;
+  g_array_append_val (preds, producer);
+}
+
+/* Dependencies from the accesses, in op order: a read waits for the earlier writers of
+ * its range, a write for the earlier readers and writers. A write retires the accesses
+ * it covers entirely, so the lists stay short and the edges direct. */
+static void
+derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
+{
+  g_autoptr(GPtrArray) live = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+
+  for (guint b = 0; b < self->buffers->len; b++)
+    g_ptr_array_add (live, g_array_new (FALSE, FALSE, sizeof (guint) * 2)); /* (tile, access) */
+
+  for (guint o = 0; o < self->ops->len; o++)
+    {
+      const guint t0 = ops[o].first_tile, t1 = t0 + ops[o].n_tiles;
+
+      for (guint t = t0; t < t1; t++)
+        for (guint a = 0; a < tiles[t].n_access; a++)
+          {
+            const Access *acc = &tiles[t].access[a];
+            GArray *list = g_ptr_array_index (live, acc->buffer);
+
+            for (guint l = 0; l < list->len; l++)
+              {
+                const guint *entry = &g_array_index (list, guint, 2 * l);
+                const Access *prev = &tiles[entry[0]].access[entry[1]];
+                if ((acc->write || prev->write) && overlap (acc->start, acc->end, prev->start, prev->end))
+                  add_pred (tiles, t, entry[0]);
+              }
+          }
+
+      for (guint t = t0; t < t1; t++)
+        for (guint a = 0; a < tiles[t].n_access; a++)
+          {
+            const Access *acc = &tiles[t].access[a];
+            GArray *list = g_ptr_array_index (live, acc->buffer);
+            guint entry[2] = { t, a };
+
+            if (acc->write)
+              for (guint l = list->len; l-- > 0;)
+                {
+                  const guint *e = &g_array_index (list, guint, 2 * l);
+                  const Access *prev = &tiles[e[0]].access[e[1]];
+                  if (tiles[e[0]].op != o && prev->start >= acc->start && prev->end <= acc->end)
+                    g_array_remove_index_fast (list, l);
+                }
+            g_array_append_vals (list, entry, 1);
+          }
+    }
+}
+
+/* A producer op whose consumers each need at most FINE_GRAINED_MAX of its tiles gets one
+ * counter per tile (consumers start as soon as their rows exist); otherwise one counter
+ * for the op, which consumers wait on for all its tiles. */
+static void
+assign_counters (AmkProgram *self, Tile *tiles, guint n_tiles, OpTiles *ops)
+{
+  g_autofree guint *need = g_new0 (guint, self->ops->len);
+
+  for (guint t = 0; t < n_tiles; t++)
+    {
+      memset (need, 0, self->ops->len * sizeof (guint));
+      for (guint i = 0; i < tiles[t].preds->len; i++)
+        {
+          guint p = g_array_index (tiles[t].preds, guint, i);
+          OpTiles *op = &ops[tiles[p].op];
+          op->has_consumers = TRUE;
+          op->max_need = MAX (op->max_need, ++need[tiles[p].op]);
+          g_array_append_val (tiles[p].succs, t);
+        }
+    }
+
+  for (guint o = 0; o < self->ops->len; o++)
+    {
+      OpTiles *op = &ops[o];
+
+      if (!op->has_consumers)
+        continue;
+      if (op->max_need > FINE_GRAINED_MAX)
+        {
+          op->counter = amk_program_add_counter (self, NULL);
+          for (guint t = op->first_tile; t < op->first_tile + op->n_tiles; t++)
+            tiles[t].counter = op->counter;
+        }
+      else
+        for (guint t = op->first_tile; t < op->first_tile + op->n_tiles; t++)
+          tiles[t].counter = amk_program_add_counter (self, NULL);
+    }
+}
+
+/* ---- list scheduling ---------------------------------------------------------------- */
+
+typedef struct {
+  guint  *items;
+  guint   len;
+  Tile   *tiles;
+} Heap;  /* max-heap of ready tiles by bottom level, ties to the lower index */
+
+static gboolean
+heap_before (Heap *h, guint a, guint b)
+{
+  double x = h->tiles[a].bottom, y = h->tiles[b].bottom;
+  return x > y || (x == y && a < b);
+}
+
+static void
+heap_push (Heap *h, guint t)
+{
+  guint i = h->len++;
+  h->items[i] = t;
+  while (i > 0 && heap_before (h, h->items[i], h->items[(i - 1) / 2]))
+    {
+      guint p = (i - 1) / 2, tmp = h->items[p];
+      h->items[p] = h->items[i];
+      h->items[i] = tmp;
+      i = p;
+    }
+}
+
+static guint
+heap_pop (Heap *h)
+{
+  guint top = h->items[0], i = 0;
+
+  h->items[0] = h->items[--h->len];
+  for (;;)
+    {
+      guint l = 2 * i + 1, r = l + 1, m = i, tmp;
+      if (l < h->len && heap_before (h, h->items[l], h->items[m]))
+        m = l;
+      if (r < h->len && heap_before (h, h->items[r], h->items[m]))
+        m = r;
+      if (m == i)
+        break;
+      tmp = h->items[m];
+      h->items[m] = h->items[i];
+      h->items[i] = tmp;
+      i = m;
+    }
+  return top;
+}
+
+/* Critical-path list scheduling: the ready tile with the longest path to the end goes
+ * to the queue where it can start first. Returns per queue the tiles in order. */
+static GPtrArray *
+schedule (AmkProgram *self, Tile *tiles, guint n_tiles)
+{
+  GPtrArray *order = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autofree double *free_at = g_new0 (double, self->num_queues);
+  g_autofree guint *items = g_new (guint, MAX (n_tiles, 1));
+  Heap heap = { items, 0, tiles };
+
+  for (guint q = 0; q < self->num_queues; q++)
+    g_ptr_array_add (order, g_array_new (FALSE, FALSE, sizeof (guint)));
+
+  /* tiles are in op order, a topological order: bottom levels from the end */
+  for (guint t = n_tiles; t-- > 0;)
+    {
+      double longest = 0;
+      for (guint i = 0; i < tiles[t].succs->len; i++)
+        longest = MAX (longest, tiles[g_array_index (tiles[t].succs, guint, i)].bottom);
+      tiles[t].bottom = tiles[t].cost + longest;
+      tiles[t].n_waiting = tiles[t].preds->len;
+    }
+  for (guint t = 0; t < n_tiles; t++)
+    if (tiles[t].n_waiting == 0)
+      heap_push (&heap, t);
+
+  while (heap.len > 0)
+    {
+      guint t = heap_pop (&heap), best = 0;
+      double ready = 0, best_start = G_MAXDOUBLE;
+
+      for (guint i = 0; i < tiles[t].preds->len; i++)
+        ready = MAX (ready, tiles[g_array_index (tiles[t].preds, guint, i)].finish);
+      for (guint q = 0; q < self->num_queues; q++)
+        {
+          double start = MAX (free_at[q], ready);
+          if (start < best_start)
+            best_start = start, best = q;
+        }
+      tiles[t].finish = best_start + tiles[t].cost;
+      free_at[best] = tiles[t].finish;
+      g_array_append_val ((GArray *) g_ptr_array_index (order, best), t);
+
+      for (guint i = 0; i < tiles[t].succs->len; i++)
+        {
+          guint s = g_array_index (tiles[t].succs, guint, i);
+          if (--tiles[s].n_waiting == 0)
+            heap_push (&heap, s);
+        }
+    }
+  return order;
+}
+
+/* Appends tile `t` to `queue` with its waits; waits beyond AMK_MAX_WAITS go to NOPs
+ * just before it on the same queue. */
+static gboolean
+emit (AmkProgram *self, Tile *tiles, OpTiles *ops, guint t, guint queue, GError **error)
+{
+  g_autoptr(GArray) waits = g_array_new (FALSE, FALSE, sizeof (amk_wait_t));
+  amk_instruction_t ins = tiles[t].ins;
+
+  for (guint i = 0; i < tiles[t].preds->len; i++)
+    {
+      const Tile *p = &tiles[g_array_index (tiles[t].preds, guint, i)];
+      const OpTiles *op = &ops[p->op];
+      amk_wait_t w = { p->counter, op->counter != AMK_NO_COUNTER ? op->n_tiles : 1 };
+      gboolean seen = FALSE;
+
+      for (guint j = 0; j < waits->len && !seen; j++)
+        seen = g_array_index (waits, amk_wait_t, j).counter == w.counter;
+      if (!seen)
+        g_array_append_val (waits, w);
+    }
+
+  while (waits->len > AMK_MAX_WAITS)
+    {
+      amk_instruction_t nop = { 0 };
+      guint n = MIN (AMK_MAX_WAITS, waits->len - AMK_MAX_WAITS);
+
+      nop.opcode = AMK_ABI_OP_NOP;
+      nop.signal.counter = AMK_NO_COUNTER;
+      for (guint i = 0; i < AMK_MAX_BUFFER_REFS; i++)
+        nop.buffers[i] = AMK_NO_BUFFER;
+      for (guint i = 0; i < n; i++)
+        nop.waits[i] = g_array_index (waits, amk_wait_t, waits->len - 1 - i);
+      nop.n_waits = n;
+      g_array_set_size (waits, waits->len - n);
+      if (!amk_program_append_raw (self, queue, &nop, error))
+        return FALSE;
+    }
+  for (guint i = 0; i < waits->len; i++)
+    ins.waits[i] = g_array_index (waits, amk_wait_t, i);
+  ins.n_waits = waits->len;
+  if (tiles[t].counter != AMK_NO_COUNTER)
+    {
+      ins.signal.counter = tiles[t].counter;
+      ins.signal.amount = 1;
+    }
+  return amk_program_append_raw (self, queue, &ins, error);
+}
+
+/* ---- scratch placement -------------------------------------------------------------- */
+
+/* Whether every op in `first` is ordered, through the dependencies, before every op in
+ * `then` (both non-empty): `then` is within what follows each op of `first`. */
+static gboolean
+ordered_before (const guint64 *first, const guint64 *then, const guint64 *reach,
+                guint n_ops, guint words)
+{
+  gboolean any_first = FALSE, any_then = FALSE;
+
+  for (guint w = 0; w < words; w++)
+    any_first |= first[w] != 0, any_then |= then[w] != 0;
+  if (!any_first || !any_then)
+    return FALSE;  /* a buffer no op touches is live all the time */
+  for (guint u = 0; u < n_ops; u++)
+    if (first[u / 64] & (G_GUINT64_CONSTANT (1) << (u % 64)))
+      for (guint w = 0; w < words; w++)
+        if (then[w] & ~reach[(gsize) u * words + w])
+          return FALSE;
+  return TRUE;
+}
+
+/* Scratch buffers share arena space when every op touching one is ordered, through the
+ * dependencies, before every op touching the other; otherwise they could be live at the
+ * same time on different queues. First fit, in buffer order. */
+static void
+place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
+{
+  const guint n_ops = self->ops->len, n_buf = self->buffers->len;
+  const guint words = (n_ops + 63) / 64 + 1;
+  g_autofree guint64 *reach = g_new0 (guint64, (gsize) (n_ops + 1) * words);  /* ops after o */
+  g_autofree guint64 *touch = g_new0 (guint64, (gsize) (n_buf + 1) * words);  /* ops touching b */
+  g_autofree guint *placed = g_new (guint, n_buf + 1);
+  guint n_placed = 0;
+  guint64 arena = 0;
+
+  for (guint t = 0; t < n_tiles; t++)
+    {
+      const guint o = tiles[t].op;
+      for (guint a = 0; a < tiles[t].n_access; a++)
+        touch[(gsize) tiles[t].access[a].buffer * words + o / 64] |= G_GUINT64_CONSTANT (1) << (o % 64);
+      for (guint i = 0; i < tiles[t].preds->len; i++)
+        {
+          const guint p = tiles[g_array_index (tiles[t].preds, guint, i)].op;
+          reach[(gsize) p * words + o / 64] |= G_GUINT64_CONSTANT (1) << (o % 64);
+        }
+    }
+  /* transitive closure, last op first: what follows o includes what follows its followers */
+  for (guint o = n_ops; o-- > 0;)
+    for (guint f = o + 1; f < n_ops; f++)
+      if (reach[(gsize) o * words + f / 64] & (G_GUINT64_CONSTANT (1) << (f % 64)))
+        for (guint w = 0; w < words; w++)
+          reach[(gsize) o * words + w] |= reach[(gsize) f * words + w];
+
+  for (guint b = 0; b < n_buf; b++)
+    {
+      AmkBufferInfo *bi = info (self, b);
+      const guint64 *tb = touch + (gsize) b * words;
+      guint64 offset = 0;
+      gboolean moved = TRUE;
+
+      if (bi->role != AMK_BUFFER_ROLE_SCRATCH)
+        continue;
+      while (moved)
+        {
+          moved = FALSE;
+          for (guint i = 0; i < n_placed; i++)
+            {
+              AmkBufferInfo *pi = info (self, placed[i]);
+              const guint64 *tp = touch + (gsize) placed[i] * words;
+              const guint64 end = pi->arena_offset + pi->size_bytes;
+
+              if (!overlap (offset, offset + bi->size_bytes, pi->arena_offset, end) ||
+                  ordered_before (tp, tb, reach, n_ops, words) ||
+                  ordered_before (tb, tp, reach, n_ops, words))
+                continue;
+              offset = (end + AMK_ARENA_ALIGNMENT - 1) & ~(guint64) (AMK_ARENA_ALIGNMENT - 1);
+              moved = TRUE;
+            }
+        }
+      bi->arena_offset = offset;
+      arena = MAX (arena, offset + bi->size_bytes);
+      placed[n_placed++] = b;
+    }
+  amk_program_set_scratch_size (self, (arena + AMK_ARENA_ALIGNMENT - 1) & ~(guint64) (AMK_ARENA_ALIGNMENT - 1));
+}
+
+/**
+ * amk_program_compile:
+ * @self: a program
+ * @error: return location for a #GError
+ *
+ * Lowers the ops recorded with the op API ([method@Amk.Program.op_matvec] and friends)
+ * into instructions. Each op becomes tiles (a matvec spreads its rows over every queue);
+ * a tile waits only for the tiles that wrote the elements it reads (or read the
+ * elements it overwrites), through counters per producer tile, or per producer op when
+ * its consumers need most of it. Tiles go to queues by critical-path list scheduling on
+ * an estimated cost (bytes moved, see [method@Amk.Program.get_schedule_report]); scratch
+ * buffers share arena space when their lifetimes cannot overlap. The result is verified.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_program_compile (AmkProgram  *self,
+                     GError     **error)
+{
+  g_autoptr(GArray) tile_array = NULL;
+  g_autoptr(GPtrArray) order = NULL;
+  g_autofree OpTiles *ops = NULL;
+  Tile *tiles;
+  guint n_tiles;
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (self->compiled)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                           _("The program is already compiled"));
+      return FALSE;
+    }
+  if (self->instructions->len > 0 || self->counter_names->len > 0)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                           _("compile() lowers the ops of a program without raw instructions or counters; build either with the op API or with raw instructions"));
+      return FALSE;
+    }
+
+  tile_array = g_array_new (FALSE, TRUE, sizeof (Tile));
+  ops = g_new0 (OpTiles, MAX (self->ops->len, 1));
+  for (guint o = 0; o < self->ops->len; o++)
+    {
+      ops[o].first_tile = tile_array->len;
+      ops[o].counter = AMK_NO_COUNTER;
+      lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o), tile_array);
+      ops[o].n_tiles = tile_array->len - ops[o].first_tile;
+    }
+  tiles = (Tile *) tile_array->data;
+  n_tiles = tile_array->len;
+
+  derive_dependencies (self, tiles, ops);
+  assign_counters (self, tiles, n_tiles, ops);
+  order = schedule (self, tiles, n_tiles);
+  for (guint q = 0; q < self->num_queues && ok; q++)
+    {
+      GArray *list = g_ptr_array_index (order, q);
+      for (guint i = 0; i < list->len && ok; i++)
+        ok = emit (self, tiles, ops, g_array_index (list, guint, i), q, error);
+    }
+  if (ok)
+    place_scratch (self, tiles, n_tiles);
+
+  for (guint t = 0; t < n_tiles; t++)
+    {
+      g_array_unref (tiles[t].preds);
+      g_array_unref (tiles[t].succs);
+    }
+  if (!ok)
+    return FALSE;
+  self->compiled = TRUE;
+  return amk_program_verify (self, error);
+}

@@ -1,0 +1,652 @@
+/* ops-matvec.cuh: MATVEC, one tile of rows of a matrix-vector product (see the opcode's
+ * comment in amk-abi.h and kernels/README.md):
+ *
+ *   y[r0 + r] = sum_k W[r0 + r, k] x'[k] (+ bias[r0 + r]) (+ residual[r0 + r]),  r < n
+ *
+ * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM), fp32
+ * accumulation and round-to-nearest-even stores.
+ *
+ * Three halves, like the utility ops:
+ *   amk_matvec_check():    every thread, before the waits: operands, ranges, dtypes,
+ *                          alignment, aliasing; resolves them into an amk_op_ctx.
+ *   amk_matvec_prefetch(): every thread, before the waits, only when W is CONSTANT (its
+ *                          bytes cannot depend on a counter): issues the first
+ *                          AMK_MATVEC_RING_DEPTH - 1 loads of the W pipeline.
+ *   amk_matvec_exec():     the whole block, after the waits (also the warps whose wait
+ *                          failed: the op has block barriers, they join them and skip the
+ *                          work).
+ *
+ * Work split: warp w owns the rows r = w, w + nw, w + 2 nw, ... of the tile (nw = warps
+ * of the block). A row is C = K * sizeof(W) / 16 chunks of 16 bytes; lane l takes chunks
+ * l, l + 32, l + 64, ...; at the end of a row the warp adds its 32 partial sums with
+ * shuffles and lane 0 writes y. The chunks of one thread form a stream of T items
+ * (its rows x ceil(C / 32)), and W streams through one of two pipelines:
+ *
+ *  - RING (dynamic shared memory >= threads * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 K):
+ *    every thread owns AMK_MATVEC_RING_DEPTH 16-byte slots of dynamic shared memory and
+ *    keeps DEPTH - 1 cp.async loads in flight (one commit group per item). A thread only
+ *    ever reads the slots it filled itself, so cp.async.wait_group is all the
+ *    synchronisation the ring needs (no barrier). x' is staged in shared memory as fp32
+ *    behind the ring, laid out so that a warp's reads are conflict-free (for 8 elements
+ *    per chunk: x'[8c .. 8c+3] at float4 c, x'[8c+4 .. 8c+7] at float4 C + c).
+ *  - DIRECT (less dynamic shared memory, e.g. 0): AMK_MV_DIRECT 16-byte loads per thread
+ *    in flight straight into registers (ld.global.cs: streamed once), and x' read from
+ *    global memory (L1) and normalised on the fly.
+ *
+ * Slot s of thread t lies at byte (s * nt + t) * 16 of the ring, so a warp's 16-byte
+ * accesses to one slot are 512 contiguous bytes (no bank conflict).
+ *
+ * Loads of operands that another block may have written (x, bias, residual, norm, and W
+ * unless CONSTANT) are ordinary coherent loads after the warp's acquire, never .nc.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_OPS_MATVEC_CUH
+#define AMK_OPS_MATVEC_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include "amk-abi.h"
+#include "ops-utility.cuh"
+
+#define AMK_MV_DEPTH   AMK_MATVEC_RING_DEPTH /* ring slots per thread (a power of two) */
+#define AMK_MV_DIRECT  4                     /* register loads in flight per thread */
+#define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
+#define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
+
+static_assert ((AMK_MV_DEPTH & (AMK_MV_DEPTH - 1)) == 0 && AMK_MV_DEPTH >= 2,
+               "the ring depth must be a power of two");
+static_assert (AMK_MATVEC_RING_BYTES_PER_THREAD == 16 * AMK_MV_DEPTH, "ring slot size");
+
+/* The block's dynamic shared memory: [ring: nt * DEPTH * 16 bytes][x': 4 K bytes]. */
+extern __shared__ __align__ (16) unsigned char amk_dyn_smem[];
+
+/* amk_op_ctx for MATVEC:
+ *   ptr[0] = y + r0, ptr[1] = W + r0 K (16-byte aligned), ptr[2] = x,
+ *   count = n rows, esize = K,
+ *   dtype = packed dtypes, 4 bits per buffer slot (slot s at bit 4 s; AMK_MV_ABSENT for
+ *           a missing bias / residual / norm) | AMK_MV_WCONST,
+ *   pattern = eps (f3) as bits.
+ * bias, residual and norm are re-resolved by amk_matvec_exec() from the instruction (in
+ * shared memory) and the buffer table: they need no registers across the waits. */
+
+static __device__ __forceinline__ uint32_t
+amk_mv_dt (uint32_t packed, int slot)
+{
+  return (packed >> (4 * slot)) & 0xfu;
+}
+
+static __device__ __forceinline__ uint32_t
+amk_mv_dyn_smem_bytes (void)
+{
+  uint32_t r;
+  asm ("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+
+/* The pipeline: uniform over the block (it depends on the launch and on K only). */
+static __device__ __forceinline__ bool
+amk_mv_use_ring (uint32_t k, int nt)
+{
+  return (uint64_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD + 4ull * k <= amk_mv_dyn_smem_bytes ();
+}
+
+/* ---- check ------------------------------------------------------------------------- */
+
+/* One operand: buffer ref `slot`, elements [off, off + count) (64-bit: W's offset r0 K
+ * may pass 2^31), a dtype in the mask `dtypes` (bit per AMK_ABI_DTYPE_*). */
+static __device__ __forceinline__ int
+amk_mv_ref (const amk_instruction_t *ins, int slot, const amk_buffer_t *buffers,
+            int32_t n_buffers, uint64_t off, uint64_t count, uint32_t dtypes, bool align16,
+            unsigned char **ptr, uint32_t *dtype, uint32_t *flags, int32_t *detail)
+{
+  const int32_t ref = ins->buffers[slot];
+
+  *detail = ref;
+  if (ref < 0 || ref >= n_buffers)
+    return AMK_ABORT_BAD_INDEX;
+
+  const amk_buffer_t *b = buffers + ref;
+  const uint64_t addr = b->addr;
+  const uint32_t dt = b->dtype;
+  const uint32_t es = amk_dtype_size (dt);
+
+  if (es == 0 || dt >= 32 || ((dtypes >> dt) & 1u) == 0)
+    return AMK_ABORT_CHECK;
+  /* off, count < 2^62; compare in elements so nothing overflows */
+  if (off + count > b->size_bytes / es)
+    return AMK_ABORT_CHECK;
+  if (addr % (align16 ? 16u : es) != 0)
+    return AMK_ABORT_CHECK; /* a misaligned access would kill the context */
+
+  *ptr = reinterpret_cast<unsigned char *> (addr + off * es);
+  *dtype = dt;
+  *flags = b->flags;
+  return AMK_ABORT_NONE;
+}
+
+/* [a, a + na) and [b, b + nb) share a byte. */
+static __device__ __forceinline__ bool
+amk_mv_overlap (const unsigned char *a, uint64_t na, const unsigned char *b, uint64_t nb)
+{
+  return na != 0 && nb != 0 && a < b + nb && b < a + na;
+}
+
+/* Every thread: validate MATVEC and resolve it into ctx. Same rules as the host verifier
+ * (amk-glib/amk-verifier.c check_matvec): y and the optional operands F32 or BF16, W
+ * BF16, F16 or F32 with rows of a multiple of 16 bytes; y may share memory only with the
+ * residual, and then exactly. Also: W, x and the norm weight start 16-byte aligned (true
+ * for every buffer the launcher places). */
+static __device__ __forceinline__ int
+amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                  amk_op_ctx *ctx, int32_t *detail)
+{
+  const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
+  const uint32_t mat = vec | (1u << AMK_ABI_DTYPE_F16);
+  const int32_t r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
+  unsigned char *y, *w, *x, *o;
+  uint32_t ydt, wdt, xdt, odt, wflags, fl;
+  uint32_t packed;
+  int code;
+
+  *detail = ins->buffers[1];
+  if (r0 < 0 || n < 0 || k < 1)
+    return AMK_ABORT_CHECK;
+  if ((code = amk_mv_ref (ins, 0, buffers, n_buffers, (uint64_t) r0, (uint64_t) n, vec, false,
+                          &y, &ydt, &fl, detail)))
+    return code;
+  if ((code = amk_mv_ref (ins, 1, buffers, n_buffers, (uint64_t) r0 * (uint64_t) k,
+                          (uint64_t) n * (uint64_t) k, mat, true, &w, &wdt, &wflags, detail)))
+    return code;
+  const uint64_t row_bytes = (uint64_t) k * amk_dtype_size (wdt);
+  /* rows of whole 16-byte chunks; the tile's chunks (and a thread's items) fit 32 bits */
+  if (row_bytes % 16 != 0 || (uint64_t) n * (row_bytes / 16) >= (1ull << 32))
+    return AMK_ABORT_CHECK;
+  const uint64_t ybytes = (uint64_t) n * amk_dtype_size (ydt);
+  if (amk_mv_overlap (y, ybytes, w, (uint64_t) n * row_bytes))
+    return AMK_ABORT_CHECK; /* detail: W's buffer index */
+  if ((code = amk_mv_ref (ins, 2, buffers, n_buffers, 0, (uint64_t) k, vec, true,
+                          &x, &xdt, &fl, detail)))
+    return code;
+  if (amk_mv_overlap (y, ybytes, x, (uint64_t) k * amk_dtype_size (xdt)))
+    return AMK_ABORT_CHECK; /* detail: x's buffer index */
+
+  packed = ydt | (wdt << 4) | (xdt << 8);
+  for (int slot = 3; slot < 6; slot++)
+    {
+      if (ins->buffers[slot] == AMK_NO_BUFFER)
+        {
+          packed |= AMK_MV_ABSENT << (4 * slot);
+          continue;
+        }
+      const bool is_norm = slot == 5;
+      const uint64_t off = is_norm ? 0 : (uint64_t) r0;
+      const uint64_t cnt = is_norm ? (uint64_t) k : (uint64_t) n;
+      if ((code = amk_mv_ref (ins, slot, buffers, n_buffers, off, cnt, vec, is_norm,
+                              &o, &odt, &fl, detail)))
+        return code;
+      /* only the residual may be y itself, and then exactly its rows */
+      if (amk_mv_overlap (y, ybytes, o, cnt * amk_dtype_size (odt)) &&
+          !(slot == 4 && o == y && odt == ydt))
+        return AMK_ABORT_CHECK;
+      packed |= odt << (4 * slot);
+    }
+
+  ctx->ptr[0] = y;
+  ctx->ptr[1] = w;
+  ctx->ptr[2] = x;
+  ctx->count = (uint32_t) n;
+  ctx->esize = (uint32_t) k;
+  ctx->dtype = packed | ((wflags & AMK_BUFFER_FLAG_CONSTANT) ? AMK_MV_WCONST : 0u);
+  ctx->pattern = ins->params.u[3];
+  return AMK_ABORT_NONE;
+}
+
+/* ---- geometry of a thread's item stream ---------------------------------------------- */
+
+struct amk_mv_geom {
+  uint32_t C;    /* 16-byte chunks per row */
+  uint32_t J;    /* items per row per lane: ceil(C / 32) */
+  uint32_t T;    /* items of this thread: rows of its warp * J */
+  uint64_t rowb; /* bytes per row */
+};
+
+static __device__ __forceinline__ amk_mv_geom
+amk_mv_geometry (const amk_op_ctx *ctx, int tid, int nt)
+{
+  amk_mv_geom g;
+  const uint32_t n = ctx->count;
+  const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5;
+  const uint32_t es = amk_dtype_size (amk_mv_dt (ctx->dtype, 1));
+
+  g.rowb = (uint64_t) ctx->esize * es;
+  g.C = (uint32_t) (g.rowb / 16);
+  g.J = (g.C + 31) / 32;
+  g.T = n > w ? ((n - 1 - w) / nw + 1) * g.J : 0;
+  return g;
+}
+
+/* The producer side of the stream: item t is chunk l + 32 j of row w + nw i, t = i J + j. */
+struct amk_mv_cursor {
+  const unsigned char *p; /* W address of the item */
+  uint32_t t, j;
+};
+
+static __device__ __forceinline__ amk_mv_cursor
+amk_mv_cursor_at (const amk_op_ctx *ctx, const amk_mv_geom &g, uint32_t t, int tid, int nt)
+{
+  amk_mv_cursor c;
+  const uint32_t i = t / g.J;
+  const uint32_t row = ((uint32_t) tid >> 5) + i * ((uint32_t) nt >> 5);
+
+  c.t = t;
+  c.j = t - i * g.J;
+  c.p = ctx->ptr[1] + (uint64_t) row * g.rowb + ((uint32_t) (tid & 31) + 32u * c.j) * 16u;
+  return c;
+}
+
+static __device__ __forceinline__ void
+amk_mv_advance (amk_mv_cursor &c, const amk_mv_geom &g, int64_t wrap)
+{
+  c.t++;
+  c.p += 512;
+  if (++c.j == g.J)
+    {
+      c.j = 0;
+      c.p += wrap; /* to the same lane's first chunk of the warp's next row */
+    }
+}
+
+static __device__ __forceinline__ int64_t
+amk_mv_wrap (const amk_mv_geom &g, int nt)
+{
+  return (int64_t) ((uint32_t) nt >> 5) * (int64_t) g.rowb - (int64_t) g.J * 512;
+}
+
+/* Shared-memory address of ring slot (t mod DEPTH) of thread tid. */
+static __device__ __forceinline__ uint32_t
+amk_mv_slot (uint32_t ring, uint32_t t, int tid, int nt)
+{
+  return ring + ((t & (AMK_MV_DEPTH - 1)) * (uint32_t) nt + (uint32_t) tid) * 16u;
+}
+
+/* Issues the item at c into its slot (when it exists) and commits one group either way,
+ * so that group g always holds item g. */
+static __device__ __forceinline__ void
+amk_mv_issue (uint32_t ring, const amk_mv_cursor &c, const amk_mv_geom &g, int tid, int nt)
+{
+  if (c.t < g.T && (uint32_t) (tid & 31) + 32u * c.j < g.C)
+    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
+                  : : "r"(amk_mv_slot (ring, c.t, tid, nt)), "l"(c.p) : "memory");
+  asm volatile ("cp.async.commit_group;" : : : "memory");
+}
+
+static __device__ __forceinline__ uint32_t
+amk_mv_ring_base (void)
+{
+  return (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
+}
+
+/* ---- prefetch: the first DEPTH - 1 items, before the waits ----------------------------- */
+
+static __device__ __forceinline__ bool
+amk_matvec_early (const amk_op_ctx *ctx)
+{
+  return (ctx->dtype & AMK_MV_WCONST) != 0;
+}
+
+static __device__ __forceinline__ void
+amk_mv_prologue (const amk_op_ctx *ctx, const amk_mv_geom &g, int tid, int nt)
+{
+  const uint32_t ring = amk_mv_ring_base ();
+  const int64_t wrap = amk_mv_wrap (g, nt);
+  amk_mv_cursor c = amk_mv_cursor_at (ctx, g, 0, tid, nt);
+
+#pragma unroll
+  for (int s = 0; s < AMK_MV_DEPTH - 1; s++)
+    {
+      amk_mv_issue (ring, c, g, tid, nt);
+      amk_mv_advance (c, g, wrap);
+    }
+}
+
+/* Every thread, between amk_check and the waits, only when amk_matvec_early(). */
+static __device__ __noinline__ void
+amk_matvec_prefetch (const amk_op_ctx *ctx, int tid, int nt)
+{
+  if (!amk_mv_use_ring (ctx->esize, nt))
+    return;
+  const amk_mv_geom g = amk_mv_geometry (ctx, tid, nt);
+  if (g.T != 0)
+    amk_mv_prologue (ctx, g, tid, nt);
+}
+
+/* ---- arithmetic ------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ float
+amk_mv_warp_sum (float v)
+{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+/* One element of an F32 or BF16 vector. */
+static __device__ __forceinline__ float
+amk_mv_elem (const unsigned char *p, uint32_t dt, uint32_t i)
+{
+  if (dt == AMK_ABI_DTYPE_F32)
+    return reinterpret_cast<const float *> (p)[i];
+  return __uint_as_float ((uint32_t) reinterpret_cast<const uint16_t *> (p)[i] << 16);
+}
+
+/* Elements per 16-byte chunk of W. */
+template <uint32_t WDT> struct amk_mv_w {
+  static constexpr uint32_t E = WDT == AMK_ABI_DTYPE_F32 ? 4 : 8;
+};
+
+/* acc + sum_e W[e] x[e] over one chunk, in element order. */
+template <uint32_t WDT>
+static __device__ __forceinline__ float
+amk_mv_dot (uint4 w, const float (&x)[8], float acc)
+{
+  if (WDT == AMK_ABI_DTYPE_F32)
+    {
+      acc = fmaf (__uint_as_float (w.x), x[0], acc);
+      acc = fmaf (__uint_as_float (w.y), x[1], acc);
+      acc = fmaf (__uint_as_float (w.z), x[2], acc);
+      acc = fmaf (__uint_as_float (w.w), x[3], acc);
+    }
+  else
+    {
+      const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        {
+          float lo, hi;
+          if (WDT == AMK_ABI_DTYPE_BF16)
+            {
+              lo = __uint_as_float (u[i] << 16);
+              hi = __uint_as_float (u[i] & 0xffff0000u);
+            }
+          else
+            {
+              lo = __half2float (__ushort_as_half ((unsigned short) (u[i] & 0xffffu)));
+              hi = __half2float (__ushort_as_half ((unsigned short) (u[i] >> 16)));
+            }
+          acc = fmaf (lo, x[2 * i], acc);
+          acc = fmaf (hi, x[2 * i + 1], acc);
+        }
+    }
+  return acc;
+}
+
+/* E consecutive elements (chunk c) of an F32 or BF16 vector with a 16-byte aligned base. */
+template <uint32_t E>
+static __device__ __forceinline__ void
+amk_mv_load_vec (const unsigned char *base, uint32_t dt, uint32_t c, float (&v)[8])
+{
+  if (dt == AMK_ABI_DTYPE_F32)
+    {
+      const float4 *p = reinterpret_cast<const float4 *> (base) + (E / 4) * c;
+      const float4 a = p[0];
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+      if (E == 8)
+        {
+          const float4 b = p[1];
+          v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        }
+    }
+  else if (E == 8)
+    {
+      const uint4 a = reinterpret_cast<const uint4 *> (base)[c];
+      const uint32_t u[4] = { a.x, a.y, a.z, a.w };
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        {
+          v[2 * i] = __uint_as_float (u[i] << 16);
+          v[2 * i + 1] = __uint_as_float (u[i] & 0xffff0000u);
+        }
+    }
+  else
+    {
+      const uint2 a = reinterpret_cast<const uint2 *> (base)[c];
+      v[0] = __uint_as_float (a.x << 16);
+      v[1] = __uint_as_float (a.x & 0xffff0000u);
+      v[2] = __uint_as_float (a.y << 16);
+      v[3] = __uint_as_float (a.y & 0xffff0000u);
+    }
+}
+
+static __device__ __forceinline__ uint4
+amk_mv_ld_stream (const unsigned char *p)
+{
+  uint4 v;
+  asm volatile ("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
+
+/* Lane 0 at the end of tile row r: add bias and residual (in that order, like the CPU
+ * reference), round to y's dtype, store. */
+static __device__ __noinline__ void
+amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
+                  const amk_buffer_t *buffers, uint32_t r, float acc)
+{
+  const uint32_t packed = ctx->dtype;
+  const uint32_t row = (uint32_t) ins->params.i[0] + r;
+  const uint32_t bdt = amk_mv_dt (packed, 3), rdt = amk_mv_dt (packed, 4);
+
+  if (bdt != AMK_MV_ABSENT)
+    acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr), bdt, row);
+  if (rdt != AMK_MV_ABSENT)
+    acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr), rdt, row);
+  if (amk_mv_dt (packed, 0) == AMK_ABI_DTYPE_F32)
+    reinterpret_cast<float *> (ctx->ptr[0])[r] = acc;
+  else
+    reinterpret_cast<__nv_bfloat16 *> (ctx->ptr[0])[r] = __float2bfloat16_rn (acc);
+}
+
+/* ---- the two pipelines ----------------------------------------------------------------- */
+
+template <uint32_t WDT>
+static __device__ __forceinline__ void
+amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                 const amk_mv_geom &g, int tid, int nt)
+{
+  constexpr uint32_t E = amk_mv_w<WDT>::E;
+  const uint32_t lane = (uint32_t) tid & 31;
+  const uint32_t ring = amk_mv_ring_base ();
+  const float4 *xs = reinterpret_cast<const float4 *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
+  const int64_t wrap = amk_mv_wrap (g, nt);
+  amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, AMK_MV_DEPTH - 1, tid, nt);
+  uint32_t j = 0, r = (uint32_t) tid >> 5;
+  float acc = 0.0f;
+
+  for (uint32_t t = 0; t < g.T; ++t)
+    {
+      /* refill the slot consumed in the previous iteration, then wait for item t: groups
+       * 0 .. t + DEPTH - 1 are committed, the newest DEPTH - 1 may stay in flight */
+      amk_mv_issue (ring, pc, g, tid, nt);
+      amk_mv_advance (pc, g, wrap);
+      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MV_DEPTH - 1) : "memory");
+
+      const uint32_t c = lane + 32u * j;
+      if (c < g.C)
+        {
+          const uint4 w = reinterpret_cast<const uint4 *> (amk_dyn_smem)[(t & (AMK_MV_DEPTH - 1)) * (uint32_t) nt + (uint32_t) tid];
+          float x[8];
+          const float4 a = xs[c];
+          x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+          if (E == 8)
+            {
+              const float4 b = xs[g.C + c];
+              x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+            }
+          acc = amk_mv_dot<WDT> (w, x, acc);
+        }
+      if (++j == g.J)
+        {
+          acc = amk_mv_warp_sum (acc);
+          if (lane == 0)
+            amk_mv_store_row (ctx, ins, buffers, r, acc);
+          acc = 0.0f;
+          j = 0;
+          r += (uint32_t) nt >> 5;
+        }
+    }
+}
+
+template <uint32_t WDT>
+static __device__ __forceinline__ void
+amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                   const amk_mv_geom &g, float scale, int tid, int nt)
+{
+  constexpr uint32_t E = amk_mv_w<WDT>::E;
+  const uint32_t lane = (uint32_t) tid & 31;
+  const uint32_t xdt = amk_mv_dt (ctx->dtype, 2), ndt = amk_mv_dt (ctx->dtype, 5);
+  const unsigned char *x = ctx->ptr[2];
+  const unsigned char *nw = ndt != AMK_MV_ABSENT
+      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
+  const int64_t wrap = amk_mv_wrap (g, nt);
+  amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, 0, tid, nt);
+  uint32_t j = 0, r = (uint32_t) tid >> 5;
+  float acc = 0.0f;
+
+  for (uint32_t t = 0; t < g.T; t += AMK_MV_DIRECT)
+    {
+      uint4 w[AMK_MV_DIRECT];
+#pragma unroll
+      for (int u = 0; u < AMK_MV_DIRECT; u++)
+        {
+          w[u] = make_uint4 (0, 0, 0, 0);
+          if (pc.t < g.T && lane + 32u * pc.j < g.C)
+            w[u] = amk_mv_ld_stream (pc.p);
+          amk_mv_advance (pc, g, wrap);
+        }
+#pragma unroll
+      for (int u = 0; u < AMK_MV_DIRECT; u++)
+        {
+          if (t + u >= g.T) /* uniform over the warp */
+            break;
+          const uint32_t c = lane + 32u * j;
+          if (c < g.C)
+            {
+              float xv[8];
+              amk_mv_load_vec<E> (x, xdt, c, xv);
+              if (nw != nullptr)
+                {
+                  float nv[8];
+                  amk_mv_load_vec<E> (nw, ndt, c, nv);
+#pragma unroll
+                  for (uint32_t e = 0; e < E; e++)
+                    xv[e] = xv[e] * scale * nv[e];
+                }
+              acc = amk_mv_dot<WDT> (w[u], xv, acc);
+            }
+          if (++j == g.J)
+            {
+              acc = amk_mv_warp_sum (acc);
+              if (lane == 0)
+                amk_mv_store_row (ctx, ins, buffers, r, acc);
+              acc = 0.0f;
+              j = 0;
+              r += (uint32_t) nt >> 5;
+            }
+        }
+    }
+}
+
+/* ---- exec ------------------------------------------------------------------------------- */
+
+/* The whole block, after the waits. run: this warp's waits succeeded (otherwise it only
+ * joins the barriers and drains its prefetched loads; the block leaves afterwards). */
+static __device__ __noinline__ void
+amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                 bool run, int tid, int nt)
+{
+  __shared__ float red[32]; /* one partial sum of squares per warp */
+  const uint32_t k = ctx->esize;
+  const uint32_t packed = ctx->dtype;
+  const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
+  const bool ring = amk_mv_use_ring (k, nt);
+  const bool norm = ndt != AMK_MV_ABSENT;
+  const uint32_t E = wdt == AMK_ABI_DTYPE_F32 ? 4 : 8;
+  float *xs = reinterpret_cast<float *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
+  amk_mv_geom g = amk_mv_geometry (ctx, tid, nt);
+  const uint32_t C = g.C;
+
+  if (!run)
+    g.T = 0;
+  /* W that may depend on the waits starts streaming only now */
+  if (ring && run && !amk_matvec_early (ctx) && g.T != 0)
+    amk_mv_prologue (ctx, g, tid, nt);
+
+  /* x' (RING: staged as fp32; x'[i] at float (i & 4 ? 4 C : 0) + 4 (i / 8) + i % 4 for
+   * 8 elements per chunk, at float i for 4), and the norm's scale */
+  float scale = 1.0f;
+  if (ring || norm)
+    {
+      const unsigned char *x = ctx->ptr[2];
+      float ss = 0.0f;
+      if (run)
+        for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
+          {
+            const float v = amk_mv_elem (x, xdt, i);
+            ss = fmaf (v, v, ss);
+            if (ring)
+              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] = v;
+          }
+      if (norm)
+        {
+          ss = amk_mv_warp_sum (ss);
+          if ((tid & 31) == 0)
+            red[tid >> 5] = ss;
+          __syncthreads ();
+          float total = 0.0f;
+          for (int w = 0; w < (nt >> 5); w++)
+            total += red[w];
+          scale = 1.0f / sqrtf (total / (float) k + __uint_as_float (ctx->pattern));
+          if (ring && run)
+            {
+              /* every thread rescales the elements it staged itself: no barrier needed */
+              const unsigned char *nwt = reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr);
+              for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
+                {
+                  float *d = &xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i];
+                  *d = *d * scale * amk_mv_elem (nwt, ndt, i);
+                }
+            }
+        }
+      if (ring)
+        __syncthreads ();
+    }
+
+  if (g.T != 0)
+    {
+      if (ring)
+        switch (wdt)
+          {
+          case AMK_ABI_DTYPE_BF16: amk_mv_run_ring<AMK_ABI_DTYPE_BF16> (ctx, ins, buffers, g, tid, nt); break;
+          case AMK_ABI_DTYPE_F16:  amk_mv_run_ring<AMK_ABI_DTYPE_F16> (ctx, ins, buffers, g, tid, nt); break;
+          default:                 amk_mv_run_ring<AMK_ABI_DTYPE_F32> (ctx, ins, buffers, g, tid, nt); break;
+          }
+      else
+        switch (wdt)
+          {
+          case AMK_ABI_DTYPE_BF16: amk_mv_run_direct<AMK_ABI_DTYPE_BF16> (ctx, ins, buffers, g, scale, tid, nt); break;
+          case AMK_ABI_DTYPE_F16:  amk_mv_run_direct<AMK_ABI_DTYPE_F16> (ctx, ins, buffers, g, scale, tid, nt); break;
+          default:                 amk_mv_run_direct<AMK_ABI_DTYPE_F32> (ctx, ins, buffers, g, scale, tid, nt); break;
+          }
+    }
+
+  /* A warp that skipped its items may still have prefetched loads in flight; they must
+   * land before the slots are reused. Elsewhere only empty groups remain. */
+  if (ring && !run)
+    asm volatile ("cp.async.wait_all;" : : : "memory");
+}
+
+#endif /* AMK_OPS_MATVEC_CUH */

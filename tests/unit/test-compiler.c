@@ -1,0 +1,360 @@
+/* test-compiler.c: the op API and amk_program_compile(). Random op graphs compile,
+ * verify, and compute what a plain sequential interpreter of the same ops computes (on
+ * every seed of the CPU executor's scheduler); matvecs spread over all queues; the
+ * estimated makespan stays close to its lower bound.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "amk-test-common.h"
+
+#define N_BUFFERS 8
+
+typedef struct {
+  AmkOpcode op;
+  gint      dst, a, b;  /* buffers; for MATVEC a = matrix, b = vector */
+  gint      residual;   /* MATVEC only, or -1 */
+  float     value;
+} RefOp;
+
+typedef struct {
+  AmkProgram *p;
+  gint        buf[N_BUFFERS];       /* f32 vectors of length n; 0 is the input */
+  gint        mat[2];               /* n x n constant matrices */
+  float      *data[N_BUFFERS];
+  float      *w[2];
+  GArray     *ops;                  /* RefOp */
+  guint       n;
+} Graph;
+
+static void
+graph_free (Graph *g)
+{
+  for (guint i = 0; i < N_BUFFERS; i++)
+    g_free (g->data[i]);
+  g_free (g->w[0]);
+  g_free (g->w[1]);
+  g_array_unref (g->ops);
+  g_object_unref (g->p);
+}
+
+/* A random sequence of ops over 8 vectors (1 input, scratch, 2 outputs) and two
+ * matrices; reads only buffers written before, so the result is defined. */
+static void
+graph_build (Graph *g, guint queues, guint n, guint n_ops)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean defined[N_BUFFERS] = { TRUE };
+  gint64 mshape[2] = { n, n };
+
+  g->p = amk_program_new (queues);
+  g->n = n;
+  g->ops = g_array_new (FALSE, FALSE, sizeof (RefOp));
+  for (guint i = 0; i < N_BUFFERS; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("v%u", i);
+      AmkBufferRole role = i == 0 ? AMK_BUFFER_ROLE_INPUT
+                         : i >= N_BUFFERS - 2 ? AMK_BUFFER_ROLE_OUTPUT : AMK_BUFFER_ROLE_SCRATCH;
+      g->buf[i] = test_add_buffer (g->p, name, AMK_DTYPE_F32, n, role);
+      g->data[i] = g_new0 (float, n);
+    }
+  for (guint i = 0; i < n; i++)
+    g->data[0][i] = (float) g_test_rand_double_range (-1, 1);
+  for (guint m = 0; m < 2; m++)
+    {
+      g_autofree char *name = g_strdup_printf ("m%u", m);
+      g->mat[m] = amk_program_add_buffer (g->p, name, AMK_DTYPE_F32, mshape, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      g_assert_no_error (error);
+      g->w[m] = g_new (float, (gsize) n * n);
+      for (guint i = 0; i < n * n; i++)
+        g->w[m][i] = (float) g_test_rand_double_range (-1, 1) / sqrtf ((float) n);
+      g_assert_true (amk_program_set_buffer_data (g->p, g->mat[m], g_bytes_new_static (g->w[m], (gsize) n * n * 4), &error));
+    }
+
+  for (guint k = 0; k < n_ops; k++)
+    {
+      RefOp op = { 0 };
+      gint from[N_BUFFERS];
+      guint n_from = 0;
+
+      for (guint i = 0; i < N_BUFFERS; i++)
+        if (defined[i])
+          from[n_from++] = i;
+      op.dst = g_test_rand_int_range (1, N_BUFFERS);
+      op.a = from[g_test_rand_int_range (0, n_from)];
+      op.b = from[g_test_rand_int_range (0, n_from)];
+      op.residual = -1;
+      switch (g_test_rand_int_range (0, 4))
+        {
+        case 0:
+          op.op = AMK_OPCODE_FILL;
+          op.value = (float) g_test_rand_int_range (-3, 4);
+          g_assert_cmpint (amk_program_op_fill (g->p, g->buf[op.dst], op.value, &error), >=, 0);
+          break;
+        case 1:
+          op.op = AMK_OPCODE_COPY;
+          if (op.a == op.dst)
+            op.a = 0;
+          g_assert_cmpint (amk_program_op_copy (g->p, g->buf[op.dst], g->buf[op.a], &error), >=, 0);
+          break;
+        case 2:
+          op.op = AMK_OPCODE_ADD;
+          g_assert_cmpint (amk_program_op_add (g->p, g->buf[op.dst], g->buf[op.a], g->buf[op.b], &error), >=, 0);
+          break;
+        default:
+          op.op = AMK_OPCODE_MATVEC;
+          if (op.b == op.dst)
+            op.b = 0;
+          op.a = g_test_rand_int_range (0, 2);
+          if (defined[op.dst] && g_test_rand_bit ())
+            op.residual = op.dst;
+          g_assert_cmpint (amk_program_op_matvec (g->p, g->buf[op.dst], g->mat[op.a], g->buf[op.b], -1,
+                                                  op.residual >= 0 ? g->buf[op.residual] : -1, -1, 0.0f,
+                                                  &error), >=, 0);
+          break;
+        }
+      g_assert_no_error (error);
+      defined[op.dst] = TRUE;
+      g_array_append_val (g->ops, op);
+    }
+  /* the outputs get something defined at the end */
+  for (guint i = N_BUFFERS - 2; i < N_BUFFERS; i++)
+    {
+      RefOp op = { AMK_OPCODE_ADD, (gint) i, 0, 0, -1, 0 };
+      for (guint j = 1; j < N_BUFFERS - 2; j++)
+        if (defined[j])
+          op.b = (gint) j;
+      g_assert_cmpint (amk_program_op_add (g->p, g->buf[i], g->buf[op.a], g->buf[op.b], &error), >=, 0);
+      g_array_append_val (g->ops, op);
+    }
+}
+
+/* The plain sequential reference of the recorded ops. */
+static void
+graph_reference (Graph *g)
+{
+  g_autofree float *tmp = g_new (float, g->n);
+
+  for (guint k = 0; k < g->ops->len; k++)
+    {
+      const RefOp *op = &g_array_index (g->ops, RefOp, k);
+      float *d = g->data[op->dst];
+
+      for (guint i = 0; i < g->n; i++)
+        switch (op->op)
+          {
+          case AMK_OPCODE_FILL:
+            tmp[i] = op->value;
+            break;
+          case AMK_OPCODE_COPY:
+            tmp[i] = g->data[op->a][i];
+            break;
+          case AMK_OPCODE_ADD:
+            tmp[i] = g->data[op->a][i] + g->data[op->b][i];
+            break;
+          default:
+            {
+              double acc = 0;
+              for (guint c = 0; c < g->n; c++)
+                acc += (double) g->w[op->a][(gsize) i * g->n + c] * g->data[op->b][c];
+              tmp[i] = (float) acc + (op->residual >= 0 ? d[i] : 0.0f);
+            }
+          }
+      memcpy (d, tmp, g->n * sizeof (float));
+    }
+}
+
+static void
+test_random_graphs (void)
+{
+  for (guint round = 0; round < 12; round++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkCpuExecutor) ex = NULL;
+      guint queues = g_test_rand_int_range (1, 20), n = 8 * g_test_rand_int_range (1, 40);
+      Graph g = { 0 };
+
+      graph_build (&g, queues, n, g_test_rand_int_range (1, 25));
+      g_assert_true (amk_program_compile (g.p, &error));
+      g_assert_no_error (error);
+      graph_reference (&g);
+
+      ex = amk_cpu_executor_new (g.p, &error);
+      g_assert_no_error (error);
+      g_assert_true (amk_cpu_executor_upload (ex, g.buf[0], g_bytes_new_static (g.data[0], n * 4), &error));
+      for (guint64 seed = 0; seed < 4; seed++)
+        {
+          amk_cpu_executor_set_seed (ex, seed * 7919 + round);
+          g_assert_true (amk_cpu_executor_run (ex, &error));
+          g_assert_no_error (error);
+          for (guint i = N_BUFFERS - 2; i < N_BUFFERS; i++)
+            {
+              g_autoptr(GBytes) out = amk_cpu_executor_download (ex, g.buf[i], &error);
+              const float *got = g_bytes_get_data (out, NULL);
+              double diff = 0, norm = 0;
+
+              for (guint e = 0; e < n; e++)
+                {
+                  diff += ((double) got[e] - g.data[i][e]) * ((double) got[e] - g.data[i][e]);
+                  norm += (double) g.data[i][e] * g.data[i][e];
+                }
+              if (sqrt (diff) > 1e-5 * sqrt (norm) + 1e-6)
+                g_error ("round %u (%u queues, n %u, %u ops) seed %" G_GUINT64_FORMAT ": output %u differs: %g vs norm %g",
+                         round, queues, n, g.ops->len, seed, i, sqrt (diff), sqrt (norm));
+            }
+        }
+      graph_free (&g);
+    }
+}
+
+/* Which queues hold instructions of `opcode` writing `buffer`. */
+static guint
+queues_used (AmkProgram *p, guint opcode, gint buffer)
+{
+  guint used = 0;
+
+  for (guint q = 0; q < p->num_queues; q++)
+    {
+      GArray *queue = g_ptr_array_index (p->queues, q);
+      for (guint k = 0; k < queue->len; k++)
+        {
+          const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t,
+                                                         g_array_index (queue, gint32, k));
+          if (ins->opcode == opcode && ins->buffers[0] == buffer)
+            {
+              used++;
+              break;
+            }
+        }
+    }
+  return used;
+}
+
+static void
+test_matvec_spreads (void)
+{
+  const guint queues = 132;
+  const gint64 shapes[][2] = { { 16 * 132, 64 }, { 4096, 256 }, { 2048 + 13, 128 }, { 32768, 64 } };
+
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkProgram) p = amk_program_new (queues);
+      gint w = amk_program_add_buffer (p, "w", AMK_DTYPE_BF16, shapes[s], 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, shapes[s][1], AMK_BUFFER_ROLE_INPUT);
+      gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, shapes[s][0], AMK_BUFFER_ROLE_OUTPUT);
+
+      g_assert_cmpint (amk_program_op_matvec (p, y, w, x, -1, -1, -1, 0, &error), >=, 0);
+      g_assert_true (amk_program_compile (p, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (queues_used (p, AMK_OPCODE_MATVEC, y), ==, queues);
+    }
+}
+
+/* A layer-like chain: norm + matvec, residual, a wide matvec, an add, a matvec back. */
+static void
+test_makespan_near_bound (void)
+{
+  const guint queues = 132;
+  const gint64 h = 2048, f = 8192;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkProgram) p = amk_program_new (queues);
+  gint64 s1[2] = { h, h }, s2[2] = { f, h }, s3[2] = { h, f };
+  gint wq = amk_program_add_buffer (p, "wq", AMK_DTYPE_BF16, s1, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+  gint wu = amk_program_add_buffer (p, "wu", AMK_DTYPE_BF16, s2, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+  gint wd = amk_program_add_buffer (p, "wd", AMK_DTYPE_BF16, s3, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+  gint g = test_add_buffer (p, "g", AMK_DTYPE_BF16, h, AMK_BUFFER_ROLE_CONSTANT);
+  gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, h, AMK_BUFFER_ROLE_STATE);
+  gint a = test_add_buffer (p, "a", AMK_DTYPE_F32, h, AMK_BUFFER_ROLE_SCRATCH);
+  gint u = test_add_buffer (p, "u", AMK_DTYPE_F32, f, AMK_BUFFER_ROLE_SCRATCH);
+  gint v = test_add_buffer (p, "v", AMK_DTYPE_F32, f, AMK_BUFFER_ROLE_SCRATCH);
+  double makespan, total, path, bound;
+  g_autofree char *report = NULL;
+
+  g_assert_cmpint (amk_program_op_matvec (p, a, wq, x, -1, -1, g, 1e-5f, &error), >=, 0);
+  g_assert_cmpint (amk_program_op_add (p, x, x, a, &error), >=, 0);
+  g_assert_cmpint (amk_program_op_matvec (p, u, wu, x, -1, -1, g, 1e-5f, &error), >=, 0);
+  g_assert_cmpint (amk_program_op_add (p, v, u, u, &error), >=, 0);
+  g_assert_cmpint (amk_program_op_matvec (p, x, wd, v, -1, x, -1, 0, &error), >=, 0);
+  g_assert_true (amk_program_compile (p, &error));
+  g_assert_no_error (error);
+
+  g_assert_true (amk_program_estimate_schedule (p, &makespan, &total, &path));
+  bound = MAX (total / queues, path);
+  report = amk_program_get_schedule_report (p);
+  g_test_message ("%s", report);
+  g_assert_cmpfloat (makespan, <=, 1.15 * bound);
+  g_assert_cmpfloat (makespan, >=, bound * 0.999);
+  /* u (f32, 32 KiB) and a may share arena space: a is dead once x absorbed it */
+  g_assert_cmpuint (amk_program_get_scratch_size (p), <, (guint64) (h + 2 * f) * 4);
+}
+
+static void
+test_op_errors (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (2);
+  gint64 ws[2] = { 8, 12 };
+  GError *error = NULL;
+  gint w = amk_program_add_buffer (p, "w", AMK_DTYPE_F32, ws, 2, AMK_BUFFER_ROLE_CONSTANT, NULL);
+  gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 12, AMK_BUFFER_ROLE_INPUT);
+  gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+  gint z = test_add_buffer (p, "z", AMK_DTYPE_BF16, 8, AMK_BUFFER_ROLE_OUTPUT);
+
+  g_assert_cmpint (amk_program_op_copy (p, y, z, &error), ==, -1);       /* dtype */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_fill (p, w, 1.0f, &error), ==, -1);    /* constant */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_add (p, y, y, 99, &error), ==, -1);    /* no such buffer */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_matvec (p, y, w, z, -1, -1, -1, 0, &error), ==, -1); /* x of 8, K is 12 */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_matvec (p, x, w, x, -1, -1, -1, 0, &error), ==, -1); /* y is x */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_matvec (p, y, w, x, -1, y, -1, 0, &error), >=, 0);   /* y += W x */
+  g_assert_no_error (error);
+}
+
+static void
+test_compile_errors (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (2);
+  GError *error = NULL;
+  gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+
+  g_assert_cmpint (amk_program_op_fill (p, y, 2.0f, &error), >=, 0);
+  g_assert_true (amk_program_compile (p, &error));
+  g_assert_false (amk_program_compile (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_cmpint (amk_program_op_fill (p, y, 2.0f, &error), ==, -1);
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+
+  {
+    g_autoptr(AmkProgram) raw = amk_program_new (1);
+    gint b = test_add_buffer (raw, "b", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+    g_assert_cmpint (amk_program_add_instruction (raw, 0, AMK_OPCODE_NOP, NULL, 0, &error), >=, 0);
+    g_assert_cmpint (amk_program_op_fill (raw, b, 1.0f, &error), >=, 0);
+    g_assert_false (amk_program_compile (raw, &error));
+    g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+    g_clear_error (&error);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/amk/compiler/random-graphs", test_random_graphs);
+  g_test_add_func ("/amk/compiler/matvec-spreads", test_matvec_spreads);
+  g_test_add_func ("/amk/compiler/makespan-near-bound", test_makespan_near_bound);
+  g_test_add_func ("/amk/compiler/op-errors", test_op_errors);
+  g_test_add_func ("/amk/compiler/compile-errors", test_compile_errors);
+
+  return g_test_run ();
+}
