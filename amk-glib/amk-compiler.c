@@ -21,7 +21,6 @@
  * about 31 B/ns each) and the measured per-instruction dispatch cost. */
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
-#define MATVEC_TILE_BYTES     (1u << 20)  /* weight bytes per tile when there are plenty */
 #define ELEMENTWISE_MIN_TILE  1024u       /* elements */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
 
@@ -111,13 +110,11 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
 
   if (op->opcode == AMK_ABI_OP_MATVEC)
     {
-      AmkBufferInfo *w = info (self, op->buffers[1]);
-      const guint64 rows = w->shape[0], k = w->shape[1];
-      const guint64 bytes = rows * k * amk_dtype_size (w->dtype);
-      guint64 per_queue = MAX (1, (bytes + (guint64) queues * MATVEC_TILE_BYTES - 1) /
-                                  ((guint64) queues * MATVEC_TILE_BYTES));
-      n = rows;
-      n_tiles = MIN (rows, (guint64) queues * per_queue);
+      /* one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
+       * (bench/amk-matvec-bench, docs/performance.md), since every tile start costs
+       * about one memory latency before its first weights arrive */
+      n = info (self, op->buffers[1])->shape[0];
+      n_tiles = MIN (n, (guint64) queues);
     }
   else
     {

@@ -56,12 +56,13 @@ enum {
  * a ring of AMK_MATVEC_RING_DEPTH 16-byte cp.async slots per thread (DEPTH - 1 loads in
  * flight) with x' staged as fp32, and a CONSTANT W starts loading before the
  * instruction's waits. With less (the default 0) W is loaded straight into registers,
- * 4 loads in flight per thread, and x' is read from global memory: correct, slower.
- * AMK_MATVEC_SMEM_BYTES is the recommendation for 1024 threads and K <= 16384. These are
- * tuning constants, not part of any struct layout. */
-#define AMK_MATVEC_RING_DEPTH            8
+ * 8 loads in flight per thread, and x' is read from global memory: correct, slower.
+ * AMK_MATVEC_SMEM_BYTES (192 KiB) is the recommendation for 512 threads (the kernel's
+ * maximum, __launch_bounds__(512)) and K <= 16384. These are tuning constants, not part
+ * of any struct layout. */
+#define AMK_MATVEC_RING_DEPTH            16
 #define AMK_MATVEC_RING_BYTES_PER_THREAD (16 * AMK_MATVEC_RING_DEPTH)
-#define AMK_MATVEC_SMEM_BYTES            (1024 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 16384)
+#define AMK_MATVEC_SMEM_BYTES            (512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 16384)
 
 /* amk_buffer_t.flags */
 #define AMK_BUFFER_FLAG_CONSTANT 0x1u /* never written during a launch: loads may run before waits */

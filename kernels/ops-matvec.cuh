@@ -6,7 +6,7 @@
  * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM), fp32
  * accumulation and round-to-nearest-even stores.
  *
- * Three halves, like the utility ops:
+ * Three parts (the utility ops have two):
  *   amk_matvec_check():    every thread, before the waits: operands, ranges, dtypes,
  *                          alignment, aliasing; resolves them into an amk_op_ctx.
  *   amk_matvec_prefetch(): every thread, before the waits, only when W is CONSTANT (its
@@ -52,7 +52,7 @@
 #include "ops-utility.cuh"
 
 #define AMK_MV_DEPTH   AMK_MATVEC_RING_DEPTH /* ring slots per thread (a power of two) */
-#define AMK_MV_DIRECT  4                     /* register loads in flight per thread */
+#define AMK_MV_DIRECT  8                     /* register loads in flight per thread */
 #define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
 #define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
 
@@ -243,7 +243,7 @@ amk_mv_cursor_at (const amk_op_ctx *ctx, const amk_mv_geom &g, uint32_t t, int t
 
   c.t = t;
   c.j = t - i * g.J;
-  c.p = ctx->ptr[1] + (uint64_t) row * g.rowb + ((uint32_t) (tid & 31) + 32u * c.j) * 16u;
+  c.p = ctx->ptr[1] + (uint64_t) row * g.rowb + ((uint64_t) (tid & 31) + 32u * c.j) * 16u;
   return c;
 }
 
@@ -313,7 +313,7 @@ amk_mv_prologue (const amk_op_ctx *ctx, const amk_mv_geom &g, int tid, int nt)
 }
 
 /* Every thread, between amk_check and the waits, only when amk_matvec_early(). */
-static __device__ __noinline__ void
+static __device__ __forceinline__ void
 amk_matvec_prefetch (const amk_op_ctx *ctx, int tid, int nt)
 {
   if (!amk_mv_use_ring (ctx->esize, nt))
@@ -432,7 +432,7 @@ amk_mv_ld_stream (const unsigned char *p)
 
 /* Lane 0 at the end of tile row r: add bias and residual (in that order, like the CPU
  * reference), round to y's dtype, store. */
-static __device__ __noinline__ void
+static __device__ __forceinline__ void
 amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                   const amk_buffer_t *buffers, uint32_t r, float acc)
 {
@@ -564,7 +564,7 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
 
 /* The whole block, after the waits. run: this warp's waits succeeded (otherwise it only
  * joins the barriers and drains its prefetched loads; the block leaves afterwards). */
-static __device__ __noinline__ void
+static __device__ __forceinline__ void
 amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                  bool run, int tid, int nt)
 {

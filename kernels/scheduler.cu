@@ -332,7 +332,7 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
 
 /* ---- the kernel ----------------------------------------------------------------------- */
 
-extern "C" __global__ void __launch_bounds__ (1024)
+extern "C" __global__ void __launch_bounds__ (512)
 amk_megakernel (amk_device_program prog)
 {
   __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */

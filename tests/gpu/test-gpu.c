@@ -3,8 +3,10 @@
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
+#include <math.h>
 #include <string.h>
 #include <amk-glib/amk-glib.h>
+#include "amk-abi.h" /* AMK_MATVEC_SMEM_BYTES (kernels/, on the include path) */
 
 static gboolean
 need_gpu (void)
@@ -261,15 +263,25 @@ test_rejected (void)
   g_autoptr(AmkLauncher) launcher = NULL;
   g_autoptr(AmkProgram) p = NULL;
   gint64 max_grid;
+  guint threads;
 
   if (!need_gpu ())
     return;
   launcher = amk_launcher_new (0);
-  amk_launcher_set_threads_per_block (launcher, 1024);
-  max_grid = amk_launcher_max_coresident_blocks (launcher, 1024, 0, &error);
+  /* the kernel's own limit (__launch_bounds__), asked at a size it always accepts */
+  {
+    g_autoptr(AmkKernelAttributes) attr = amk_launcher_kernel_attributes (launcher, 32, 0, &error);
+    g_assert_no_error (error);
+    g_assert_nonnull (attr);
+    threads = (guint) attr->max_threads;
+  }
+  g_assert_cmpuint (threads, >=, 32);
+  amk_launcher_set_threads_per_block (launcher, threads);
+  max_grid = amk_launcher_max_coresident_blocks (launcher, threads, 0, &error);
   g_assert_no_error (error);
   g_assert_cmpint (max_grid, >, 0);
-  g_test_message ("max cooperative grid at 1024 threads: %" G_GINT64_FORMAT, max_grid);
+  g_test_message ("max cooperative grid at %u threads (the kernel's maximum): %" G_GINT64_FORMAT,
+                  threads, max_grid);
 
   p = amk_program_new (max_grid + 1);
   for (gint64 q = 0; q <= max_grid; q++)
@@ -471,6 +483,395 @@ test_no_leak (void)
   g_assert_cmpint ((gint64) free_before - (gint64) free_after, <=, 2 << 20);
 }
 
+/* ---- MATVEC ------------------------------------------------------------------------- */
+
+#define MV_NONE (-1)
+
+enum { RES_NONE, RES_SEPARATE, RES_IN_PLACE };
+
+typedef struct {
+  AmkDType w, y, x;
+  gint     bias;      /* a dtype or MV_NONE */
+  gint     residual;  /* RES_* */
+  gint     res_dtype; /* RES_SEPARATE: its dtype */
+  gint     norm;      /* the RMSNORM weight's dtype or MV_NONE */
+  guint    rows, k, tile;
+  gboolean wait;      /* x is copied into scratch by another queue; every tile waits */
+  gboolean w_input;   /* W is an INPUT buffer, not CONSTANT (no loads before the waits) */
+} MatvecCase;
+
+static const char *
+mv_dtype_name (gint dtype)
+{
+  switch (dtype)
+    {
+    case AMK_DTYPE_F32: return "f32";
+    case AMK_DTYPE_F16: return "f16";
+    case AMK_DTYPE_BF16: return "bf16";
+    default: return "-";
+    }
+}
+
+static gsize
+mv_esize (gint dtype)
+{
+  return dtype == AMK_DTYPE_F32 ? 4 : 2;
+}
+
+/* n random elements, never zero: magnitudes in [1/16, 2), random signs, all normal */
+static GBytes *
+mv_random (gsize n, AmkDType dtype)
+{
+  guint8 *d = g_malloc (n * mv_esize (dtype));
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 sign = g_test_rand_bit () ? 1u : 0u;
+      if (dtype == AMK_DTYPE_F32)
+        {
+          float f = (float) g_test_rand_double_range (0.0625, 2.0);
+          if (sign)
+            f = -f;
+          memcpy (d + 4 * i, &f, 4);
+        }
+      else
+        {
+          guint16 v;
+          if (dtype == AMK_DTYPE_BF16) /* exponent 2^-4 .. 2^0, 7 random mantissa bits */
+            v = (guint16) ((sign << 15) | ((guint32) g_test_rand_int_range (0x7b, 0x80) << 7) |
+                           (guint32) g_test_rand_int_range (0, 128));
+          else /* F16: exponent 2^-4 .. 2^0, 10 random mantissa bits */
+            v = (guint16) ((sign << 15) | ((guint32) g_test_rand_int_range (11, 16) << 10) |
+                           (guint32) g_test_rand_int_range (0, 1024));
+          memcpy (d + 2 * i, &v, 2);
+        }
+    }
+  return g_bytes_new_take (d, n * mv_esize (dtype));
+}
+
+static double
+mv_load (const guint8 *p, gint dtype, gsize i)
+{
+  float f;
+  if (dtype == AMK_DTYPE_F32)
+    memcpy (&f, p + 4 * i, 4);
+  else
+    {
+      guint16 h;
+      guint32 u;
+      memcpy (&h, p + 2 * i, 2);
+      u = (guint32) h << 16;
+      memcpy (&f, &u, 4);
+    }
+  return f;
+}
+
+/* y's initial contents: random rows for an in-place residual, then the poisoned pad */
+static GBytes *
+mv_initial_y (const MatvecCase *c, guint pad)
+{
+  gsize es = mv_esize (c->y);
+  guint8 *d = g_malloc ((c->rows + pad) * es);
+
+  memset (d, 0xa5, (c->rows + pad) * es);
+  if (c->residual == RES_IN_PLACE)
+    {
+      g_autoptr(GBytes) r = mv_random (c->rows, c->y);
+      memcpy (d, g_bytes_get_data (r, NULL), c->rows * es);
+    }
+  return g_bytes_new_take (d, (c->rows + pad) * es);
+}
+
+static gboolean
+mv_any_bf16 (const MatvecCase *c)
+{
+  return c->w == AMK_DTYPE_BF16 || c->y == AMK_DTYPE_BF16 || c->x == AMK_DTYPE_BF16 ||
+         c->bias == AMK_DTYPE_BF16 || c->norm == AMK_DTYPE_BF16 ||
+         (c->residual == RES_SEPARATE && c->res_dtype == AMK_DTYPE_BF16);
+}
+
+/* Builds the case's program (tiles of c->tile rows, tile i on queue i mod 132), runs it
+ * on the CPU executor once and on the GPU under several (threads, dynamic shared memory)
+ * configurations; prints one PASS/FAIL line per configuration. */
+static gboolean
+run_matvec_case (const MatvecCase *c, guint max_threads)
+{
+  const guint n_queues = 132, pad = 5;
+  const struct { guint threads, smem; } configs[] = {
+    { 512, AMK_MATVEC_SMEM_BYTES }, /* ring */
+    { 512, 0 },                     /* direct loads */
+    { 256, AMK_MATVEC_SMEM_BYTES },
+    { 256, 0 },
+    { 96, AMK_MATVEC_SMEM_BYTES },  /* 3 warps, one of them the fetch warp */
+  };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkProgram) p = amk_program_new (n_queues);
+  g_autoptr(AmkCpuExecutor) cpu = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(GBytes) wdata = NULL, xdata = NULL, bdata = NULL, rdata = NULL, ndata = NULL;
+  g_autoptr(GBytes) y0 = NULL, want = NULL;
+  gint64 shape_y[] = { c->rows + pad }, shape_w[] = { c->rows, c->k }, shape_k[] = { c->k }, shape_r[] = { c->rows };
+  gint y, w, x, xsrc, bias = MV_NONE, res = MV_NONE, norm = MV_NONE, counter = -1;
+  const double tol = mv_any_bf16 (c) ? 1e-2 : 1e-5;
+  gboolean ok = TRUE;
+  guint n_tiles = 0;
+  g_autofree char *label = NULL;
+
+  y = amk_program_add_buffer (p, "y", c->y, shape_y, 1, AMK_BUFFER_ROLE_OUTPUT, &error);
+  g_assert_no_error (error);
+  w = amk_program_add_buffer (p, "W", c->w, shape_w, 2,
+                              c->w_input ? AMK_BUFFER_ROLE_INPUT : AMK_BUFFER_ROLE_CONSTANT, &error);
+  g_assert_no_error (error);
+  x = amk_program_add_buffer (p, "x", c->x, shape_k, 1, AMK_BUFFER_ROLE_INPUT, &error);
+  g_assert_no_error (error);
+  xsrc = x;
+  if (c->wait)
+    {
+      xsrc = amk_program_add_buffer (p, "x copy", c->x, shape_k, 1, AMK_BUFFER_ROLE_SCRATCH, &error);
+      g_assert_no_error (error);
+      counter = amk_program_add_counter (p, "x ready");
+    }
+  if (c->bias != MV_NONE)
+    bias = amk_program_add_buffer (p, "bias", c->bias, shape_r, 1, AMK_BUFFER_ROLE_INPUT, &error);
+  if (c->residual == RES_SEPARATE)
+    res = amk_program_add_buffer (p, "residual", c->res_dtype, shape_r, 1, AMK_BUFFER_ROLE_INPUT, &error);
+  else if (c->residual == RES_IN_PLACE)
+    res = y;
+  if (c->norm != MV_NONE)
+    norm = amk_program_add_buffer (p, "norm", c->norm, shape_k, 1, AMK_BUFFER_ROLE_CONSTANT, &error);
+  g_assert_no_error (error);
+
+  wdata = mv_random ((gsize) c->rows * c->k, c->w);
+  xdata = mv_random (c->k, c->x);
+  if (bias != MV_NONE)
+    bdata = mv_random (c->rows, c->bias);
+  if (c->residual == RES_SEPARATE)
+    rdata = mv_random (c->rows, c->res_dtype);
+  if (norm != MV_NONE)
+    {
+      ndata = mv_random (c->k, c->norm);
+      g_assert_true (amk_program_set_buffer_data (p, norm, ndata, &error));
+    }
+  if (!c->w_input)
+    g_assert_true (amk_program_set_buffer_data (p, w, wdata, &error));
+  g_assert_no_error (error);
+  y0 = mv_initial_y (c, pad);
+
+  if (c->wait)
+    {
+      /* the copy runs on the last queue; the tiles there wait behind it in order */
+      gint i = add_ins (p, n_queues - 1, AMK_OPCODE_COPY, (gint[]) { xsrc, x }, 2,
+                        (gint[]) { 0, 0, c->k }, 3);
+      signal_on (p, i, counter);
+    }
+  for (guint r0 = 0; r0 < c->rows; r0 += c->tile, n_tiles++)
+    {
+      guint n = MIN (c->tile, c->rows - r0);
+      gint i = add_ins (p, n_tiles % n_queues, AMK_OPCODE_MATVEC,
+                        (gint[]) { y, w, xsrc, bias, res, norm }, 6,
+                        (gint[]) { r0, n, c->k }, 3);
+      if (norm != MV_NONE)
+        g_assert_true (amk_program_set_param_float (p, i, 3, 1e-5f, &error));
+      if (c->wait)
+        wait_on (p, i, counter, 1);
+    }
+  g_assert_true (amk_program_verify (p, &error));
+  g_assert_no_error (error);
+
+  label = g_strdup_printf ("W=%s y=%s x=%s bias=%s residual=%s norm=%s rows=%u K=%u tile=%u (%u tiles)%s%s",
+                           mv_dtype_name (c->w), mv_dtype_name (c->y), mv_dtype_name (c->x),
+                           mv_dtype_name (c->bias),
+                           c->residual == RES_NONE ? "-" : c->residual == RES_IN_PLACE ? "y(in place)"
+                                                                                       : mv_dtype_name (c->res_dtype),
+                           mv_dtype_name (c->norm), c->rows, c->k, c->tile, n_tiles,
+                           c->wait ? " waits" : "", c->w_input ? " W=input" : " W=constant");
+
+  /* the reference */
+  cpu = amk_cpu_executor_new (p, &error);
+  g_assert_no_error (error);
+  g_assert_true (amk_cpu_executor_upload (cpu, x, xdata, &error));
+  g_assert_true (amk_cpu_executor_upload (cpu, y, y0, &error));
+  if (bdata != NULL)
+    g_assert_true (amk_cpu_executor_upload (cpu, bias, bdata, &error));
+  if (rdata != NULL)
+    g_assert_true (amk_cpu_executor_upload (cpu, res, rdata, &error));
+  if (c->w_input)
+    g_assert_true (amk_cpu_executor_upload (cpu, w, wdata, &error));
+  g_assert_true (amk_cpu_executor_run (cpu, &error));
+  g_assert_no_error (error);
+  want = amk_cpu_executor_download (cpu, y, &error);
+  g_assert_no_error (error);
+
+  launcher = amk_launcher_new (0);
+  g_assert_true (amk_launcher_load (launcher, p, &error));
+  g_assert_no_error (error);
+
+  for (guint f = 0; f < G_N_ELEMENTS (configs); f++)
+    {
+      const guint threads = MIN (configs[f].threads, max_threads);
+      const guint smem = configs[f].smem;
+      const gboolean ring = (guint64) threads * AMK_MATVEC_RING_BYTES_PER_THREAD + 4ull * c->k <= smem;
+      g_autoptr(GBytes) got = NULL;
+      const guint8 *g, *e;
+      double num = 0.0, den = 0.0, err;
+      gboolean pad_ok;
+
+      amk_launcher_set_threads_per_block (launcher, threads);
+      amk_launcher_set_dynamic_shared_memory (launcher, smem);
+      g_assert_true (amk_launcher_upload (launcher, x, xdata, &error));
+      g_assert_true (amk_launcher_upload (launcher, y, y0, &error));
+      if (bdata != NULL)
+        g_assert_true (amk_launcher_upload (launcher, bias, bdata, &error));
+      if (rdata != NULL)
+        g_assert_true (amk_launcher_upload (launcher, res, rdata, &error));
+      if (c->w_input)
+        g_assert_true (amk_launcher_upload (launcher, w, wdata, &error));
+      g_assert_no_error (error);
+
+      if (!amk_launcher_launch (launcher, NULL, &error))
+        {
+          g_test_message ("FAIL matvec %s | threads=%u smem=%u (%s): launch failed: %s",
+                          label, threads, smem, ring ? "ring" : "direct", error->message);
+          g_clear_error (&error);
+          ok = FALSE;
+          continue;
+        }
+      got = amk_launcher_download (launcher, y, &error);
+      g_assert_no_error (error);
+      g = g_bytes_get_data (got, NULL);
+      e = g_bytes_get_data (want, NULL);
+      for (guint r = 0; r < c->rows; r++)
+        {
+          double a = mv_load (g, c->y, r), b = mv_load (e, c->y, r);
+          num += (a - b) * (a - b);
+          den += b * b;
+        }
+      err = sqrt (num) / sqrt (den);
+      /* rows no tile covers keep their poison, on the GPU as in the reference */
+      pad_ok = memcmp (g + c->rows * mv_esize (c->y), e + c->rows * mv_esize (c->y),
+                       pad * mv_esize (c->y)) == 0;
+      if (err <= tol && pad_ok)
+        g_test_message ("PASS matvec %s | threads=%u smem=%u (%s): rel err %.3g (tol %.0e)",
+                        label, threads, smem, ring ? "ring" : "direct", err, tol);
+      else
+        {
+          g_test_message ("FAIL matvec %s | threads=%u smem=%u (%s): rel err %.3g (tol %.0e)%s; "
+                          "row 0: gpu %.6g cpu %.6g",
+                          label, threads, smem, ring ? "ring" : "direct", err, tol,
+                          pad_ok ? "" : ", WROTE PAST THE LAST TILE",
+                          mv_load (g, c->y, 0), mv_load (e, c->y, 0));
+          ok = FALSE;
+        }
+    }
+  return ok;
+}
+
+static void
+test_matvec (void)
+{
+  const gint F32 = AMK_DTYPE_F32, F16 = AMK_DTYPE_F16, BF16 = AMK_DTYPE_BF16;
+  const MatvecCase cases[] = {
+    /* w    y     x     bias  residual      res   norm   rows   K     tile wait  w_input */
+    { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 4096, 2048, 16, FALSE, FALSE },
+    { BF16, BF16, BF16, BF16, RES_SEPARATE, BF16, MV_NONE, 3000, 2304, 28, FALSE, FALSE },
+    { F16,  F32,  F32,  F32,  RES_IN_PLACE, 0,    MV_NONE, 2500, 2048, 8,  FALSE, FALSE },
+    { F32,  F32,  F32,  F32,  RES_NONE,     0,    F32,     1000, 2304, 5,  FALSE, FALSE },
+    { BF16, F32,  BF16, MV_NONE, RES_IN_PLACE, 0, BF16,    4100, 2304, 32, FALSE, FALSE },
+    { F32,  BF16, F32,  BF16, RES_SEPARATE, F32,  BF16,    777,  2048, 3,  FALSE, FALSE },
+    { F16,  BF16, BF16, MV_NONE, RES_NONE,  0,    F32,     2048, 2304, 64, FALSE, FALSE },
+    { F32,  F32,  F32,  F32,  RES_SEPARATE, F32,  MV_NONE, 1500, 2048, 40, FALSE, FALSE },
+    /* rows of fewer than 32 chunks, or not a multiple of 32 chunks */
+    { BF16, F32,  F32,  F32,  RES_NONE,     0,    F32,     1000, 8,    100, FALSE, FALSE },
+    { F32,  F32,  F32,  MV_NONE, RES_IN_PLACE, 0, MV_NONE, 300,  4,    7,  FALSE, FALSE },
+    { BF16, BF16, F32,  MV_NONE, RES_NONE,  0,    BF16,    600,  40,   9,  FALSE, FALSE },
+    { F16,  F32,  BF16, F32,  RES_NONE,     0,    MV_NONE, 900,  1000, 11, FALSE, FALSE },
+    /* counters: x produced by another queue (W loads before the wait when CONSTANT) */
+    { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    F32,     4096, 2048, 32, TRUE,  FALSE },
+    { BF16, F32,  F32,  BF16, RES_IN_PLACE, 0,    MV_NONE, 4096, 2048, 32, TRUE,  TRUE },
+    /* one big tile: many rows per warp */
+    { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 2048, 2048, 2048, FALSE, FALSE },
+    /* large K: the ring still fits at 14336; at 16400 x' does not and even a launch with
+     * shared memory takes the direct path */
+    { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    BF16,    512,  14336, 4, FALSE, FALSE },
+    { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 260,  16400, 2, FALSE, TRUE },
+  };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) probe = NULL;
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  guint failed = 0;
+
+  if (!need_gpu ())
+    return;
+  probe = amk_launcher_new (0);
+  attr = amk_launcher_kernel_attributes (probe, 32, 0, &error);
+  g_assert_no_error (error);
+  g_test_message ("megakernel: %d registers, %d bytes local, max %d threads per block; "
+                  "AMK_MATVEC_SMEM_BYTES = %d, opt-in cap %d",
+                  attr->num_regs, attr->local_bytes, attr->max_threads, AMK_MATVEC_SMEM_BYTES,
+                  attr->max_dynamic_smem_optin);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    if (!run_matvec_case (&cases[i], (guint) attr->max_threads))
+      failed++;
+  g_test_message ("%s matvec: %u of %u cases failed", failed ? "FAIL" : "PASS", failed,
+                  (guint) G_N_ELEMENTS (cases));
+  g_assert_cmpuint (failed, ==, 0);
+}
+
+/* Device-side checks of MATVEC (unverified images): each aborts with CHECK and the
+ * offending buffer's index, and the next launch works. */
+static void
+test_matvec_checks (void)
+{
+  if (!need_gpu ())
+    return;
+
+  for (guint t = 0; t < 3; t++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+      g_autoptr(AmkProgram) p = amk_program_new (4);
+      g_autoptr(AmkAbortRecord) record = NULL;
+      gint64 sy[] = { 64 }, sw[] = { 64, 16 }, sw6[] = { 64, 6 };
+      gint y = amk_program_add_buffer (p, "y", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
+      gint w = amk_program_add_buffer (p, "W", AMK_DTYPE_BF16, t == 0 ? sw6 : sw, 2, AMK_BUFFER_ROLE_CONSTANT, NULL);
+      gint x = amk_program_add_buffer (p, "x", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+      gint want;
+      const char *what;
+
+      add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      if (t == 0) /* rows of 6 bf16 = 12 bytes */
+        {
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, (gint[]) { 0, 64, 6 }, 3);
+          want = w, what = "W rows of 12 bytes";
+        }
+      else if (t == 1) /* the bias is y itself */
+        {
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, y, -1, -1 }, 6, (gint[]) { 0, 64, 16 }, 3);
+          want = y, what = "bias == y";
+        }
+      else /* x overlaps y */
+        {
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, y, -1, -1, -1 }, 6, (gint[]) { 8, 32, 16 }, 3);
+          want = y, what = "x overlaps y";
+        }
+      g_assert_false (amk_program_verify (p, NULL));
+      g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
+      g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+      g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+      record = amk_launcher_get_last_abort (launcher);
+      g_assert_nonnull (record);
+      g_test_message ("%s matvec check (%s): code %d detail %d queue %d instruction %d (want CHECK, detail %d)",
+                      record->code == AMK_ABORT_CODE_CHECK && record->detail == want ? "PASS" : "FAIL",
+                      what, record->code, record->detail, record->queue, record->instruction, want);
+      g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_CHECK);
+      g_assert_cmpint (record->detail, ==, want);
+      g_assert_cmpint (record->queue, ==, 2);
+      g_assert_cmpint (record->instruction, ==, 0);
+      check_good_launch (launcher);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -485,6 +886,8 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/gpu/cancel", test_cancel);
   g_test_add_func ("/amk/gpu/trace", test_trace);
   g_test_add_func ("/amk/gpu/no-leak", test_no_leak);
+  g_test_add_func ("/amk/gpu/matvec", test_matvec);
+  g_test_add_func ("/amk/gpu/matvec-checks", test_matvec_checks);
 
   return g_test_run ();
 }
