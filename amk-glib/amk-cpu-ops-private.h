@@ -19,4 +19,12 @@ AmkAbortCode amk_cpu_op_run (const amk_instruction_t *ins,
                              AmkCpuBuffer            *buffers,
                              gint                    *detail);
 
+/* The op families (amk-cpu-ops-vector.c, amk-cpu-ops-attention.c), same contract. */
+AmkAbortCode amk_cpu_vector_op    (const amk_instruction_t *ins,
+                                   AmkCpuBuffer            *buffers,
+                                   gint                    *detail);
+AmkAbortCode amk_cpu_attention_op (const amk_instruction_t *ins,
+                                   AmkCpuBuffer            *buffers,
+                                   gint                    *detail);
+
 G_END_DECLS

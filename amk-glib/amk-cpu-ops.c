@@ -117,6 +117,16 @@ amk_cpu_op_run (const amk_instruction_t *ins,
     case AMK_ABI_OP_MATVEC:
       op_matvec (ins, buffers);
       return AMK_ABORT_CODE_NONE;
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+      return amk_cpu_vector_op (ins, buffers, detail);
+    case AMK_ABI_OP_ROPE_KV:
+    case AMK_ABI_OP_ATTN_DECODE:
+    case AMK_ABI_OP_ATTN_REDUCE:
+      return amk_cpu_attention_op (ins, buffers, detail);
     case AMK_ABI_OP_TRAP:
       *detail = ins->params.i[0];
       return AMK_ABORT_CODE_TRAP;

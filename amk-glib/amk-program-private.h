@@ -81,6 +81,20 @@ void         amk_program_flatten_queues   (AmkProgram  *self,
 /* Whether buffer slot `slot` of `opcode` may be AMK_NO_BUFFER (amk-verifier.c). */
 gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
 
+/* The op families' instruction checks, called by the verifier once the indices are in
+ * range and the buffer count is right (amk-verifier-vector.c, amk-verifier-attention.c);
+ * they check dtypes, ranges, writes to constant buffers and aliasing. */
+gboolean     amk_verify_vector_op         (AmkProgram              *self,
+                                           guint                    queue,
+                                           guint                    pos,
+                                           const amk_instruction_t *ins,
+                                           GError                 **error);
+gboolean     amk_verify_attention_op      (AmkProgram              *self,
+                                           guint                    queue,
+                                           guint                    pos,
+                                           const amk_instruction_t *ins,
+                                           GError                 **error);
+
 /* Abstract run of the queues (amk-verifier.c). */
 gboolean     amk_verifier_check           (AmkProgram  *self,
                                            GError     **error);

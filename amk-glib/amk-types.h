@@ -61,6 +61,14 @@ typedef enum {
  *   (+ bias) (+ residual)` for `r < i1` over `K = i2` columns, fp32 accumulation; buffers
  *   y, W, x, bias, residual, norm (the last three may be -1); with a norm weight, `x' =
  *   x / sqrt(mean(x²) + f3) * norm` (a fused RMSNORM), else `x' = x`
+ * @AMK_OPCODE_RMSNORM: RMS normalisation of one vector or of every head (see amk-abi.h)
+ * @AMK_OPCODE_SILU_MUL: `out = silu(gate) * up` (SwiGLU)
+ * @AMK_OPCODE_EMBED: a row of an embedding table, for a token id read on the device
+ * @AMK_OPCODE_ARGMAX_PARTIAL: the largest element of a tile and its index
+ * @AMK_OPCODE_ARGMAX_FINAL: the index of the largest partial maximum: the next token
+ * @AMK_OPCODE_ROPE_KV: rotary embedding of query and key heads, and the key/value cache append
+ * @AMK_OPCODE_ATTN_DECODE: decode attention over one split of the cached positions
+ * @AMK_OPCODE_ATTN_REDUCE: merges the splits of decode attention
  *
  * Instruction opcodes of the VM. The values are those of the ABI (`AMK_ABI_OP_*`);
  * `i0`... name the instruction's integer parameter slots and `f2` its float slot 2.
@@ -72,7 +80,15 @@ typedef enum {
   AMK_OPCODE_ADD = 3,
   AMK_OPCODE_TRAP = 4,
   AMK_OPCODE_GRID_SYNC = 5,
-  AMK_OPCODE_MATVEC = 6
+  AMK_OPCODE_MATVEC = 6,
+  AMK_OPCODE_RMSNORM = 7,
+  AMK_OPCODE_SILU_MUL = 8,
+  AMK_OPCODE_EMBED = 9,
+  AMK_OPCODE_ARGMAX_PARTIAL = 10,
+  AMK_OPCODE_ARGMAX_FINAL = 11,
+  AMK_OPCODE_ROPE_KV = 12,
+  AMK_OPCODE_ATTN_DECODE = 13,
+  AMK_OPCODE_ATTN_REDUCE = 14
 } AmkOpcode;
 
 /**

@@ -78,6 +78,22 @@ op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
     case AMK_ABI_OP_MATVEC:
       *n_buffers = 6, *written = 0;
       return TRUE;
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+    case AMK_ABI_OP_ATTN_DECODE:
+      *n_buffers = 3, *written = 0;
+      if (opcode == AMK_ABI_OP_ATTN_DECODE)
+        *n_buffers = 5;
+      return TRUE;
+    case AMK_ABI_OP_ROPE_KV:
+      *n_buffers = 6, *written = 0;
+      return TRUE;
+    case AMK_ABI_OP_ATTN_REDUCE:
+      *n_buffers = 2, *written = 0;
+      return TRUE;
     case AMK_ABI_OP_COPY:
       *n_buffers = 2, *written = 0;
       return TRUE;
@@ -100,7 +116,9 @@ op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
 static const char *
 op_name (guint opcode)
 {
-  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC", "MATVEC" };
+  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC", "MATVEC",
+                                 "RMSNORM", "SILU_MUL", "EMBED", "ARGMAX_PARTIAL",
+                                 "ARGMAX_FINAL", "ROPE_KV", "ATTN_DECODE", "ATTN_REDUCE" };
   return opcode < G_N_ELEMENTS (names) ? names[opcode] : "?";
 }
 
@@ -377,6 +395,16 @@ check_instruction (AmkProgram              *self,
       return check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
     case AMK_ABI_OP_MATVEC:
       return check_matvec (self, queue, pos, ins, error);
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+      return amk_verify_vector_op (self, queue, pos, ins, error);
+    case AMK_ABI_OP_ROPE_KV:
+    case AMK_ABI_OP_ATTN_DECODE:
+    case AMK_ABI_OP_ATTN_REDUCE:
+      return amk_verify_attention_op (self, queue, pos, ins, error);
     case AMK_ABI_OP_ADD:
       return check_same_dtype (self, queue, pos, ins, 3, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&

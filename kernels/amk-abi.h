@@ -47,6 +47,45 @@ enum {
    * + f3) * b5, else x' = x. bias, residual and b5 are F32 or BF16. i2 * sizeof(W elem)
    * must be a multiple of 16. */
   AMK_ABI_OP_MATVEC    = 6,
+  /* The vector ops (ops-vector.cuh). F32 or BF16 vectors unless said otherwise. */
+  /* out[v*n + c] = x[v*n + c] / sqrt(mean_c x[v*n + c]^2 + f3) * w[c] for vectors
+   * v = i1 .. i1+i2 of length n = i0 (one vector, or one per head for Qwen3's q/k norm).
+   * b0 = out, b1 = x (out may be x itself: in place), b2 = w [n]. */
+  AMK_ABI_OP_RMSNORM   = 7,
+  /* out[i0 + k] = silu(gate[i0 + k]) * up[i0 + k] for k < i1; silu(g) = g / (1 + e^-g).
+   * b0 = out, b1 = gate, b2 = up. */
+  AMK_ABI_OP_SILU_MUL  = 8,
+  /* out[i1 + c] = table[t * i3 + i1 + c] for c < i2, t = tokens[i0] read on the device;
+   * b0 = out, b1 = table (BF16, F16 or F32, [vocab, i3]), b2 = tokens (I32). A token
+   * outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index). */
+  AMK_ABI_OP_EMBED     = 9,
+  /* val[i2], idx[i2] = the largest x[i0 + k] for k < i1 and its index (i0 + k; the lowest
+   * index on ties; NaN counts as smaller than everything). b0 = val (F32), b1 = idx (I32),
+   * b2 = x (F32 or BF16). */
+  AMK_ABI_OP_ARGMAX_PARTIAL = 10,
+  /* out[i1] = idx[j] of the largest val[j], j < i0 (the lowest j on ties): the next token
+   * id, left on the device. b0 = out (I32), b1 = val (F32), b2 = idx (I32). */
+  AMK_ABI_OP_ARGMAX_FINAL   = 11,
+  /* The attention ops (ops-attention.cuh). Heads of head_dim = i0; i1 query heads, i2
+   * key/value heads (GQA: query head h reads kv head h / (i1 / i2)); caches hold i3
+   * positions of i2 * i0 elements; the position is pos[0] (I32), read on the device; a
+   * position outside [0, i3) aborts with AMK_ABORT_CHECK. */
+  /* Rotates heads i4 .. i4+i5 of the index space [query heads, then key heads] in place
+   * (rotate-half pairs (c, c + i0/2), angle pos * theta^(-2c/i0) with theta = f6, Llama-3
+   * frequency scaling when f7 (factor) > 0: low/high frequency factors f8/f9, original
+   * context i10), and for each key head in the range appends k and v at row pos of the
+   * caches. b0 = q (F32), b1 = k (F32), b2 = v (F32), b3 = k cache, b4 = v cache (BF16 or
+   * F32), b5 = pos (I32). */
+  AMK_ABI_OP_ROPE_KV   = 12,
+  /* Split i5 of i6 of the positions 0 .. pos (chunks of ceil((pos+1)/i6)) for the query
+   * heads of kv head i4: per query head h, m = max score, l = sum e^(s - m), acc = sum
+   * e^(s - m) v with s = f7 * q.k. Writes partial[(h * i6 + i5) * (i0 + 2) + ...] = acc[i0],
+   * m, l (an empty split: m = -inf, l = 0, acc = 0). b0 = partial (F32), b1 = q (F32),
+   * b2 = k cache, b3 = v cache, b4 = pos (I32). */
+  AMK_ABI_OP_ATTN_DECODE = 13,
+  /* Merges the i2 splits of query heads i3 .. i3+i4: out[h * i0 + c] = sum_s e^(m_s - M)
+   * acc_s[c] / sum_s e^(m_s - M) l_s, M = max_s m_s. b0 = out (F32), b1 = partial. */
+  AMK_ABI_OP_ATTN_REDUCE = 14,
   AMK_ABI_N_OPS
 };
 

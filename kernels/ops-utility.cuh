@@ -33,6 +33,16 @@ struct amk_op_ctx {
   uint32_t       pattern; /* FILL: the converted value, replicated over 32 bits */
 };
 
+/* The op families' checks, in ops-vector.cuh and ops-attention.cuh (included after this
+ * file by scheduler.cu): every thread validates the instruction's operands (what does not
+ * depend on device data) and resolves what it can into ctx. */
+static __device__ __forceinline__ int
+amk_vector_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                  amk_op_ctx *ctx, int32_t *detail);
+static __device__ __forceinline__ int
+amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                     amk_op_ctx *ctx, int32_t *detail);
+
 /* MATVEC's check, in ops-matvec.cuh (included after this file by scheduler.cu). */
 static __device__ __forceinline__ int
 amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
@@ -212,6 +222,18 @@ amk_utility_check (const amk_instruction_t *ins,
 
     case AMK_ABI_OP_MATVEC:
       return amk_matvec_check (ins, buffers, n_buffers, ctx, detail);
+
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+      return amk_vector_check (ins, buffers, n_buffers, ctx, detail);
+
+    case AMK_ABI_OP_ROPE_KV:
+    case AMK_ABI_OP_ATTN_DECODE:
+    case AMK_ABI_OP_ATTN_REDUCE:
+      return amk_attention_check (ins, buffers, n_buffers, ctx, detail);
 
     default:
       *detail = ins->opcode;

@@ -14,6 +14,8 @@
 #include "amk-abi.h"
 #include "ops-utility.cuh"
 #include "ops-matvec.cuh"
+#include "ops-vector.cuh"
+#include "ops-attention.cuh"
 
 #define AMK_BACKOFF_MIN_NS 32u
 #define AMK_BACKOFF_MAX_NS 1024u
@@ -489,6 +491,22 @@ amk_megakernel (amk_device_program prog)
 
       if (opcode == AMK_ABI_OP_MATVEC)
         amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt); /* has barriers: every warp */
+      else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_REDUCE)
+        {
+          /* every warp enters (the ops may have block barriers); checks that need device
+           * data (a token id, a position) give the same verdict in every thread */
+          int32_t late_detail = 0;
+          const int late = opcode <= AMK_ABI_OP_ARGMAX_FINAL
+                             ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
+                             : amk_attention_exec (&ctx, ins, prog, run, tid, nt, &late_detail);
+          if (late != AMK_ABORT_NONE)
+            {
+              if (tid == 0)
+                amk_raise_abort (prog.abort_flag, prog.abort_record, late, q, k, -1, 0, 0,
+                                 late_detail);
+              break;
+            }
+        }
       else if (run)
         amk_utility_exec (opcode, &ctx, tid, nt);
 

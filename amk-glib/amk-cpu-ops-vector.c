@@ -1,0 +1,16 @@
+/* amk-cpu-ops-vector.c: reference implementations of the vector ops.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include "amk-cpu-ops-private.h"
+
+AmkAbortCode
+amk_cpu_vector_op (const amk_instruction_t *ins,
+                  AmkCpuBuffer            *buffers,
+                  gint                    *detail)
+{
+  *detail = ins->opcode;
+  return AMK_ABORT_CODE_BAD_OPCODE;
+}
