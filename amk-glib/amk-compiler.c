@@ -81,6 +81,28 @@ amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
                 4.0 * MAX (p->i[1], 0);
       }
       break;
+    case AMK_ABI_OP_RMSNORM:
+      bytes = 2.0 * 4 * MAX (p->i[0], 0) * MAX (p->i[2], 0);
+      break;
+    case AMK_ABI_OP_SILU_MUL:
+      bytes = 3.0 * 4 * MAX (p->i[1], 0);
+      break;
+    case AMK_ABI_OP_EMBED:
+      bytes = 2.0 * 4 * MAX (p->i[2], 0);
+      break;
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+      bytes = 4.0 * MAX (p->i[1], 0);
+      break;
+    case AMK_ABI_OP_ROPE_KV:
+      bytes = 4.0 * 4 * MAX (p->i[0], 0) * MAX (p->i[5], 0);
+      break;
+    case AMK_ABI_OP_ATTN_DECODE:
+      /* the whole cache, as if full: the position is known on the device only */
+      bytes = 2.0 * 2 * MAX (p->i[0], 0) * MAX (p->i[3], 0) / MAX (p->i[6], 1);
+      break;
+    case AMK_ABI_OP_ATTN_REDUCE:
+      bytes = 4.0 * (MAX (p->i[0], 0) + 2) * MAX (p->i[2], 0) * MAX (p->i[4], 0);
+      break;
     default:
       break;
     }
@@ -101,6 +123,15 @@ add_access (Tile *t, gint32 buffer, guint64 start, guint64 end, gboolean write)
   t->access[t->n_access++] = (Access) { buffer, start, end, write };
 }
 
+/* The tile instruction uses the op's first `n` buffers, in order. */
+static void
+use_buffers (Tile *t, const AmkOpInfo *op, guint n)
+{
+  t->ins.n_buffers = n;
+  for (guint i = 0; i < n; i++)
+    t->ins.buffers[i] = op->buffers[i];
+}
+
 /* Splits op `o` into tiles appended to `tiles`. */
 static void
 lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
@@ -108,18 +139,45 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
   const guint queues = self->num_queues;
   guint64 n, n_tiles;
 
-  if (op->opcode == AMK_ABI_OP_MATVEC)
+  switch (op->opcode)
     {
+    case AMK_ABI_OP_MATVEC:
       /* one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
        * (bench/amk-matvec-bench, docs/performance.md), since every tile start costs
        * about one memory latency before its first weights arrive */
       n = info (self, op->buffers[1])->shape[0];
       n_tiles = MIN (n, (guint64) queues);
-    }
-  else
-    {
+      break;
+    case AMK_ABI_OP_RMSNORM:     /* vectors (heads) */
+      n = info (self, op->buffers[1])->n_elements / op->ints[0];
+      n_tiles = MIN (n, (guint64) queues);
+      break;
+    case AMK_ABI_OP_EMBED:       /* columns */
+      n = info (self, op->buffers[1])->shape[1];
+      n_tiles = MAX (1, MIN ((guint64) queues, n / 256));
+      break;
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+      n = info (self, op->buffers[2])->n_elements;
+      n_tiles = op->ints[0];
+      break;
+    case AMK_ABI_OP_ARGMAX_FINAL:
+      n = n_tiles = 1;
+      break;
+    case AMK_ABI_OP_ROPE_KV:     /* query heads, then key heads */
+      n = (guint64) op->ints[1] + op->ints[2];
+      n_tiles = MIN (n, (guint64) queues);
+      break;
+    case AMK_ABI_OP_ATTN_DECODE: /* (key/value head, split) pairs, one per tile */
+      n = n_tiles = (guint64) op->ints[2] * op->ints[4];
+      break;
+    case AMK_ABI_OP_ATTN_REDUCE: /* query heads */
+      n = op->ints[1];
+      n_tiles = MIN (n, (guint64) queues);
+      break;
+    default:                     /* elementwise */
       n = info (self, op->buffers[0])->n_elements;
       n_tiles = MAX (1, MIN ((guint64) queues, n / ELEMENTWISE_MIN_TILE));
+      break;
     }
 
   /* n_tiles tiles as even as integers allow */
@@ -143,26 +201,21 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
       switch (op->opcode)
         {
         case AMK_ABI_OP_COPY:
-          t.ins.n_buffers = 2;
-          t.ins.buffers[0] = op->buffers[0];
-          t.ins.buffers[1] = op->buffers[1];
+          use_buffers (&t, op, 2);
           t.ins.params.i[0] = t.ins.params.i[1] = (gint32) s;
           t.ins.params.i[2] = count;
           add_access (&t, op->buffers[0], s, e, TRUE);
           add_access (&t, op->buffers[1], s, e, FALSE);
           break;
         case AMK_ABI_OP_FILL:
-          t.ins.n_buffers = 1;
-          t.ins.buffers[0] = op->buffers[0];
+          use_buffers (&t, op, 1);
           t.ins.params.i[0] = (gint32) s;
           t.ins.params.i[1] = count;
           t.ins.params.f[2] = op->value;
           add_access (&t, op->buffers[0], s, e, TRUE);
           break;
         case AMK_ABI_OP_ADD:
-          t.ins.n_buffers = 3;
-          for (guint i = 0; i < 3; i++)
-            t.ins.buffers[i] = op->buffers[i];
+          use_buffers (&t, op, 3);
           t.ins.params.i[0] = t.ins.params.i[1] = t.ins.params.i[2] = (gint32) s;
           t.ins.params.i[3] = count;
           add_access (&t, op->buffers[0], s, e, TRUE);
@@ -172,9 +225,7 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
         case AMK_ABI_OP_MATVEC:
           {
             const guint64 k = info (self, op->buffers[1])->shape[1];
-            t.ins.n_buffers = 6;
-            for (guint i = 0; i < 6; i++)
-              t.ins.buffers[i] = op->buffers[i];
+            use_buffers (&t, op, 6);
             t.ins.params.i[0] = (gint32) s;
             t.ins.params.i[1] = count;
             t.ins.params.i[2] = (gint32) k;
@@ -185,6 +236,112 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
             add_access (&t, op->buffers[3], s, e, FALSE);
             add_access (&t, op->buffers[4], s, e, FALSE);
             add_access (&t, op->buffers[5], 0, k, FALSE);
+          }
+          break;
+        case AMK_ABI_OP_RMSNORM:
+          {
+            const guint64 len = op->ints[0];
+            use_buffers (&t, op, 3);
+            t.ins.params.i[0] = (gint32) len;
+            t.ins.params.i[1] = (gint32) s;
+            t.ins.params.i[2] = count;
+            t.ins.params.f[3] = op->value;
+            add_access (&t, op->buffers[0], s * len, e * len, TRUE);
+            add_access (&t, op->buffers[1], s * len, e * len, FALSE);
+            add_access (&t, op->buffers[2], 0, len, FALSE);
+          }
+          break;
+        case AMK_ABI_OP_SILU_MUL:
+          use_buffers (&t, op, 3);
+          t.ins.params.i[0] = (gint32) s;
+          t.ins.params.i[1] = count;
+          add_access (&t, op->buffers[0], s, e, TRUE);
+          add_access (&t, op->buffers[1], s, e, FALSE);
+          add_access (&t, op->buffers[2], s, e, FALSE);
+          break;
+        case AMK_ABI_OP_EMBED:
+          use_buffers (&t, op, 3);
+          t.ins.params.i[0] = op->ints[0];
+          t.ins.params.i[1] = (gint32) s;
+          t.ins.params.i[2] = count;
+          t.ins.params.i[3] = (gint32) n;
+          add_access (&t, op->buffers[0], s, e, TRUE);
+          add_access (&t, op->buffers[1], 0, info (self, op->buffers[1])->n_elements, FALSE);
+          add_access (&t, op->buffers[2], op->ints[0], op->ints[0] + 1, FALSE);
+          break;
+        case AMK_ABI_OP_ARGMAX_PARTIAL:
+          use_buffers (&t, op, 3);
+          t.ins.params.i[0] = (gint32) s;
+          t.ins.params.i[1] = count;
+          t.ins.params.i[2] = (gint32) tile;
+          add_access (&t, op->buffers[0], tile, tile + 1, TRUE);
+          add_access (&t, op->buffers[1], tile, tile + 1, TRUE);
+          add_access (&t, op->buffers[2], s, e, FALSE);
+          break;
+        case AMK_ABI_OP_ARGMAX_FINAL:
+          use_buffers (&t, op, 3);
+          t.ins.params.i[0] = op->ints[0];
+          t.ins.params.i[1] = op->ints[1];
+          add_access (&t, op->buffers[0], op->ints[1], op->ints[1] + 1, TRUE);
+          add_access (&t, op->buffers[1], 0, op->ints[0], FALSE);
+          add_access (&t, op->buffers[2], 0, op->ints[0], FALSE);
+          break;
+        case AMK_ABI_OP_ROPE_KV:
+          {
+            const guint64 hd = op->ints[0], nq = op->ints[1];
+            use_buffers (&t, op, 6);
+            for (guint i = 0; i < 4; i++)
+              t.ins.params.i[i] = op->ints[i];
+            t.ins.params.i[4] = (gint32) s;
+            t.ins.params.i[5] = count;
+            for (guint i = 0; i < 4; i++)
+              t.ins.params.f[6 + i] = op->floats[i];
+            t.ins.params.i[10] = op->ints[4];
+            if (s < nq)
+              add_access (&t, op->buffers[0], s * hd, MIN (e, nq) * hd, TRUE);
+            if (e > nq)
+              {
+                const guint64 k0 = (MAX (s, nq) - nq) * hd, k1 = (e - nq) * hd;
+                add_access (&t, op->buffers[1], k0, k1, TRUE);
+                add_access (&t, op->buffers[2], k0, k1, FALSE);
+                /* the row the keys go to is known on the device only */
+                add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, TRUE);
+                add_access (&t, op->buffers[4], 0, info (self, op->buffers[4])->n_elements, TRUE);
+              }
+            add_access (&t, op->buffers[5], 0, 1, FALSE);
+          }
+          break;
+        case AMK_ABI_OP_ATTN_DECODE:
+          {
+            const guint64 hd = op->ints[0], nq = op->ints[1], nkv = op->ints[2], ns = op->ints[4];
+            const guint64 group = s / ns, split = s % ns, per = nq / nkv;
+            use_buffers (&t, op, 5);
+            for (guint i = 0; i < 4; i++)
+              t.ins.params.i[i] = op->ints[i];
+            t.ins.params.i[4] = (gint32) group;
+            t.ins.params.i[5] = (gint32) split;
+            t.ins.params.i[6] = (gint32) ns;
+            t.ins.params.f[7] = op->value;
+            /* the partial rows of the group's heads for this split, as one covering range */
+            add_access (&t, op->buffers[0], (group * per * ns + split) * (hd + 2),
+                        (((group + 1) * per - 1) * ns + split + 1) * (hd + 2), TRUE);
+            add_access (&t, op->buffers[1], group * per * hd, (group + 1) * per * hd, FALSE);
+            add_access (&t, op->buffers[2], 0, info (self, op->buffers[2])->n_elements, FALSE);
+            add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, FALSE);
+            add_access (&t, op->buffers[4], 0, 1, FALSE);
+          }
+          break;
+        case AMK_ABI_OP_ATTN_REDUCE:
+          {
+            const guint64 hd = op->ints[0], ns = op->ints[2];
+            use_buffers (&t, op, 2);
+            t.ins.params.i[0] = op->ints[0];
+            t.ins.params.i[1] = op->ints[1];
+            t.ins.params.i[2] = op->ints[2];
+            t.ins.params.i[3] = (gint32) s;
+            t.ins.params.i[4] = count;
+            add_access (&t, op->buffers[0], s * hd, e * hd, TRUE);
+            add_access (&t, op->buffers[1], s * ns * (hd + 2), e * ns * (hd + 2), FALSE);
           }
           break;
         default:

@@ -30,9 +30,11 @@ typedef struct {
 
 /* An op recorded by the op API, lowered into tile instructions by compile. */
 typedef struct {
-  guint16 opcode;      /* AMK_ABI_OP_* */
+  guint16 opcode;      /* AMK_ABI_OP_* of the instructions it becomes */
   gint32  buffers[6];  /* written buffer first; AMK_NO_BUFFER where absent */
-  gfloat  value;       /* FILL's value, MATVEC's RMSNORM epsilon */
+  gfloat  value;       /* FILL's value, the RMSNORM epsilon, the attention scale */
+  gint32  ints[6];     /* shapes: see lower_op() in amk-compiler.c */
+  gfloat  floats[4];   /* the RoPE theta and Llama-3 scaling */
 } AmkOpInfo;
 
 struct _AmkProgram

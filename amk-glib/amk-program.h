@@ -152,6 +152,63 @@ gint          amk_program_op_matvec           (AmkProgram    *self,
                                                gfloat         eps,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_rmsnorm          (AmkProgram    *self,
+                                               gint           out,
+                                               gint           x,
+                                               gint           weight,
+                                               guint          n,
+                                               gfloat         eps,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_silu_mul         (AmkProgram    *self,
+                                               gint           out,
+                                               gint           gate,
+                                               gint           up,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_embed            (AmkProgram    *self,
+                                               gint           out,
+                                               gint           table,
+                                               gint           tokens,
+                                               guint          token_index,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_argmax           (AmkProgram    *self,
+                                               gint           out,
+                                               guint          out_index,
+                                               gint           logits,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_rope_kv          (AmkProgram    *self,
+                                               gint           q,
+                                               gint           k,
+                                               gint           v,
+                                               gint           k_cache,
+                                               gint           v_cache,
+                                               gint           pos,
+                                               guint          head_dim,
+                                               guint          n_q_heads,
+                                               guint          n_kv_heads,
+                                               gfloat         theta,
+                                               gfloat         factor,
+                                               gfloat         low_freq_factor,
+                                               gfloat         high_freq_factor,
+                                               guint          original_context,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_attention        (AmkProgram    *self,
+                                               gint           out,
+                                               gint           q,
+                                               gint           k_cache,
+                                               gint           v_cache,
+                                               gint           pos,
+                                               guint          head_dim,
+                                               guint          n_q_heads,
+                                               guint          n_kv_heads,
+                                               guint          n_splits,
+                                               gfloat         scale,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
 guint         amk_program_get_n_ops           (AmkProgram    *self);
 AMK_AVAILABLE_IN_1_0
 gboolean      amk_program_compile             (AmkProgram    *self,

@@ -1,27 +1,757 @@
-/* ops-attention.cuh: the attention ops of the megakernel (see amk-abi.h for their contract).
+/* ops-attention.cuh: the attention ops of the megakernel (see amk-abi.h for their contract):
+ *
+ *   ROPE_KV      rotary embedding of query and key heads in place, and the append of k
+ *                and v at row pos of the caches. A warp per head, a lane per pair
+ *                (c, c + D/2).
+ *   ATTN_DECODE  the query heads of one key/value head group over one split of the cached
+ *                positions, as (acc, m, l) with an online softmax in fp32.
+ *   ATTN_REDUCE  merges the splits of each query head. A warp per head.
+ *
+ * Two halves per op, like the other families:
+ *   amk_attention_check(): every thread, before the waits: parameters, dtypes, sizes
+ *     (64-bit), alignment and aliasing, the same rules as the host verifier
+ *     (amk-glib/amk-verifier-attention.c). A failure is CHECK with the buffer's index.
+ *   amk_attention_exec(): every thread of the block after the waits (run: this warp's
+ *     waits held). ROPE_KV and ATTN_DECODE read the position from device memory: the
+ *     warps that ran write it to shared memory and a __syncthreads_or hands every thread
+ *     the same value, so the verdict (CHECK with the pos buffer's index for a position
+ *     outside [0, max_ctx)) and the number of barriers are uniform over the block even if
+ *     a warp's wait failed. ATTN_DECODE has further block barriers; ATTN_REDUCE none.
+ *
+ * ATTN_DECODE. Head dimension D <= 256 (AMK_ATTN_MAX_HEAD_DIM). A cache row of D
+ * elements is NC chunks of VE elements (VE = 8 for bf16 / 4 for f32: 16-byte loads, when
+ * D allows; otherwise VE = 2); L = the power of two >= NC (at most 32) lanes share a
+ * position, lane i of the group taking chunks i, i + L, ...; a warp works on P = 32 / L
+ * positions at once, warp w on positions start + w P + k nw P. Per position a lane loads
+ * its K and V chunks, dots K with the staged q of up to AMK_ATTN_HEADS query heads (q is
+ * copied to shared memory once per pass), the group sums with xor shuffles, and every
+ * lane updates its heads' running (m, l, acc[its elements]). Then the P groups of a warp
+ * merge with shuffles, the warps publish (m, l) per head in shared memory, and each warp
+ * scales its acc by e^(m_w - M); the acc of all warps are summed in a fixed order
+ * through a shared staging area (AMK_ATTN_STAGE floats, in rounds when nw * heads * D
+ * does not fit), so the result does not depend on timing. A group of more than
+ * AMK_ATTN_HEADS query heads takes several passes over K and V.
+ *
+ * The RoPE angle is computed like the CPU reference (amk-glib/amk-cpu-ops-attention.c)
+ * and HF transformers: every fp32 step rounded on its own (__fmul_rn & co: no FMA
+ * contraction), theta^e in double rounded once, cos and sin in double rounded once.
+ *
+ * Loads of buffers written during the launch are ordinary coherent loads.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
 #ifndef AMK_OPS_ATTENTION_CUH
 #define AMK_OPS_ATTENTION_CUH
 
-/* Every thread: operand checks that need no device data. */
+#include <stdint.h>
+#include <cuda_bf16.h>
+
+#include "amk-abi.h"
+#include "ops-utility.cuh"
+
+#define AMK_ATTN_MAX_HEAD_DIM 256  /* ATTN_DECODE: 32 lanes x 8 elements */
+#define AMK_ATTN_HEADS        2    /* query heads per ATTN_DECODE pass */
+#define AMK_ATTN_STAGE        2048 /* floats of shared staging (q, then the warps' acc) */
+#define AMK_ATTN_MAX_WARPS    16   /* 512 threads, __launch_bounds__ */
+
+static_assert (AMK_ATTN_STAGE >= AMK_ATTN_HEADS * AMK_ATTN_MAX_HEAD_DIM, "q must fit the stage");
+static_assert (AMK_ATTN_STAGE / AMK_ATTN_MAX_WARPS >= 1, "a round must hold an element per warp");
+
+/* amk_op_ctx for the attention ops: ptr[0..2] = b0, b1, b2; dtype = the caches' dtype
+ * (ROPE_KV, ATTN_DECODE). The other operands are re-read from the buffer table (constant
+ * during a launch, checked by amk_attention_check). */
+
+/* ---- check --------------------------------------------------------------------------- */
+
+/* a * b * c for non-negative int32s, saturated at UINT64_MAX */
+static __device__ __forceinline__ uint64_t
+amk_attn_mul3 (int32_t a, int32_t b, int32_t c)
+{
+  const uint64_t ab = (uint64_t) (uint32_t) a * (uint32_t) b;
+  if (__umul64hi (ab, (uint32_t) c) != 0)
+    return ~0ull;
+  return ab * (uint32_t) c;
+}
+
+static __device__ __forceinline__ bool
+amk_attn_finite_positive (float v)
+{
+  return v > 0.0f && v <= 3.402823466e38f;
+}
+
+#define AMK_ATTN_F32   (1u << AMK_ABI_DTYPE_F32)
+#define AMK_ATTN_I32   (1u << AMK_ABI_DTYPE_I32)
+#define AMK_ATTN_CACHE ((1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16))
+
+/* The parameters of the instruction (what needs no buffer). */
+static __device__ __forceinline__ bool
+amk_attn_params_ok (const amk_instruction_t *ins)
+{
+  const amk_params_t *p = &ins->params;
+  const int32_t d = p->i[0], nq = p->i[1], nkv = p->i[2], max_ctx = p->i[3];
+
+  if (d < 2 || (d & 1) || nq < 1)
+    return false;
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_ROPE_KV:
+      {
+        const float factor = p->f[7];
+        return nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 && p->i[4] >= 0 && p->i[5] >= 0 &&
+               (int64_t) p->i[4] + p->i[5] <= (int64_t) nq + nkv &&
+               amk_attn_finite_positive (p->f[6]) &&
+               (factor == 0.0f ||
+                (amk_attn_finite_positive (factor) && amk_attn_finite_positive (p->f[8]) &&
+                 amk_attn_finite_positive (p->f[9]) && p->f[9] > p->f[8] && p->i[10] >= 1));
+      }
+    case AMK_ABI_OP_ATTN_DECODE:
+      return d <= AMK_ATTN_MAX_HEAD_DIM && nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 &&
+             p->i[4] >= 0 && p->i[4] < nkv && p->i[6] >= 1 && p->i[5] >= 0 && p->i[5] < p->i[6] &&
+             fabsf (p->f[7]) <= 3.402823466e38f;
+    default: /* ATTN_REDUCE: i2 splits of heads i3 .. i3 + i4 */
+      return p->i[2] >= 1 && p->i[3] >= 0 && p->i[4] >= 0 && (int64_t) p->i[3] + p->i[4] <= nq;
+    }
+}
+
+/* What operand `slot` must be: elements from its start, dtypes (mask), base alignment. */
+static __device__ __forceinline__ void
+amk_attn_operand_spec (const amk_instruction_t *ins, int slot, uint64_t *count, uint32_t *dtypes,
+                       uint32_t *align)
+{
+  const amk_params_t *p = &ins->params;
+  const int32_t d = p->i[0], nq = p->i[1], nkv = p->i[2], max_ctx = p->i[3];
+
+  *align = 4;
+  if (ins->opcode == AMK_ABI_OP_ROPE_KV)
+    {
+      /* q, k, v, k cache, v cache, pos */
+      *dtypes = slot <= 2 ? AMK_ATTN_F32 : slot == 5 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
+      *count = slot == 0 ? (uint64_t) nq * d : slot <= 2 ? (uint64_t) nkv * d
+             : slot == 5 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
+    }
+  else if (ins->opcode == AMK_ABI_OP_ATTN_DECODE)
+    {
+      /* partial, q, k cache, v cache, pos; the caches are read 16 bytes at a time */
+      *dtypes = slot <= 1 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
+      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2) : slot == 1 ? (uint64_t) nq * d
+             : slot == 4 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
+      if (slot == 2 || slot == 3)
+        *align = 16;
+    }
+  else
+    {
+      /* out, partial */
+      *dtypes = AMK_ATTN_F32;
+      *count = slot == 0 ? (uint64_t) nq * d : amk_attn_mul3 (nq, p->i[2], d + 2);
+    }
+}
+
+/* Every thread: operand checks that need no device data. The same rules as the host
+ * verifier: parameters, then each operand's index, dtype, size and alignment, caches of
+ * one dtype, and no written buffer sharing a byte with another operand. Loops stay
+ * rolled: this runs before every attention instruction and must stay light on
+ * registers. */
 static __device__ __forceinline__ int
 amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
-                 amk_op_ctx *ctx, int32_t *detail)
+                     amk_op_ctx *ctx, int32_t *detail)
 {
-  *detail = ins->opcode;
-  return AMK_ABORT_BAD_OPCODE;
+  const uint32_t op = ins->opcode;
+  const int n = op == AMK_ABI_OP_ROPE_KV ? 6 : op == AMK_ABI_OP_ATTN_DECODE ? 5 : 2;
+  /* written slots: ROPE_KV q, k and the caches; the others slot 0 */
+  const uint32_t written = op == AMK_ABI_OP_ROPE_KV ? 0x1bu : 0x1u;
+  const int cache_slot = op == AMK_ABI_OP_ROPE_KV ? 3 : 2;
+
+  if (op < AMK_ABI_OP_ROPE_KV || op > AMK_ABI_OP_ATTN_REDUCE)
+    {
+      *detail = (int32_t) op;
+      return AMK_ABORT_BAD_OPCODE;
+    }
+  *detail = ins->buffers[0];
+  if (!amk_attn_params_ok (ins))
+    return AMK_ABORT_CHECK;
+
+#pragma unroll 1
+  for (int s = 0; s < n; s++)
+    {
+      const int32_t ref = ins->buffers[s];
+      uint64_t count;
+      uint32_t dtypes, align;
+
+      *detail = ref;
+      if (ref < 0 || ref >= n_buffers)
+        return AMK_ABORT_BAD_INDEX;
+      amk_attn_operand_spec (ins, s, &count, &dtypes, &align);
+      const amk_buffer_t *b = buffers + ref;
+      const uint32_t dt = b->dtype;
+      const uint32_t es = amk_dtype_size (dt);
+      if (es == 0 || dt >= 32 || ((dtypes >> dt) & 1u) == 0 || count > b->size_bytes / es ||
+          b->addr % align != 0 || b->addr % es != 0)
+        return AMK_ABORT_CHECK;
+    }
+  if (op != AMK_ABI_OP_ATTN_REDUCE &&
+      buffers[ins->buffers[cache_slot]].dtype != buffers[ins->buffers[cache_slot + 1]].dtype)
+    {
+      *detail = ins->buffers[cache_slot + 1];
+      return AMK_ABORT_CHECK;
+    }
+#pragma unroll 1
+  for (int i = 0; i < n; i++)
+    {
+      if (!((written >> i) & 1u))
+        continue;
+      const uint64_t a0 = buffers[ins->buffers[i]].addr, a1 = a0 + buffers[ins->buffers[i]].size_bytes;
+#pragma unroll 1
+      for (int j = 0; j < n; j++)
+        {
+          const uint64_t b0 = buffers[ins->buffers[j]].addr, b1 = b0 + buffers[ins->buffers[j]].size_bytes;
+          if (j != i && a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+            {
+              *detail = ins->buffers[i];
+              return AMK_ABORT_CHECK;
+            }
+        }
+    }
+  ctx->ptr[0] = reinterpret_cast<unsigned char *> (buffers[ins->buffers[0]].addr);
+  ctx->ptr[1] = reinterpret_cast<unsigned char *> (buffers[ins->buffers[1]].addr);
+  ctx->ptr[2] = reinterpret_cast<unsigned char *> (op == AMK_ABI_OP_ATTN_REDUCE ? 0ull
+                                                   : buffers[ins->buffers[2]].addr);
+  ctx->dtype = op == AMK_ABI_OP_ATTN_REDUCE ? 0u : buffers[ins->buffers[cache_slot]].dtype;
+  return AMK_ABORT_NONE;
 }
+
+/* ---- shared helpers ------------------------------------------------------------------- */
+
+static __device__ __forceinline__ unsigned char *
+amk_attn_buffer (const amk_device_program &prog, const amk_instruction_t *ins, int slot)
+{
+  return reinterpret_cast<unsigned char *> (prog.buffers[ins->buffers[slot]].addr);
+}
+
+/* The position, the same in every thread: the warps that passed their waits read it and
+ * publish it in shared memory. Returns false (in every thread) when no warp ran. */
+static __device__ __forceinline__ bool
+amk_attn_read_pos (const int32_t *pos_ptr, bool run, int tid, int32_t *s_pos, int32_t *pos)
+{
+  if (run && (tid & 31) == 0)
+    *s_pos = *reinterpret_cast<const volatile int32_t *> (pos_ptr);
+  const int any = __syncthreads_or (run ? 1 : 0);
+  *pos = *reinterpret_cast<volatile int32_t *> (s_pos);
+  return any != 0;
+}
+
+static __device__ __forceinline__ float
+amk_attn_warp_sum (float v)
+{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+static __device__ __forceinline__ float
+amk_attn_warp_max (float v)
+{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf (v, __shfl_xor_sync (0xffffffffu, v, o));
+  return v;
+}
+
+/* ---- ROPE_KV -------------------------------------------------------------------------- */
+
+/* inv_freq[c] for head dimension d, each fp32 step rounded as in HF transformers'
+ * _compute_default_rope_parameters / _compute_llama3_parameters. */
+static __device__ __forceinline__ float
+amk_rope_inv_freq (int32_t c, int32_t d, float theta, float factor, float low, float high,
+                   int32_t old_ctx)
+{
+  const float exponent = __fdiv_rn (__int2float_rn (2 * c), __int2float_rn (d));
+  const float base_pow = __double2float_rn (pow ((double) theta, (double) exponent));
+  float inv = __fdiv_rn (1.0f, base_pow);
+
+  if (factor > 0.0f)
+    {
+      const float two_pi = __double2float_rn (6.283185307179586);
+      const float wavelen = __fdiv_rn (two_pi, inv);
+      const float low_freq_wavelen = __double2float_rn ((double) old_ctx / (double) low);
+      const float high_freq_wavelen = __double2float_rn ((double) old_ctx / (double) high);
+
+      if (wavelen > low_freq_wavelen)
+        inv = __fdiv_rn (inv, factor);
+      else if (!(wavelen < high_freq_wavelen))
+        {
+          const float smooth = __fdiv_rn (__fsub_rn (__fdiv_rn (__int2float_rn (old_ctx), wavelen), low),
+                                          __fsub_rn (high, low));
+          inv = __fadd_rn (__fdiv_rn (__fmul_rn (__fsub_rn (1.0f, smooth), inv), factor),
+                           __fmul_rn (smooth, inv));
+        }
+    }
+  return inv;
+}
+
+/* cos and sin of an fp32 angle, each rounded once from double (no local memory: sincospi
+ * reduces its argument exactly). */
+static __device__ __forceinline__ float2
+amk_rope_cos_sin (float angle)
+{
+  double s, c;
+  sincospi ((double) angle * 0.318309886183790671538, &s, &c);
+  return make_float2 (__double2float_rn (c), __double2float_rn (s));
+}
+
+static __device__ __forceinline__ void
+amk_attn_store_cache (unsigned char *cache, uint32_t dt, uint64_t i, float v)
+{
+  if (dt == AMK_ABI_DTYPE_BF16)
+    reinterpret_cast<__nv_bfloat16 *> (cache)[i] = __float2bfloat16_rn (v);
+  else
+    reinterpret_cast<float *> (cache)[i] = v;
+}
+
+static __device__ __forceinline__ int
+amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
+                  bool run, int tid, int nt, int32_t *s_pos, int32_t *detail)
+{
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], max_ctx = p.i[3];
+  const uint32_t first = (uint32_t) p.i[4], end = first + (uint32_t) p.i[5];
+  const int32_t half = d >> 1;
+  float *q = reinterpret_cast<float *> (ctx->ptr[0]);
+  float *k = reinterpret_cast<float *> (ctx->ptr[1]);
+  const float *v = reinterpret_cast<const float *> (ctx->ptr[2]);
+  unsigned char *kc = amk_attn_buffer (prog, ins, 3);
+  unsigned char *vc = amk_attn_buffer (prog, ins, 4);
+  const uint32_t cdt = ctx->dtype;
+  int32_t pos;
+
+  if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 5)),
+                          run, tid, s_pos, &pos))
+    return AMK_ABORT_NONE;
+  if (pos < 0 || pos >= max_ctx)
+    {
+      *detail = ins->buffers[5];
+      return AMK_ABORT_CHECK;
+    }
+  if (!run)
+    return AMK_ABORT_NONE;
+
+  const float fpos = __int2float_rn (pos);
+  const int lane = tid & 31;
+  for (uint32_t h = first + ((uint32_t) tid >> 5); h < end; h += (uint32_t) nt >> 5)
+    {
+      const bool is_key = h >= (uint32_t) nq;
+      const uint32_t hh = is_key ? h - (uint32_t) nq : h;
+      float *x = (is_key ? k : q) + (uint64_t) hh * d;
+      const uint64_t row = ((uint64_t) pos * nkv + hh) * d;
+
+      for (int32_t c = lane; c < half; c += 32)
+        {
+          const float inv = amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10]);
+          const float2 cs = amk_rope_cos_sin (__fmul_rn (fpos, inv));
+          const float x1 = x[c], x2 = x[c + half];
+          const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
+          const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));
+
+          x[c] = r1;
+          x[c + half] = r2;
+          if (is_key)
+            {
+              const float *vh = v + (uint64_t) hh * d;
+              amk_attn_store_cache (kc, cdt, row + c, r1);
+              amk_attn_store_cache (kc, cdt, row + c + half, r2);
+              amk_attn_store_cache (vc, cdt, row + c, vh[c]);
+              amk_attn_store_cache (vc, cdt, row + c + half, vh[c + half]);
+            }
+        }
+    }
+  return AMK_ABORT_NONE;
+}
+
+/* ---- ATTN_DECODE ---------------------------------------------------------------------- */
+
+/* One chunk of VE cache elements (VE * ES bytes, aligned to its size) as 32-bit words. */
+template <bool BF, int VE>
+struct amk_attn_chunk {
+  static constexpr int ES = BF ? 2 : 4;
+  static constexpr int WORDS = VE * ES / 4;
+  uint32_t w[WORDS];
+
+  __device__ __forceinline__ void load (const unsigned char *p)
+  {
+    if (WORDS == 4)
+      {
+        const uint4 u = *reinterpret_cast<const uint4 *> (p);
+        w[0] = u.x, w[1] = u.y, w[2 % WORDS] = u.z, w[3 % WORDS] = u.w;
+      }
+    else if (WORDS == 2)
+      {
+        const uint2 u = *reinterpret_cast<const uint2 *> (p);
+        w[0] = u.x, w[1 % WORDS] = u.y;
+      }
+    else
+      w[0] = *reinterpret_cast<const uint32_t *> (p);
+  }
+
+  __device__ __forceinline__ void zero ()
+  {
+#pragma unroll
+    for (int i = 0; i < WORDS; i++)
+      w[i] = 0;
+  }
+
+  __device__ __forceinline__ float get (int e) const
+  {
+    if (BF)
+      return __uint_as_float ((e & 1) ? (w[e >> 1] & 0xffff0000u) : (w[e >> 1] << 16));
+    return __uint_as_float (w[e]);
+  }
+};
+
+/* part + q . k over one chunk: the staged q of one head (VE floats, aligned), read 4 (or
+ * 2) at a time so that few registers are live. */
+template <int VE, typename C>
+static __device__ __forceinline__ float
+amk_attn_q_dot (const float *sq, const C &k, float part)
+{
+  if (VE >= 4)
+    {
+#pragma unroll
+      for (int i = 0; i < VE / 4; i++)
+        {
+          const float4 a = reinterpret_cast<const float4 *> (sq)[i];
+          part = fmaf (a.x, k.get (4 * i), part);
+          part = fmaf (a.y, k.get (4 * i + 1), part);
+          part = fmaf (a.z, k.get (4 * i + 2), part);
+          part = fmaf (a.w, k.get (4 * i + 3), part);
+        }
+    }
+  else
+    {
+      const float2 a = *reinterpret_cast<const float2 *> (sq);
+      part = fmaf (a.x, k.get (0), part);
+      part = fmaf (a.y, k.get (1), part);
+    }
+  return part;
+}
+
+/* Merges (mo, lo, acc_o) into (m, l, acc) with weights e^(m - M), e^(mo - M); an empty
+ * side (m = -inf) weighs 0. */
+static __device__ __forceinline__ void
+amk_attn_weights (float m, float mo, float *a, float *b, float *big)
+{
+  const float mx = fmaxf (m, mo);
+  *a = m == -INFINITY ? 0.0f : expf (m - mx);
+  *b = mo == -INFINITY ? 0.0f : expf (mo - mx);
+  *big = mx;
+}
+
+template <bool BF, int VE>
+static __device__ __forceinline__ void
+amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *q,
+                     const unsigned char *kc, const unsigned char *vc, int32_t start, int32_t end,
+                     bool run, int tid, int nt, float *s_stage, float *s_ml)
+{
+  typedef amk_attn_chunk<BF, VE> chunk_t;
+  constexpr int ES = BF ? 2 : 4;
+  constexpr int HG = AMK_ATTN_HEADS;
+  constexpr int JMAX = 8 / VE;         /* chunks per lane: D <= 256 = 32 lanes x 8 */
+  constexpr int EPL = JMAX * VE;       /* elements per lane and head: 8 */
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4], split = p.i[5], n_splits = p.i[6];
+  const float scale = p.f[7];
+  const int32_t group = nq / nkv;
+  const int lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+  const int nc = d / VE;
+  int L = 1;
+  while (L < nc && L < 32)
+    L <<= 1;
+  const int P = 32 / L;
+  const int J = (nc + L - 1) / L;
+  const int sub = lane / L, li = lane & (L - 1);
+  const uint64_t rowb = (uint64_t) nkv * d * ES;
+  const unsigned char *kbase = kc + (uint64_t) g * d * ES + (uint64_t) li * VE * ES;
+  const unsigned char *vbase = vc + (uint64_t) g * d * ES + (uint64_t) li * VE * ES;
+  const int R = AMK_ATTN_STAGE / nw; /* staged floats per warp and round */
+
+  for (int32_t h0 = 0; h0 < group; h0 += HG)
+    {
+      const int hc = min (HG, group - h0);
+      const int64_t qh = (int64_t) g * group + h0; /* first query head of the pass */
+      float m[HG], l[HG], acc[HG][EPL];
+
+      for (int i = tid; i < hc * d; i += nt)
+        s_stage[i] = q[qh * d + i];
+      __syncthreads ();
+
+#pragma unroll
+      for (int hh = 0; hh < HG; hh++)
+        {
+          m[hh] = -INFINITY;
+          l[hh] = 0.0f;
+#pragma unroll
+          for (int e = 0; e < EPL; e++)
+            acc[hh][e] = 0.0f;
+        }
+
+      if (run)
+        for (int32_t t0 = start + w * P; t0 < end; t0 += nw * P) /* uniform over the warp */
+          {
+            const int32_t t = t0 + sub;
+            const bool valid = t < end;
+            chunk_t kk[JMAX], vv[JMAX];
+
+#pragma unroll
+            for (int j = 0; j < JMAX; j++)
+              {
+                if (valid && j < J && li + j * L < nc)
+                  {
+                    const uint64_t off = (uint64_t) t * rowb + (uint64_t) j * L * VE * ES;
+                    kk[j].load (kbase + off);
+                    vv[j].load (vbase + off);
+                  }
+                else
+                  {
+                    kk[j].zero ();
+                    vv[j].zero ();
+                  }
+              }
+
+            float s[HG];
+#pragma unroll
+            for (int hh = 0; hh < HG; hh++)
+              {
+                float part = 0.0f;
+                if (hh < hc)
+#pragma unroll
+                  for (int j = 0; j < JMAX; j++)
+                    if (j < J && li + j * L < nc)
+                      part = amk_attn_q_dot<VE> (s_stage + hh * d + (li + j * L) * VE, kk[j], part);
+                s[hh] = part;
+              }
+            for (int off = L >> 1; off > 0; off >>= 1)
+#pragma unroll
+              for (int hh = 0; hh < HG; hh++)
+                if (hh < hc)
+                  s[hh] += __shfl_xor_sync (0xffffffffu, s[hh], off);
+
+            if (valid)
+#pragma unroll
+              for (int hh = 0; hh < HG; hh++)
+                if (hh < hc)
+                  {
+                    const float sc = s[hh] * scale;
+                    const float mn = fmaxf (m[hh], sc);
+                    const float corr = expf (m[hh] - mn);
+                    const float pe = expf (sc - mn);
+                    l[hh] = fmaf (l[hh], corr, pe);
+#pragma unroll
+                    for (int j = 0; j < JMAX; j++)
+#pragma unroll
+                      for (int e = 0; e < VE; e++)
+                        acc[hh][j * VE + e] = fmaf (acc[hh][j * VE + e], corr, pe * vv[j].get (e));
+                    m[hh] = mn;
+                  }
+          }
+
+      /* the P position groups of the warp */
+      for (int off = L; off < 32; off <<= 1)
+#pragma unroll
+        for (int hh = 0; hh < HG; hh++)
+          if (hh < hc)
+            {
+              const float mo = __shfl_xor_sync (0xffffffffu, m[hh], off);
+              const float lo = __shfl_xor_sync (0xffffffffu, l[hh], off);
+              float a, b;
+              amk_attn_weights (m[hh], mo, &a, &b, &m[hh]);
+              l[hh] = l[hh] * a + lo * b;
+#pragma unroll
+              for (int e = 0; e < EPL; e++)
+                acc[hh][e] = acc[hh][e] * a + __shfl_xor_sync (0xffffffffu, acc[hh][e], off) * b;
+            }
+
+      /* the warps: (m, l) through shared memory, then acc summed in a fixed order */
+      if (lane == 0)
+#pragma unroll
+        for (int hh = 0; hh < HG; hh++)
+          if (hh < hc)
+            {
+              s_ml[(w * HG + hh) * 2] = m[hh];
+              s_ml[(w * HG + hh) * 2 + 1] = l[hh];
+            }
+      __syncthreads ();
+
+      float cw[HG];
+#pragma unroll
+      for (int hh = 0; hh < HG; hh++)
+        {
+          cw[hh] = 0.0f;
+          if (hh < hc)
+            {
+              float big = -INFINITY;
+              for (int u = 0; u < nw; u++)
+                big = fmaxf (big, s_ml[(u * HG + hh) * 2]);
+              cw[hh] = m[hh] == -INFINITY ? 0.0f : expf (m[hh] - big);
+              if (tid == hh && run)
+                {
+                  float sum = 0.0f;
+                  for (int u = 0; u < nw; u++)
+                    {
+                      const float mu = s_ml[(u * HG + hh) * 2];
+                      if (mu != -INFINITY)
+                        sum += expf (mu - big) * s_ml[(u * HG + hh) * 2 + 1];
+                    }
+                  float *out = partial + ((uint64_t) (qh + hh) * n_splits + split) * (d + 2);
+                  out[d] = big;
+                  out[d + 1] = sum;
+                }
+            }
+        }
+
+      const int X = hc * d;
+      for (int r0 = 0; r0 < X; r0 += R)
+        {
+          if (sub == 0)
+#pragma unroll
+            for (int hh = 0; hh < HG; hh++)
+              if (hh < hc)
+#pragma unroll
+                for (int j = 0; j < JMAX; j++)
+                  if (j < J && li + j * L < nc)
+#pragma unroll
+                    for (int e = 0; e < VE; e++)
+                      {
+                        const int x = hh * d + (li + j * L) * VE + e - r0;
+                        if (x >= 0 && x < R)
+                          s_stage[w * R + x] = acc[hh][j * VE + e] * cw[hh];
+                      }
+          __syncthreads ();
+          const int n = min (R, X - r0);
+          for (int x = tid; x < n; x += nt)
+            {
+              float sum = 0.0f;
+              for (int u = 0; u < nw; u++)
+                sum += s_stage[u * R + x];
+              const int hh = (r0 + x) / d, c = (r0 + x) - hh * d;
+              if (run)
+                partial[((uint64_t) (qh + hh) * n_splits + split) * (d + 2) + c] = sum;
+            }
+          __syncthreads ();
+        }
+    }
+}
+
+static __device__ __forceinline__ int
+amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
+                      bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
+                      int32_t *detail)
+{
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], max_ctx = p.i[3], split = p.i[5], n_splits = p.i[6];
+  float *partial = reinterpret_cast<float *> (ctx->ptr[0]);
+  const float *q = reinterpret_cast<const float *> (ctx->ptr[1]);
+  const unsigned char *kc = ctx->ptr[2];
+  const unsigned char *vc = amk_attn_buffer (prog, ins, 3);
+  int32_t pos;
+
+  if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 4)),
+                          run, tid, s_pos, &pos))
+    return AMK_ABORT_NONE;
+  if (pos < 0 || pos >= max_ctx)
+    {
+      *detail = ins->buffers[4];
+      return AMK_ABORT_CHECK;
+    }
+
+  /* positions 0 .. pos in chunks of ceil((pos + 1) / n_splits); this split's share */
+  const int64_t n = (int64_t) pos + 1;
+  const int64_t chunk = (n + n_splits - 1) / n_splits;
+  const int32_t start = (int32_t) min ((int64_t) split * chunk, n);
+  const int32_t end = (int32_t) min ((int64_t) start + chunk, n);
+
+  if (ctx->dtype == AMK_ABI_DTYPE_BF16)
+    {
+      if (d % 8 == 0)
+        amk_attn_decode_run<true, 8> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+      else
+        amk_attn_decode_run<true, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+    }
+  else
+    {
+      if (d % 4 == 0)
+        amk_attn_decode_run<false, 4> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+      else
+        amk_attn_decode_run<false, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+    }
+  return AMK_ABORT_NONE;
+}
+
+/* ---- ATTN_REDUCE ---------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void
+amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int tid, int nt)
+{
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], n_splits = p.i[2];
+  const uint32_t first = (uint32_t) p.i[3], end = first + (uint32_t) p.i[4];
+  float *out = reinterpret_cast<float *> (ctx->ptr[0]);
+  const float *partial = reinterpret_cast<const float *> (ctx->ptr[1]);
+  const int lane = tid & 31;
+  const uint64_t stride = (uint64_t) d + 2;
+
+  for (uint32_t h = first + ((uint32_t) tid >> 5); h < end; h += (uint32_t) nt >> 5)
+    {
+      const float *ph = partial + (uint64_t) h * n_splits * stride;
+      float big = -INFINITY, den = 0.0f;
+
+      for (int32_t s = lane; s < n_splits; s += 32)
+        big = fmaxf (big, ph[s * stride + d]);
+      big = amk_attn_warp_max (big);
+      for (int32_t s = lane; s < n_splits; s += 32)
+        {
+          const float m = ph[s * stride + d];
+          if (m != -INFINITY)
+            den += expf (m - big) * ph[s * stride + d + 1];
+        }
+      den = amk_attn_warp_sum (den);
+      for (int32_t c = lane; c < d; c += 32)
+        {
+          float num = 0.0f;
+          for (int32_t s = 0; s < n_splits; s++)
+            {
+              const float m = ph[s * stride + d];
+              if (m != -INFINITY)
+                num = fmaf (expf (m - big), ph[s * stride + c], num);
+            }
+          out[(uint64_t) h * d + c] = num / den;
+        }
+    }
+}
+
+/* ---- exec ------------------------------------------------------------------------------ */
 
 /* Every thread of the block (run: this thread's warp passed its waits). Returns
  * AMK_ABORT_NONE, or a code with *detail, the same in every thread. */
 static __device__ __forceinline__ int
 amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
-                bool run, int tid, int nt, int32_t *detail)
+                    bool run, int tid, int nt, int32_t *detail)
 {
-  *detail = ins->opcode;
-  return AMK_ABORT_BAD_OPCODE;
+  __shared__ __align__ (16) float s_stage[AMK_ATTN_STAGE];
+  __shared__ float s_ml[AMK_ATTN_MAX_WARPS * AMK_ATTN_HEADS * 2];
+  __shared__ int32_t s_pos;
+
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_ROPE_KV:
+      return amk_rope_kv_exec (ctx, ins, prog, run, tid, nt, &s_pos, detail);
+    case AMK_ABI_OP_ATTN_DECODE:
+      return amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml, detail);
+    case AMK_ABI_OP_ATTN_REDUCE:
+      if (run)
+        amk_attn_reduce_exec (ctx, ins, tid, nt);
+      return AMK_ABORT_NONE;
+    default:
+      return AMK_ABORT_NONE;
+    }
 }
 
-#endif
+#endif /* AMK_OPS_ATTENTION_CUH */

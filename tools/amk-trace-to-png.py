@@ -15,6 +15,9 @@ import zlib
 COLOURS = {
     "nop": (160, 160, 160), "copy": (31, 119, 180), "fill": (44, 160, 44),
     "add": (255, 127, 14), "trap": (214, 39, 40), "grid-sync": (148, 103, 189),
+    "matvec": (31, 119, 180), "rmsnorm": (23, 190, 207), "silu-mul": (255, 127, 14),
+    "embed": (140, 86, 75), "argmax-partial": (227, 119, 194), "argmax-final": (227, 119, 194),
+    "rope-kv": (188, 189, 34), "attn-decode": (214, 39, 40), "attn-reduce": (148, 103, 189),
 }
 
 

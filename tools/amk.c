@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <locale.h>
 #include <math.h>
 #include <string.h>
@@ -202,7 +203,7 @@ print_buffer_values (AmkProgram *program, guint buffer, GBytes *contents)
   g_print ("%s %s %s\n", amk_program_get_buffer_name (program, buffer), dtype_name (dtype), shape);
   if (shown < n)
     /* TRANSLATORS: the values, then how many are shown and how many there are */
-    g_print (_("  %s … (first %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ")\n"), values->str, shown, n);
+    g_print (_("  %s … (first %zu of %zu)\n"), values->str, shown, n);
   else
     g_print ("  %s\n", values->str);
 }
@@ -213,10 +214,10 @@ format_bytes (guint64 bytes)
   g_autofree char *human = NULL;
 
   if (bytes < 1024)
-    return g_strdup_printf (_("%" G_GUINT64_FORMAT " bytes"), bytes);
+    return g_strdup_printf (_("%" PRIu64 " bytes"), bytes);
   human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
   /* TRANSLATORS: a byte count, then the same in KiB/MiB/GiB */
-  return g_strdup_printf (_("%" G_GUINT64_FORMAT " bytes (%s)"), bytes, human);
+  return g_strdup_printf (_("%" PRIu64 " bytes (%s)"), bytes, human);
 }
 
 /* Parses a subcommand's options; on failure prints the message and the usage hint. */

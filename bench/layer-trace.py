@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""One Llama-3.2-1B-shaped layer (tests/python/llama_layer.py) on the GPU with tracing:
+writes the trace JSON and prints, per opcode, the instructions, their summed time and
+the span from the first start to the last end.
+
+Usage (GPU machine): bash .gpu/run.sh python3 bench/layer-trace.py OUT.json"""
+import collections
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+from amktest import Amk, make_rng  # noqa: E402
+from llama_layer import LLAMA_1B, Layer  # noqa: E402
+
+
+def time_launches(gpu, layer, n=20):
+    times = []
+    for _ in range(n + 3):
+        layer.load(gpu)                    # the same step again: position and caches restored
+        t0 = time.perf_counter()
+        gpu.launch(None)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[3:])
+
+
+def main(path):
+    layer = Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1)
+    gpu = Amk.Launcher(device=0)
+    gpu.load(layer.p)
+    best = None
+    for smem in (0, 196608):               # direct MATVEC loads, or the shared-memory ring
+        gpu.props.dynamic_shared_memory = smem
+        t = time_launches(gpu, layer)
+        tbps = layer.bytes_moved() / t / 1e12
+        print(f"layer, {smem:6d} B dynamic shared memory: {t * 1e6:7.1f} us per step (host wall), "
+              f"{tbps:.2f} TB/s over {layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy")
+        if best is None or t < best[0]:
+            best = (t, smem)
+    gpu.props.dynamic_shared_memory = best[1]
+    layer.load(gpu)
+    gpu.props.trace = True
+    gpu.launch(None)
+    text = gpu.get_trace_json()
+    with open(path, "w") as f:
+        f.write(text)
+    events = json.loads(text)["traceEvents"]
+    by_op = collections.defaultdict(list)
+    for e in events:
+        by_op[e["name"]].append(e)
+    end = max(e["ts"] + e["dur"] for e in events)
+    print(f"one layer: {len(events)} instructions, {end:.1f} us from the first start to the last end")
+    for name, evs in sorted(by_op.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
+        first = min(e["ts"] for e in evs)
+        last = max(e["ts"] + e["dur"] for e in evs)
+        busy = sum(e["dur"] for e in evs)
+        print(f"  {name:15s} {len(evs):4d} instructions  {first:8.1f} .. {last:8.1f} us  "
+              f"mean {busy / len(evs):7.1f} us each")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

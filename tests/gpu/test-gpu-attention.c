@@ -1,0 +1,532 @@
+/* test-gpu-attention.c: the attention ops (ROPE_KV, ATTN_DECODE, ATTN_REDUCE) on the GPU
+ * against the CPU executor: random inputs, outputs poisoned first, each op alone, then whole
+ * decode steps at context 1024 with Llama-3.2-1B shapes (32 query / 8 key-value heads of
+ * 64, Llama-3 RoPE scaling) and Qwen3 shapes (16 / 8 of 128) spread over 132 queues with
+ * counters, under several block sizes; the device-side position check. Tolerance,
+ * norm-wise relative: 1e-5 with f32 caches, 1e-2 with bf16. Skips without a CUDA device.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <math.h>
+#include <string.h>
+#include <amk-glib/amk-glib.h>
+
+#define N_QUEUES 132
+
+static gboolean
+need_gpu (void)
+{
+  if (amk_launcher_get_device_count () > 0)
+    return TRUE;
+  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
+  return FALSE;
+}
+
+static guint16
+f32_to_bf16 (float f)
+{
+  guint32 u;
+  memcpy (&u, &f, 4);
+  return (guint16) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float
+load_elem (const guint8 *p, AmkDType dtype, gsize i)
+{
+  float f;
+  if (dtype == AMK_DTYPE_BF16)
+    {
+      guint16 h;
+      guint32 u;
+      memcpy (&h, p + 2 * i, 2);
+      u = (guint32) h << 16;
+      memcpy (&f, &u, 4);
+    }
+  else
+    memcpy (&f, p + 4 * i, 4);
+  return f;
+}
+
+/* n random floats in [-range, range], stored as dtype (F32 or BF16). */
+static GBytes *
+random_floats (gsize n, AmkDType dtype, double range)
+{
+  gsize es = dtype == AMK_DTYPE_BF16 ? 2 : 4;
+  guint8 *d = g_malloc (n * es);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      float f = (float) g_test_rand_double_range (-range, range);
+      if (dtype == AMK_DTYPE_BF16)
+        {
+          guint16 h = f32_to_bf16 (f);
+          memcpy (d + 2 * i, &h, 2);
+        }
+      else
+        memcpy (d + 4 * i, &f, 4);
+    }
+  return g_bytes_new_take (d, n * es);
+}
+
+static GBytes *
+poison (gsize n_bytes)
+{
+  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
+}
+
+static GBytes *
+int_bytes (gint32 v)
+{
+  return g_bytes_new (&v, 4);
+}
+
+static gint
+add_buf (AmkProgram *p, const char *name, AmkDType dtype, gint64 n, AmkBufferRole role)
+{
+  g_autoptr(GError) error = NULL;
+  gint b = amk_program_add_buffer (p, name, dtype, (gint64[]) { n }, 1, role, &error);
+  g_assert_no_error (error);
+  return b;
+}
+
+static gint
+add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
+         const gint *ints, gsize n_ints)
+{
+  g_autoptr(GError) error = NULL;
+  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
+  return i;
+}
+
+static void
+set_float (AmkProgram *p, gint i, guint slot, float v)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_param_float (p, i, slot, v, &error));
+}
+
+static void
+wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
+}
+
+static void
+signal_on (AmkProgram *p, gint instruction, gint counter)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
+}
+
+typedef struct {
+  float theta, factor, low, high;
+  gint old_ctx;
+} Rope;
+
+static const Rope LLAMA3 = { 500000.0f, 32.0f, 1.0f, 4.0f, 8192 };
+static const Rope QWEN3 = { 1000000.0f, 0.0f, 0.0f, 0.0f, 0 };
+
+static gint
+add_rope (AmkProgram *p, guint queue, const gint *bufs, gint d, gint nq, gint nkv, gint ctx,
+          gint first, gint count, const Rope *r)
+{
+  gint i = add_ins (p, queue, AMK_OPCODE_ROPE_KV, bufs, 6,
+                    (gint[]) { d, nq, nkv, ctx, first, count, 0, 0, 0, 0, r->old_ctx }, 11);
+  set_float (p, i, 6, r->theta);
+  set_float (p, i, 7, r->factor);
+  set_float (p, i, 8, r->low);
+  set_float (p, i, 9, r->high);
+  return i;
+}
+
+/* ---- running a program on both sides --------------------------------------------------- */
+
+typedef struct {
+  gint    buffer;
+  GBytes *data;
+} Input;
+
+/* Runs `p` on the CPU once and on the GPU at each block size, uploading `inputs` before
+ * every run (ROPE_KV rotates q and k in place) and poison into every OUTPUT buffer; compares
+ * every non-scratch float buffer norm-wise (I32 ones exactly). Returns FALSE on a mismatch,
+ * after printing one PASS/FAIL line per block size. */
+static gboolean
+run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const char *label)
+{
+  static const guint threads[] = { 512, 256, 96, 32 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkCpuExecutor) cpu = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  guint n = amk_program_get_n_buffers (p);
+  g_autoptr(GPtrArray) want = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  gboolean ok = TRUE;
+
+  g_assert_true (amk_program_verify (p, &error));
+  g_assert_no_error (error);
+  cpu = amk_cpu_executor_new (p, &error);
+  g_assert_no_error (error);
+  launcher = amk_launcher_new (0);
+  g_assert_true (amk_launcher_load (launcher, p, &error));
+  g_assert_no_error (error);
+
+  for (guint b = 0; b < n; b++)
+    if (amk_program_get_buffer_role (p, b) == AMK_BUFFER_ROLE_OUTPUT)
+      {
+        g_autoptr(GBytes) z = poison (amk_program_get_buffer_size (p, b));
+        g_assert_true (amk_cpu_executor_upload (cpu, b, z, &error));
+      }
+  for (guint i = 0; i < n_inputs; i++)
+    g_assert_true (amk_cpu_executor_upload (cpu, inputs[i].buffer, inputs[i].data, &error));
+  g_assert_true (amk_cpu_executor_run (cpu, &error));
+  g_assert_no_error (error);
+  for (guint b = 0; b < n; b++)
+    g_ptr_array_add (want, amk_cpu_executor_download (cpu, b, &error));
+
+  for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+    {
+      double worst = 0.0;
+      const char *worst_name = "-";
+
+      amk_launcher_set_threads_per_block (launcher, threads[t]);
+      for (guint b = 0; b < n; b++)
+        if (amk_program_get_buffer_role (p, b) == AMK_BUFFER_ROLE_OUTPUT)
+          {
+            g_autoptr(GBytes) z = poison (amk_program_get_buffer_size (p, b));
+            g_assert_true (amk_launcher_upload (launcher, b, z, &error));
+          }
+      for (guint i = 0; i < n_inputs; i++)
+        g_assert_true (amk_launcher_upload (launcher, inputs[i].buffer, inputs[i].data, &error));
+      g_assert_no_error (error);
+      if (!amk_launcher_launch (launcher, NULL, &error))
+        {
+          g_test_message ("FAIL attention %s | threads=%u: launch failed: %s", label, threads[t],
+                          error->message);
+          g_clear_error (&error);
+          ok = FALSE;
+          continue;
+        }
+      for (guint b = 0; b < n; b++)
+        {
+          AmkDType dt = amk_program_get_buffer_dtype (p, b);
+          g_autoptr(GBytes) got = NULL;
+          const guint8 *g, *e;
+          gsize count;
+          double num = 0.0, den = 0.0, err;
+
+          if (amk_program_get_buffer_role (p, b) == AMK_BUFFER_ROLE_SCRATCH)
+            continue;
+          got = amk_launcher_download (launcher, b, &error);
+          g_assert_no_error (error);
+          if (dt == AMK_DTYPE_I32)
+            {
+              if (!g_bytes_equal (got, g_ptr_array_index (want, b)))
+                err = INFINITY;
+              else
+                err = 0.0;
+            }
+          else
+            {
+              g = g_bytes_get_data (got, NULL);
+              e = g_bytes_get_data (g_ptr_array_index (want, b), NULL);
+              count = amk_program_get_buffer_n_elements (p, b);
+              for (gsize i = 0; i < count; i++)
+                {
+                  double x = load_elem (g, dt, i), y = load_elem (e, dt, i);
+                  /* -inf (an empty split's m) on both sides counts as equal */
+                  if (isinf (y) && x == y)
+                    continue;
+                  num += (x - y) * (x - y);
+                  den += isfinite (y) ? y * y : 0.0;
+                }
+              err = isnan (num) ? INFINITY : den > 0.0 ? sqrt (num / den) : sqrt (num);
+            }
+          if (!(err <= worst))
+            {
+              worst = err;
+              worst_name = amk_program_get_buffer_name (p, b);
+            }
+        }
+      if (worst <= tol)
+        g_test_message ("PASS attention %s | threads=%u: worst rel err %.3g (%s, tol %.0e)",
+                        label, threads[t], worst, worst_name, tol);
+      else
+        {
+          g_test_message ("FAIL attention %s | threads=%u: rel err %.3g in “%s” (tol %.0e)",
+                          label, threads[t], worst, worst_name, tol);
+          ok = FALSE;
+        }
+    }
+  return ok;
+}
+
+/* ---- the decode step ------------------------------------------------------------------- */
+
+typedef struct {
+  gint nq, nkv, d, ctx, splits;
+  const Rope *rope;
+  AmkDType cache;
+  gint pos;
+  gboolean partial_out; /* the partial results as an OUTPUT (compared) or SCRATCH */
+} Step;
+
+/* ROPE_KV in 4 instructions, ATTN_DECODE one instruction per (kv head, split) dealt over
+ * the 132 queues behind the rotation, ATTN_REDUCE in 8 instructions behind every split.
+ * With ops = 1, 2 or 4 only that op (with random inputs in place of its producers). */
+static gboolean
+run_step (const Step *s, guint ops)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (N_QUEUES);
+  const gint nq = s->nq, nkv = s->nkv, d = s->d, ctx = s->ctx, S = s->splits;
+  const gint64 n_partial = (gint64) nq * S * (d + 2);
+  gint q, k, v, kc, vc, pos, partial, out;
+  gint rotated = amk_program_add_counter (p, "rotated");
+  gint decoded = amk_program_add_counter (p, "decoded");
+  guint n_rope = 0, n_dec = 0;
+  Input in[8];
+  guint n_in = 0;
+  gboolean ok;
+  g_autofree char *label = NULL;
+  const gboolean do_rope = ops & 1, do_decode = ops & 2, do_reduce = ops & 4;
+
+  q = add_buf (p, "q", AMK_DTYPE_F32, (gint64) nq * d, AMK_BUFFER_ROLE_INPUT);
+  k = add_buf (p, "k", AMK_DTYPE_F32, (gint64) nkv * d, AMK_BUFFER_ROLE_INPUT);
+  v = add_buf (p, "v", AMK_DTYPE_F32, (gint64) nkv * d, AMK_BUFFER_ROLE_INPUT);
+  kc = add_buf (p, "k cache", s->cache, (gint64) ctx * nkv * d, AMK_BUFFER_ROLE_INPUT);
+  vc = add_buf (p, "v cache", s->cache, (gint64) ctx * nkv * d, AMK_BUFFER_ROLE_INPUT);
+  pos = add_buf (p, "pos", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
+  partial = add_buf (p, "partial", AMK_DTYPE_F32, n_partial,
+                     s->partial_out || !do_decode ? (do_decode ? AMK_BUFFER_ROLE_OUTPUT : AMK_BUFFER_ROLE_INPUT)
+                                                  : AMK_BUFFER_ROLE_SCRATCH);
+  out = add_buf (p, "out", AMK_DTYPE_F32, (gint64) nq * d, AMK_BUFFER_ROLE_OUTPUT);
+
+  in[n_in++] = (Input) { q, random_floats ((gsize) nq * d, AMK_DTYPE_F32, 2.0) };
+  in[n_in++] = (Input) { k, random_floats ((gsize) nkv * d, AMK_DTYPE_F32, 2.0) };
+  in[n_in++] = (Input) { v, random_floats ((gsize) nkv * d, AMK_DTYPE_F32, 2.0) };
+  in[n_in++] = (Input) { kc, random_floats ((gsize) ctx * nkv * d, s->cache, 2.0) };
+  in[n_in++] = (Input) { vc, random_floats ((gsize) ctx * nkv * d, s->cache, 2.0) };
+  in[n_in++] = (Input) { pos, int_bytes (s->pos) };
+  if (!do_decode)
+    {
+      /* random partial results: acc, m in [-4, 4] (-inf for the splits past pos), l > 0 */
+      float *pr = g_new (float, n_partial);
+      for (gint h = 0; h < nq; h++)
+        for (gint sp = 0; sp < S; sp++)
+          {
+            float *e = pr + ((gsize) h * S + sp) * (d + 2);
+            gboolean empty = sp > 0 && g_test_rand_int_range (0, 4) == 0;
+            for (gint c = 0; c < d; c++)
+              e[c] = empty ? 0.0f : (float) g_test_rand_double_range (-3.0, 3.0);
+            e[d] = empty ? -INFINITY : (float) g_test_rand_double_range (-4.0, 4.0);
+            e[d + 1] = empty ? 0.0f : (float) g_test_rand_double_range (1.0, 20.0);
+          }
+      in[n_in++] = (Input) { partial, g_bytes_new_take (pr, n_partial * 4) };
+    }
+
+  if (do_rope)
+    for (gint i = 0; i < 4; i++)
+      {
+        gint first = (nq + nkv) * i / 4, last = (nq + nkv) * (i + 1) / 4;
+        gint r = add_rope (p, (guint) (7 * i) % N_QUEUES, (gint[]) { q, k, v, kc, vc, pos }, d, nq, nkv, ctx,
+                           first, last - first, s->rope);
+        signal_on (p, r, rotated);
+        n_rope++;
+      }
+  if (do_decode)
+    for (gint g = 0; g < nkv; g++)
+      for (gint sp = 0; sp < S; sp++)
+        {
+          gint i = add_ins (p, (guint) (g * S + sp + 3) % N_QUEUES, AMK_OPCODE_ATTN_DECODE,
+                            (gint[]) { partial, q, kc, vc, pos }, 5,
+                            (gint[]) { d, nq, nkv, ctx, g, sp, S }, 7);
+          set_float (p, i, 7, 1.0f / sqrtf ((float) d));
+          if (n_rope > 0)
+            wait_on (p, i, rotated, n_rope);
+          signal_on (p, i, decoded);
+          n_dec++;
+        }
+  if (do_reduce)
+    for (gint i = 0; i < 8; i++)
+      {
+        gint first = nq * i / 8, last = nq * (i + 1) / 8;
+        gint r = add_ins (p, (guint) (N_QUEUES - 1 - 5 * i) % N_QUEUES, AMK_OPCODE_ATTN_REDUCE,
+                          (gint[]) { out, partial }, 2, (gint[]) { d, nq, S, first, last - first }, 5);
+        if (n_dec > 0)
+          wait_on (p, r, decoded, n_dec);
+      }
+
+  label = g_strdup_printf ("%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d pos=%d cache=%s rope=%s",
+                           do_rope ? "ROPE_KV " : "", do_decode ? "ATTN_DECODE " : "",
+                           do_reduce ? "ATTN_REDUCE" : "", nq, nkv, d, ctx, S, s->pos,
+                           s->cache == AMK_DTYPE_BF16 ? "bf16" : "f32",
+                           s->rope->factor > 0 ? "llama3" : "plain");
+  ok = run_both (p, in, n_in, s->cache == AMK_DTYPE_BF16 ? 1e-2 : 1e-5, label);
+  for (guint i = 0; i < n_in; i++)
+    g_bytes_unref (in[i].data);
+  return ok;
+}
+
+static void
+test_each_op (void)
+{
+  const AmkDType caches[] = { AMK_DTYPE_F32, AMK_DTYPE_BF16 };
+  guint failed = 0, total = 0;
+
+  if (!need_gpu ())
+    return;
+  for (guint c = 0; c < G_N_ELEMENTS (caches); c++)
+    for (guint op = 1; op <= 4; op <<= 1)
+      {
+        const Step steps[] = {
+          { 32, 8, 64, 1024, 16, &LLAMA3, caches[c], g_test_rand_int_range (0, 1024), TRUE },
+          { 16, 8, 128, 1024, 9, &QWEN3, caches[c], 1023, TRUE },
+        };
+        for (guint i = 0; i < G_N_ELEMENTS (steps); i++, total++)
+          if (!run_step (&steps[i], op))
+            failed++;
+      }
+  g_test_message ("%s attention ops alone: %u of %u cases failed", failed ? "FAIL" : "PASS", failed, total);
+  g_assert_cmpuint (failed, ==, 0);
+}
+
+static void
+test_decode_step (void)
+{
+  const AmkDType caches[] = { AMK_DTYPE_F32, AMK_DTYPE_BF16 };
+  const gint positions[] = { 0, 1, 37, 1023, -1 /* random */ };
+  guint failed = 0, total = 0;
+
+  if (!need_gpu ())
+    return;
+  for (guint c = 0; c < G_N_ELEMENTS (caches); c++)
+    for (guint i = 0; i < G_N_ELEMENTS (positions); i++)
+      {
+        gint pos = positions[i] >= 0 ? positions[i] : g_test_rand_int_range (2, 1023);
+        const Step steps[] = {
+          /* Llama-3.2-1B: 8 kv heads x 16 splits = 128 instructions */
+          { 32, 8, 64, 1024, 16, &LLAMA3, caches[c], pos, i % 2 == 0 },
+          /* Qwen3: 16 / 8 heads of 128 */
+          { 16, 8, 128, 1024, 16, &QWEN3, caches[c], pos, i % 2 == 1 },
+          /* few splits: long splits per block */
+          { 32, 8, 64, 1024, 2, &LLAMA3, caches[c], pos, FALSE },
+        };
+        for (guint s = 0; s < G_N_ELEMENTS (steps); s++, total++)
+          if (!run_step (&steps[s], 7))
+            failed++;
+      }
+  g_test_message ("%s decode steps: %u of %u cases failed", failed ? "FAIL" : "PASS", failed, total);
+  g_assert_cmpuint (failed, ==, 0);
+}
+
+/* Shapes off the beaten path: head dims that do not fill 16-byte loads (36, 6, 80), more
+ * query heads per kv head than one pass takes (8, 5), one kv head, many splits. */
+static void
+test_odd_shapes (void)
+{
+  const Step steps[] = {
+    { 8, 1, 80, 300, 3, &QWEN3, AMK_DTYPE_BF16, 299, TRUE },
+    { 8, 2, 36, 200, 4, &LLAMA3, AMK_DTYPE_BF16, 150, TRUE },
+    { 6, 3, 6, 100, 5, &QWEN3, AMK_DTYPE_F32, 57, TRUE },
+    { 10, 2, 256, 64, 2, &QWEN3, AMK_DTYPE_F32, 63, TRUE },
+    { 16, 2, 256, 64, 3, &LLAMA3, AMK_DTYPE_BF16, 40, TRUE },
+    { 4, 4, 96, 2048, 40, &LLAMA3, AMK_DTYPE_F32, 2047, TRUE },
+    { 4, 4, 16, 2048, 64, &QWEN3, AMK_DTYPE_BF16, 5, TRUE }, /* most splits empty */
+  };
+  guint failed = 0;
+
+  if (!need_gpu ())
+    return;
+  for (guint s = 0; s < G_N_ELEMENTS (steps); s++)
+    if (!run_step (&steps[s], 7))
+      failed++;
+  g_test_message ("%s odd shapes: %u of %u cases failed", failed ? "FAIL" : "PASS", failed,
+                  (guint) G_N_ELEMENTS (steps));
+  g_assert_cmpuint (failed, ==, 0);
+}
+
+static void
+check_good_launch (AmkLauncher *launcher)
+{
+  g_autoptr(AmkProgram) good = amk_program_new (N_QUEUES);
+  g_autoptr(GError) error = NULL;
+
+  for (guint q = 0; q < N_QUEUES; q++)
+    add_ins (good, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  g_assert_true (amk_launcher_load (launcher, good, &error));
+  g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_null (amk_launcher_get_last_abort (launcher));
+}
+
+/* A position outside [0, max_ctx) aborts ROPE_KV and ATTN_DECODE with CHECK and the
+ * position buffer's index, also behind a wait; the launcher stays usable. */
+static void
+test_position_check (void)
+{
+  const gint bad[] = { -1, 64, G_MAXINT32 };
+
+  if (!need_gpu ())
+    return;
+  for (guint op = 0; op < 2; op++)
+    for (guint b = 0; b < G_N_ELEMENTS (bad); b++)
+      {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+        g_autoptr(AmkProgram) p = amk_program_new (8);
+        g_autoptr(AmkAbortRecord) record = NULL;
+        g_autoptr(GBytes) posb = int_bytes (bad[b]);
+        gint q = add_buf (p, "q", AMK_DTYPE_F32, 4 * 64, AMK_BUFFER_ROLE_INPUT);
+        gint k = add_buf (p, "k", AMK_DTYPE_F32, 2 * 64, AMK_BUFFER_ROLE_INPUT);
+        gint v = add_buf (p, "v", AMK_DTYPE_F32, 2 * 64, AMK_BUFFER_ROLE_INPUT);
+        gint kc = add_buf (p, "kc", AMK_DTYPE_BF16, 64 * 2 * 64, AMK_BUFFER_ROLE_INPUT);
+        gint vc = add_buf (p, "vc", AMK_DTYPE_BF16, 64 * 2 * 64, AMK_BUFFER_ROLE_INPUT);
+        gint pos = add_buf (p, "pos", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
+        gint part = add_buf (p, "partial", AMK_DTYPE_F32, 4 * 66, AMK_BUFFER_ROLE_OUTPUT);
+        gint c = amk_program_add_counter (p, "go");
+        gint i;
+
+        i = add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+        signal_on (p, i, c);
+        add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+        if (op == 0)
+          i = add_rope (p, 5, (gint[]) { q, k, v, kc, vc, pos }, 64, 4, 2, 64, 0, 6, &LLAMA3);
+        else
+          {
+            i = add_ins (p, 5, AMK_OPCODE_ATTN_DECODE, (gint[]) { part, q, kc, vc, pos }, 5,
+                         (gint[]) { 64, 4, 2, 64, 1, 0, 1 }, 7);
+            set_float (p, i, 7, 0.125f);
+          }
+        wait_on (p, i, c, 1);
+        g_assert_true (amk_launcher_load (launcher, p, &error));
+        g_assert_true (amk_launcher_upload (launcher, pos, posb, &error));
+        g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+        g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+        record = amk_launcher_get_last_abort (launcher);
+        g_assert_nonnull (record);
+        g_test_message ("%s %s with pos %d: code %d detail %d queue %d instruction %d (want CHECK, detail %d)",
+                        record->code == AMK_ABORT_CODE_CHECK && record->detail == pos ? "PASS" : "FAIL",
+                        op == 0 ? "ROPE_KV" : "ATTN_DECODE", bad[b], record->code, record->detail,
+                        record->queue, record->instruction, pos);
+        g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_CHECK);
+        g_assert_cmpint (record->detail, ==, pos);
+        g_assert_cmpint (record->queue, ==, 5);
+        g_assert_cmpint (record->instruction, ==, 1);
+        check_good_launch (launcher);
+      }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+
+  g_test_add_func ("/amk/gpu/attention/each-op", test_each_op);
+  g_test_add_func ("/amk/gpu/attention/decode-step", test_decode_step);
+  g_test_add_func ("/amk/gpu/attention/odd-shapes", test_odd_shapes);
+  g_test_add_func ("/amk/gpu/attention/position-check", test_position_check);
+
+  return g_test_run ();
+}

@@ -1,0 +1,518 @@
+"""The attention ops (ROPE_KV, ATTN_DECODE, ATTN_REDUCE) on the CPU executor against a numpy
+reference written here from HF transformers' formulas: rotate-half RoPE (plain and with
+Llama-3 frequency scaling), GQA decode attention split over the cached positions and
+merged, for Llama-3.2-1B shapes (32 query / 8 key-value heads of 64), Qwen-like ones
+(16 / 8 of 128) and 2 key/value heads; bf16 and f32 caches; positions 0, 1, 37 and the
+last one; splits that are empty. Then the device-side position check and the verifier's
+rules, one test per error."""
+import math
+
+import numpy as np
+import pytest
+
+from amktest import Amk, GLib, add_op, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
+
+F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
+IN, OUT, SCRATCH, CONST = (Amk.BufferRole.INPUT, Amk.BufferRole.OUTPUT, Amk.BufferRole.SCRATCH,
+                           Amk.BufferRole.CONSTANT)
+PE = Amk.ProgramError
+
+LLAMA3 = dict(theta=500000.0, factor=32.0, low=1.0, high=4.0, old_ctx=8192)  # Llama-3.2-1B
+PLAIN = dict(theta=10000.0)
+QWEN = dict(theta=1000000.0)
+
+
+@pytest.fixture
+def rng():
+    return make_rng()
+
+
+def rel_err(got, want):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+def tolerance(cache_dtype):
+    return 1e-5 if cache_dtype == F32 else 1e-2
+
+
+# ---- the reference --------------------------------------------------------------------
+
+def ref_inv_freq(head_dim, theta, factor=0.0, low=0.0, high=0.0, old_ctx=0):
+    """HF's inv_freq in float32: 1 / theta^(arange(0, D, 2) / D), then Llama-3's
+    _compute_llama3_parameters. theta^e is taken in float64 and rounded once."""
+    f32 = np.float32
+    exponent = np.arange(0, head_dim, 2, dtype=np.int64).astype(f32) / f32(head_dim)
+    inv = f32(1.0) / (np.float64(theta) ** exponent.astype(np.float64)).astype(f32)
+    if factor <= 0:
+        return inv
+    wavelen = f32(2 * math.pi) / inv
+    low_freq_wavelen = f32(old_ctx / low)
+    high_freq_wavelen = f32(old_ctx / high)
+    scaled = np.where(wavelen > low_freq_wavelen, inv / f32(factor), inv).astype(f32)
+    smooth = ((f32(old_ctx) / wavelen - f32(low)) / (f32(high) - f32(low))).astype(f32)
+    smoothed = ((f32(1.0) - smooth) * scaled / f32(factor) + smooth * scaled).astype(f32)
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, scaled).astype(f32)
+
+
+def ref_rope(x, pos, inv):
+    """x [heads, D] float32 rotated like HF's apply_rotary_pos_emb: x cos + rotate_half(x) sin,
+    with the angle pos * inv_freq in float32 and cos/sin rounded to float32."""
+    angle = (np.float32(pos) * inv).astype(np.float32)
+    emb = np.concatenate([angle, angle])
+    cos = np.cos(emb.astype(np.float64)).astype(np.float32)
+    sin = np.sin(emb.astype(np.float64)).astype(np.float32)
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return (x * cos + rotated * sin).astype(np.float32)
+
+
+def ref_attention(q, kcache, vcache, pos, n_kv, scale):
+    """softmax(scale q K^T) V over positions 0 .. pos, query head h on kv head h // group."""
+    n_q, d = q.shape
+    group = n_q // n_kv
+    out = np.zeros((n_q, d))
+    for h in range(n_q):
+        k = kcache[:pos + 1, h // group].astype(np.float64)
+        v = vcache[:pos + 1, h // group].astype(np.float64)
+        s = scale * (k @ q[h].astype(np.float64))
+        p = np.exp(s - s.max())
+        out[h] = (p / p.sum()) @ v
+    return out
+
+
+def rope_ints(d, n_q, n_kv, max_ctx, first, count, rope):
+    return [d, n_q, n_kv, max_ctx, first, count, 0, 0, 0, 0, rope.get('old_ctx', 0)]
+
+
+def rope_floats(rope):
+    return {6: rope['theta'], 7: rope.get('factor', 0.0), 8: rope.get('low', 0.0),
+            9: rope.get('high', 0.0)}
+
+
+# ---- a decode step ----------------------------------------------------------------------
+
+class DecodeStep:
+    """ROPE_KV over all q and k heads (in `rope_parts` instructions), then ATTN_DECODE, one
+    instruction per (kv head, split), dealt over the queues and waiting for the rotation,
+    then ATTN_REDUCE over head ranges waiting for every split."""
+
+    def __init__(self, rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope, queues=5,
+                 rope_parts=3, reduce_parts=3, partial_role=SCRATCH):
+        self.n_q, self.n_kv, self.d, self.max_ctx, self.n_splits = n_q, n_kv, d, max_ctx, n_splits
+        self.cache, self.rope = cache, rope
+        self.scale = 1.0 / math.sqrt(d)
+        p = self.program = Amk.Program.new(queues)
+        self.q = p.add_buffer('q', F32, [n_q * d], IN)
+        self.k = p.add_buffer('k', F32, [n_kv * d], IN)
+        self.v = p.add_buffer('v', F32, [n_kv * d], IN)
+        self.kc = p.add_buffer('k cache', cache, [max_ctx, n_kv, d], IN)
+        self.vc = p.add_buffer('v cache', cache, [max_ctx, n_kv, d], IN)
+        self.pos = p.add_buffer('pos', I32, [1], IN)
+        self.partial = p.add_buffer('partial', F32, [n_q * n_splits * (d + 2)], partial_role)
+        self.out = p.add_buffer('out', F32, [n_q * d], OUT)
+        rotated = p.add_counter('rotated')
+        decoded = p.add_counter('decoded')
+
+        heads = n_q + n_kv
+        bounds = np.linspace(0, heads, rope_parts + 1).astype(int)
+        n_rope = 0
+        for i in range(rope_parts):
+            first, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
+            add_op(p, i % queues, Amk.Opcode.ROPE_KV, [self.q, self.k, self.v, self.kc, self.vc, self.pos],
+                   rope_ints(d, n_q, n_kv, max_ctx, first, count, rope), rope_floats(rope),
+                   signal=(rotated, 1))
+            n_rope += 1
+        n = 0
+        for g in range(n_kv):
+            for s in range(n_splits):
+                add_op(p, (3 * n + 1) % queues, Amk.Opcode.ATTN_DECODE,
+                       [self.partial, self.q, self.kc, self.vc, self.pos],
+                       [d, n_q, n_kv, max_ctx, g, s, n_splits], {7: self.scale},
+                       waits=[(rotated, n_rope)], signal=(decoded, 1))
+                n += 1
+        bounds = np.linspace(0, n_q, reduce_parts + 1).astype(int)
+        for i in range(reduce_parts):
+            add_op(p, (queues - 1 - i) % queues, Amk.Opcode.ATTN_REDUCE, [self.out, self.partial],
+                   [d, n_q, n_splits, int(bounds[i]), int(bounds[i + 1] - bounds[i])],
+                   waits=[(decoded, n)])
+        p.verify()
+
+    def run(self, rng, pos, seed=0):
+        n_q, n_kv, d, ctx = self.n_q, self.n_kv, self.d, self.max_ctx
+        data = dict(
+            q=rng.standard_normal(n_q * d).astype(np.float32),
+            k=rng.standard_normal(n_kv * d).astype(np.float32),
+            v=rng.standard_normal(n_kv * d).astype(np.float32),
+            kc=from_f32(self.cache, rng.standard_normal(ctx * n_kv * d)),
+            vc=from_f32(self.cache, rng.standard_normal(ctx * n_kv * d)))
+        ex = Amk.CpuExecutor.new(self.program)
+        ex.props.seed = seed
+        for name in ('q', 'k', 'v', 'kc', 'vc'):
+            ex.upload(getattr(self, name), to_bytes(data[name]))
+        ex.upload(self.pos, to_bytes(np.array([pos], dtype=np.int32)))
+        ex.upload(self.out, to_bytes(poison(F32, n_q * d)))
+        if self.program.get_buffer_role(self.partial) != SCRATCH:
+            ex.upload(self.partial, to_bytes(poison(F32, n_q * self.n_splits * (d + 2))))
+        ex.run()
+        self.ex, self.data = ex, data
+        return from_bytes(F32, ex.download(self.out))
+
+    def expected(self, pos):
+        n_q, n_kv, d, ctx = self.n_q, self.n_kv, self.d, self.max_ctx
+        inv = ref_inv_freq(d, **self.rope)
+        q = ref_rope(self.data['q'].reshape(n_q, d), pos, inv)
+        k = ref_rope(self.data['k'].reshape(n_kv, d), pos, inv)
+        kc = to_f32(self.cache, self.data['kc']).reshape(ctx, n_kv, d).copy()
+        vc = to_f32(self.cache, self.data['vc']).reshape(ctx, n_kv, d).copy()
+        kc[pos] = to_f32(self.cache, from_f32(self.cache, k))
+        vc[pos] = to_f32(self.cache, from_f32(self.cache, self.data['v'].reshape(n_kv, d)))
+        return q, k, kc, vc, ref_attention(q, kc, vc, pos, n_kv, self.scale).reshape(-1)
+
+
+STEP_CASES = [
+    # n_q, n_kv, d, max_ctx, n_splits, rope
+    pytest.param(32, 8, 64, 64, 4, LLAMA3, id='llama-3.2-1b'),
+    pytest.param(16, 8, 128, 48, 3, QWEN, id='qwen'),
+    pytest.param(8, 2, 32, 40, 8, PLAIN, id='2-kv-heads'),
+]
+
+
+@pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
+@pytest.mark.parametrize('n_q,n_kv,d,max_ctx,n_splits,rope', STEP_CASES)
+@pytest.mark.parametrize('where', ['0', '1', '37', 'last'])
+def test_decode_step(rng, cache, n_q, n_kv, d, max_ctx, n_splits, rope, where):
+    pos = max_ctx - 1 if where == 'last' else int(where)
+    step = DecodeStep(rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope)
+    got = step.run(rng, pos)
+    q, k, kc, vc, want = step.expected(pos)
+    err = rel_err(got, want)
+    print(f'pos {pos}: out rel err {err:.3g}')
+    assert err <= tolerance(cache)
+
+    # q and k rotated in place; the caches hold the new row at pos and nothing else changed
+    ex = step.ex
+    assert rel_err(from_bytes(F32, ex.download(step.q)), q.reshape(-1)) <= 1e-6
+    assert rel_err(from_bytes(F32, ex.download(step.k)), k.reshape(-1)) <= 1e-6
+    for buf, before, ref in ((step.kc, step.data['kc'], kc), (step.vc, step.data['vc'], vc)):
+        after = from_bytes(cache, ex.download(buf)).reshape(max_ctx, n_kv, d)
+        before = before.reshape(max_ctx, n_kv, d)
+        others = np.arange(max_ctx) != pos
+        assert after[others].tobytes() == before[others].tobytes()
+        assert rel_err(to_f32(cache, after[pos]), ref[pos]) <= tolerance(cache)
+
+
+@pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
+def test_decode_step_long_context(rng, cache):
+    """Llama-3 scaling at positions past the original context's low-frequency wavelength,
+    many splits, every seed alike."""
+    step = DecodeStep(rng, 4, 2, 64, 1024, 5, cache, LLAMA3, queues=7, rope_parts=2)
+    for pos in (1023, 700):
+        got = step.run(rng, pos, seed=pos)
+        err = rel_err(got, step.expected(pos)[4])
+        print(f'pos {pos}: out rel err {err:.3g}')
+        assert err <= tolerance(cache)
+    first = step.run(np.random.default_rng(5), 999, seed=1)
+    for seed in (2, 3):
+        assert step.run(np.random.default_rng(5), 999, seed=seed).tobytes() == first.tobytes()
+
+
+def test_empty_splits(rng):
+    """pos 1 over 6 splits: chunks of 1, splits 2..5 are empty: m = -inf, l = 0, acc = 0."""
+    n_q, n_kv, d, splits = 4, 2, 16, 6
+    step = DecodeStep(rng, n_q, n_kv, d, 8, splits, F32, PLAIN, queues=3, partial_role=OUT)
+    got = step.run(rng, 1)
+    assert rel_err(got, step.expected(1)[4]) <= 1e-5
+    part = from_bytes(F32, step.ex.download(step.partial)).reshape(n_q, splits, d + 2)
+    assert np.all(part[:, 2:, :d] == 0)
+    assert np.all(part[:, 2:, d] == -np.inf)
+    assert np.all(part[:, 2:, d + 1] == 0)
+    assert np.all(np.isfinite(part[:, :2])) and np.all(part[:, :2, d + 1] >= 1.0)
+
+
+@pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
+@pytest.mark.parametrize('rope', [PLAIN, LLAMA3, QWEN], ids=['plain', 'llama3', 'qwen'])
+@pytest.mark.parametrize('pos', [0, 1, 37, 8191])
+def test_rope_kv(rng, cache, rope, pos):
+    """ROPE_KV alone: a few head ranges over queues, q and k rotated, row pos appended."""
+    n_q, n_kv, d, ctx = 6, 2, 64, 8192
+    p = Amk.Program.new(3)
+    q = p.add_buffer('q', F32, [n_q * d], IN)
+    k = p.add_buffer('k', F32, [n_kv * d], IN)
+    v = p.add_buffer('v', F32, [n_kv * d], IN)
+    kc = p.add_buffer('kc', cache, [ctx, n_kv, d], OUT)
+    vc = p.add_buffer('vc', cache, [ctx, n_kv, d], OUT)
+    pb = p.add_buffer('pos', I32, [1], IN)
+    for i, (first, count) in enumerate([(0, 3), (3, 4), (7, 1)]):
+        add_op(p, i, Amk.Opcode.ROPE_KV, [q, k, v, kc, vc, pb],
+               rope_ints(d, n_q, n_kv, ctx, first, count, rope), rope_floats(rope))
+    ex = Amk.CpuExecutor.new(p)
+    qd = rng.standard_normal((n_q, d)).astype(np.float32)
+    kd = rng.standard_normal((n_kv, d)).astype(np.float32)
+    vd = rng.standard_normal((n_kv, d)).astype(np.float32)
+    for buf, data in ((q, qd), (k, kd), (v, vd), (pb, np.array([pos], dtype=np.int32))):
+        ex.upload(buf, to_bytes(data))
+    for buf in (kc, vc):
+        ex.upload(buf, to_bytes(poison(cache, ctx * n_kv * d)))
+    ex.run()
+
+    inv = ref_inv_freq(d, **rope)
+    assert rel_err(from_bytes(F32, ex.download(q)).reshape(n_q, d), ref_rope(qd, pos, inv)) <= 1e-6
+    k_want = ref_rope(kd, pos, inv)
+    assert rel_err(from_bytes(F32, ex.download(k)).reshape(n_kv, d), k_want) <= 1e-6
+    for buf, want in ((kc, k_want), (vc, vd)):
+        got = from_bytes(cache, ex.download(buf)).reshape(ctx, n_kv, d)
+        assert rel_err(to_f32(cache, got[pos]), want) <= (1e-6 if cache == F32 else 4e-3)
+        rest = np.delete(got, pos, axis=0)
+        assert rest.tobytes() == poison(cache, rest.size).tobytes()
+
+
+def test_llama3_frequencies():
+    """The reference itself against what Llama-3 scaling means: high frequencies (wavelength
+    under 8192 / 4) unchanged, low ones (over 8192) divided by 32, the band between
+    interpolated and monotonic."""
+    plain = ref_inv_freq(64, 500000.0)
+    scaled = ref_inv_freq(64, **LLAMA3)
+    wavelen = 2 * np.pi / plain
+    assert np.array_equal(scaled[wavelen < 2048], plain[wavelen < 2048])
+    np.testing.assert_allclose(scaled[wavelen > 8192], plain[wavelen > 8192] / 32, rtol=1e-6)
+    band = (wavelen >= 2048) & (wavelen <= 8192)
+    assert band.any()
+    assert np.all(scaled[band] <= plain[band]) and np.all(scaled[band] >= plain[band] / 32)
+    assert np.all(np.diff(scaled) < 0)
+
+
+# ---- the position check ---------------------------------------------------------------
+
+@pytest.mark.parametrize('opcode', ['rope', 'decode'])
+@pytest.mark.parametrize('pos', [-1, 16, 1 << 30])
+def test_position_out_of_range(rng, opcode, pos):
+    n_q, n_kv, d, ctx = 4, 2, 8, 16
+    p = Amk.Program.new(2)
+    q = p.add_buffer('q', F32, [n_q * d], IN)
+    k = p.add_buffer('k', F32, [n_kv * d], IN)
+    v = p.add_buffer('v', F32, [n_kv * d], IN)
+    kc = p.add_buffer('kc', BF16, [ctx * n_kv * d], IN)
+    vc = p.add_buffer('vc', BF16, [ctx * n_kv * d], IN)
+    pb = p.add_buffer('pos', I32, [1], IN)
+    part = p.add_buffer('partial', F32, [n_q * (d + 2)], OUT)
+    add_op(p, 0, Amk.Opcode.NOP, [])
+    if opcode == 'rope':
+        add_op(p, 1, Amk.Opcode.ROPE_KV, [q, k, v, kc, vc, pb],
+               rope_ints(d, n_q, n_kv, ctx, 0, n_q + n_kv, PLAIN), rope_floats(PLAIN))
+    else:
+        add_op(p, 1, Amk.Opcode.ATTN_DECODE, [part, q, kc, vc, pb], [d, n_q, n_kv, ctx, 1, 0, 1],
+               {7: 0.5})
+    ex = Amk.CpuExecutor.new(p)
+    ex.upload(pb, to_bytes(np.array([pos], dtype=np.int32)))
+    with pytest.raises(GLib.Error) as info:
+        ex.run()
+    assert info.value.matches(Amk.launch_error_quark(), Amk.LaunchError.ABORTED), info.value.message
+    record = ex.get_last_abort()
+    assert record.code == Amk.AbortCode.CHECK
+    assert record.detail == pb
+    assert (record.queue, record.instruction) == (1, 0)
+    # the last position is fine
+    ex.upload(pb, to_bytes(np.array([ctx - 1], dtype=np.int32)))
+    assert ex.run() is True
+    assert ex.get_last_abort() is None
+
+
+# ---- the verifier -----------------------------------------------------------------------
+
+def expect_error(p, code, *words):
+    with pytest.raises(GLib.Error) as info:
+        p.verify()
+    error = info.value
+    assert error.matches(Amk.program_error_quark(), code), (error.code, error.message)
+    for word in words:
+        assert word in error.message, error.message
+    return error.message
+
+
+class Rig:
+    """Buffers for one attention instruction: n_q 4, n_kv 2, head_dim 8, max_ctx 16, 3 splits."""
+    N_Q, N_KV, D, CTX, S = 4, 2, 8, 16, 3
+
+    def __init__(self, kc_dtype=BF16, vc_dtype=BF16, q_dtype=F32, pos_dtype=I32, kc_rows=16,
+                 partial_len=None, kc_role=IN, partial_role=SCRATCH):
+        n_q, n_kv, d = self.N_Q, self.N_KV, self.D
+        p = self.p = Amk.Program.new(1)
+        self.q = p.add_buffer('q', q_dtype, [n_q * d], IN)
+        self.k = p.add_buffer('k', F32, [n_kv * d], IN)
+        self.v = p.add_buffer('v', F32, [n_kv * d], CONST)  # read only: may be constant
+        self.kc = p.add_buffer('kcache', kc_dtype, [kc_rows * n_kv * d], kc_role)
+        self.vc = p.add_buffer('vcache', vc_dtype, [self.CTX * n_kv * d], IN)
+        self.pos = p.add_buffer('position', pos_dtype, [1], IN)
+        self.partial = p.add_buffer('partial', F32, [partial_len or n_q * self.S * (d + 2)], partial_role)
+        self.out = p.add_buffer('out', F32, [n_q * d], OUT)
+
+    def rope(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, first=0, count=6, rope=PLAIN, bufs=None):
+        add_op(self.p, 0, Amk.Opcode.ROPE_KV,
+               bufs or [self.q, self.k, self.v, self.kc, self.vc, self.pos],
+               rope_ints(d, n_q, n_kv, ctx, first, count, rope), rope_floats(rope))
+        return self.p
+
+    def decode(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, g=1, s=2, n_splits=S, scale=0.3, bufs=None):
+        add_op(self.p, 0, Amk.Opcode.ATTN_DECODE,
+               bufs or [self.partial, self.q, self.kc, self.vc, self.pos],
+               [d, n_q, n_kv, ctx, g, s, n_splits], {7: scale})
+        return self.p
+
+    def reduce(self, d=D, n_q=N_Q, n_splits=S, first=0, count=4, bufs=None):
+        add_op(self.p, 0, Amk.Opcode.ATTN_REDUCE, bufs or [self.out, self.partial],
+               [d, n_q, n_splits, first, count])
+        return self.p
+
+
+def test_verifier_accepts_the_rig():
+    r = Rig()
+    r.rope()
+    r.decode()
+    r.reduce()
+    r.p.verify()
+
+
+# ROPE_KV
+def test_rope_head_dim_odd():
+    expect_error(Rig().rope(d=7), PE.INVALID, 'ROPE_KV', 'even')
+
+
+def test_rope_head_dim_zero():
+    expect_error(Rig().rope(d=0), PE.OUT_OF_RANGE, 'ROPE_KV')
+
+
+def test_rope_heads_not_grouped():
+    expect_error(Rig().rope(n_q=3), PE.INVALID, 'ROPE_KV', 'multiple')
+
+
+def test_rope_no_kv_heads():
+    expect_error(Rig().rope(n_kv=0), PE.OUT_OF_RANGE, 'ROPE_KV')
+
+
+def test_rope_no_context():
+    expect_error(Rig().rope(ctx=0), PE.OUT_OF_RANGE, 'ROPE_KV')
+
+
+def test_rope_head_range():
+    expect_error(Rig().rope(first=2, count=5), PE.OUT_OF_RANGE, 'ROPE_KV', 'heads')
+
+
+def test_rope_theta():
+    expect_error(Rig().rope(rope=dict(theta=0.0)), PE.INVALID, 'ROPE_KV', 'theta')
+
+
+@pytest.mark.parametrize('bad', [dict(factor=-1.0), dict(factor=float('nan')), dict(high=0.5),
+                                 dict(low=0.0), dict(old_ctx=0)])
+def test_rope_scaling_factors(bad):
+    rope = dict(LLAMA3, **bad)
+    expect_error(Rig().rope(rope=rope), PE.INVALID, 'ROPE_KV', 'Llama-3')
+
+
+def test_rope_q_dtype():
+    expect_error(Rig(q_dtype=BF16).rope(), PE.INVALID, 'ROPE_KV', '“q”')
+
+
+def test_rope_cache_dtype():
+    expect_error(Rig(kc_dtype=I32, vc_dtype=I32).rope(), PE.INVALID, 'ROPE_KV', 'kcache')
+
+
+def test_rope_cache_dtypes_differ():
+    expect_error(Rig(vc_dtype=F32).rope(), PE.INVALID, 'ROPE_KV', 'kcache', 'vcache')
+
+
+def test_rope_pos_dtype():
+    expect_error(Rig(pos_dtype=F32).rope(), PE.INVALID, 'ROPE_KV', 'position')
+
+
+def test_rope_cache_too_small():
+    expect_error(Rig(kc_rows=15).rope(), PE.OUT_OF_RANGE, 'ROPE_KV', 'kcache')
+
+
+def test_rope_writes_constant_cache():
+    expect_error(Rig(kc_role=CONST).rope(), PE.INVALID, 'ROPE_KV', 'kcache', 'constant')
+
+
+def test_rope_q_aliases_k():
+    r = Rig()
+    expect_error(r.rope(bufs=[r.q, r.q, r.v, r.kc, r.vc, r.pos]), PE.INVALID,
+                 'ROPE_KV', 'shares memory')
+
+
+def test_rope_caches_alias():
+    r = Rig()
+    expect_error(r.rope(bufs=[r.q, r.k, r.v, r.vc, r.vc, r.pos]), PE.INVALID, 'ROPE_KV', 'vcache')
+
+
+# ATTN_DECODE
+def test_decode_head_dim_too_large():
+    r = Rig()
+    expect_error(r.decode(d=258), PE.OUT_OF_RANGE, 'ATTN_DECODE', '256')
+
+
+def test_decode_kv_head():
+    expect_error(Rig().decode(g=2), PE.OUT_OF_RANGE, 'ATTN_DECODE', 'head 2')
+
+
+def test_decode_split():
+    expect_error(Rig().decode(s=3), PE.OUT_OF_RANGE, 'ATTN_DECODE', 'split 3 of 3')
+
+
+def test_decode_no_splits():
+    expect_error(Rig().decode(s=0, n_splits=0), PE.OUT_OF_RANGE, 'ATTN_DECODE')
+
+
+def test_decode_scale():
+    expect_error(Rig().decode(scale=float('inf')), PE.INVALID, 'ATTN_DECODE', 'scale')
+
+
+def test_decode_partial_too_small():
+    expect_error(Rig(partial_len=4 * 3 * 10 - 1).decode(), PE.OUT_OF_RANGE, 'ATTN_DECODE', 'partial')
+
+
+def test_decode_partial_constant():
+    expect_error(Rig(partial_role=CONST).decode(), PE.INVALID, 'ATTN_DECODE', 'constant')
+
+
+def test_decode_partial_aliases_q():
+    r = Rig()
+    expect_error(r.decode(bufs=[r.partial, r.partial, r.kc, r.vc, r.pos]), PE.INVALID,
+                 'ATTN_DECODE', 'shares memory')
+
+
+def test_decode_q_dtype():
+    expect_error(Rig(q_dtype=BF16).decode(), PE.INVALID, 'ATTN_DECODE', '“q”')
+
+
+def test_decode_cache_dtypes_differ():
+    expect_error(Rig(kc_dtype=F32).decode(), PE.INVALID, 'ATTN_DECODE', 'kcache')
+
+
+# ATTN_REDUCE
+def test_reduce_head_range():
+    expect_error(Rig().reduce(first=1, count=4), PE.OUT_OF_RANGE, 'ATTN_REDUCE', 'heads')
+
+
+def test_reduce_no_splits():
+    expect_error(Rig().reduce(n_splits=0), PE.OUT_OF_RANGE, 'ATTN_REDUCE')
+
+
+def test_reduce_partial_too_small():
+    expect_error(Rig().reduce(n_splits=4), PE.OUT_OF_RANGE, 'ATTN_REDUCE', 'partial')
+
+
+def test_reduce_out_aliases_partial():
+    r = Rig()
+    expect_error(r.reduce(bufs=[r.partial, r.partial]), PE.INVALID, 'ATTN_REDUCE', 'shares memory')
+
+
+def test_reduce_odd_head_dim():
+    expect_error(Rig().reduce(d=5), PE.INVALID, 'ATTN_REDUCE', 'even')
+
+
+def test_reduce_buffer_count():
+    r = Rig()
+    add_op(r.p, 0, Amk.Opcode.ATTN_REDUCE, [r.out, r.partial, r.q], [8, 4, 3, 0, 4])
+    expect_error(r.p, PE.INVALID, 'ATTN_REDUCE')
