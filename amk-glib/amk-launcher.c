@@ -17,7 +17,6 @@
 #include "amk-error.h"
 #include "amk-abi.h"
 #include "amk-cuda.h"
-#include "amk-enum-types.h"
 
 /**
  * AmkLauncher:
@@ -1178,17 +1177,6 @@ amk_launcher_launch_finish (AmkLauncher   *self,
   return g_task_propagate_boolean (G_TASK (result), error);
 }
 
-static const char *
-opcode_name (guint opcode)
-{
-  GEnumClass *klass = g_type_class_ref (AMK_TYPE_OPCODE);
-  GEnumValue *value = g_enum_get_value (klass, (gint) opcode);
-  const char *name = value != NULL ? value->value_nick : "unknown";
-
-  g_type_class_unref (klass);
-  return name;
-}
-
 /**
  * amk_launcher_get_trace_json:
  * @self: a launcher
@@ -1240,7 +1228,7 @@ amk_launcher_get_trace_json (AmkLauncher  *self,
       g_string_append_printf (json,
                               "%s  {\"name\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %u, "
                               "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"queue\": %d, \"instruction\": %d}}",
-                              first ? "" : ",\n", opcode_name (e->opcode), e->sm_id,
+                              first ? "" : ",\n", amk_opcode_nick (e->opcode), e->sm_id,
                               (e->start_ns - t0) / 1000.0, (e->end_ns - e->start_ns) / 1000.0,
                               e->queue, e->instruction);
       first = FALSE;

@@ -56,6 +56,9 @@ struct _AmkProgram
 void         amk_buffer_info_free         (AmkBufferInfo *info);
 AmkBufferInfo *amk_program_get_buffer_info (AmkProgram *self, guint buffer);
 
+/* The opcode's name for messages and traces ("matvec", "rope-kv"), or "unknown". */
+const char  *amk_opcode_nick              (guint opcode);
+
 /* Marks the program changed: it must be verified again before it runs. */
 void         amk_program_invalidate       (AmkProgram *self);
 

@@ -192,6 +192,17 @@ amk_program_new (guint num_queues)
   return g_object_new (AMK_TYPE_PROGRAM, "num-queues", num_queues, NULL);
 }
 
+const char *
+amk_opcode_nick (guint opcode)
+{
+  GEnumClass *klass = g_type_class_ref (AMK_TYPE_OPCODE);
+  GEnumValue *value = g_enum_get_value (klass, (gint) opcode);
+  const char *nick = value != NULL ? value->value_nick : "unknown";
+
+  g_type_class_unref (klass);  /* the nick is static: the class stays in GLib's table */
+  return nick;
+}
+
 void
 amk_program_invalidate (AmkProgram *self)
 {

@@ -11,7 +11,6 @@
 
 #include "amk-program.h"
 #include "amk-program-private.h"
-#include "amk-enum-types.h"
 
 typedef struct {
   double time;
@@ -229,17 +228,6 @@ amk_program_estimate_schedule (AmkProgram *self,
   return ok;
 }
 
-static const char *
-opcode_nick (guint opcode)
-{
-  GEnumClass *klass = g_type_class_ref (AMK_TYPE_OPCODE);
-  GEnumValue *value = g_enum_get_value (klass, (gint) opcode);
-  const char *nick = value != NULL ? value->value_nick : "?";
-
-  g_type_class_unref (klass);
-  return nick;
-}
-
 /**
  * amk_program_get_schedule_report:
  * @self: a program
@@ -287,7 +275,7 @@ amk_program_get_schedule_report (AmkProgram *self)
   for (gint i = e.last; i >= 0 && steps < 12; i = e.reason[i], steps++)
     g_string_append_printf (out, _("    queue %d instruction %d (%s): %.1f us to %.1f us\n"),
                             e.queue_of[i], e.pos_of[i],
-                            opcode_nick (g_array_index (self->instructions, amk_instruction_t, i).opcode),
+                            amk_opcode_nick (g_array_index (self->instructions, amk_instruction_t, i).opcode),
                             e.start[i] / 1000, e.finish[i] / 1000);
   estimate_clear (&e);
   return g_string_free (out, FALSE);

@@ -10,37 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <amk-glib/amk-glib.h>
+#include "bench-common.h"
 
 int amk_bench_empty_launch (int grid, int threads);
 
 static int repeats = 50;
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
-/* Median wall time in microseconds of `repeats` launches (after 3 warm-ups). */
-static double
-time_launches (AmkLauncher *launcher)
-{
-  g_autofree double *t = g_new (double, repeats);
-  g_autoptr(GError) error = NULL;
-
-  for (int i = 0; i < 3 + repeats; i++)
-    {
-      gint64 start = g_get_monotonic_time ();
-      if (!amk_launcher_launch (launcher, NULL, &error))
-        g_error ("launch failed: %s", error->message);
-      if (i >= 3)
-        t[i - 3] = (double) (g_get_monotonic_time () - start);
-    }
-  qsort (t, repeats, sizeof *t, cmp_double);
-  return t[repeats / 2];
-}
 
 static double
 time_empty (int grid, int threads)
@@ -55,7 +29,7 @@ time_empty (int grid, int threads)
       if (i >= 3)
         t[i - 3] = (double) (g_get_monotonic_time () - start);
     }
-  qsort (t, repeats, sizeof *t, cmp_double);
+  qsort (t, repeats, sizeof *t, bench_cmp_double);
   return t[repeats / 2];
 }
 
@@ -170,7 +144,7 @@ main (int argc, char **argv)
   {
     g_autoptr(AmkProgram) p = nops_per_queue (132, 1);
     load (launcher, p);
-    t_nop = time_launches (launcher);
+    t_nop = bench_time_launches (launcher, repeats);
     t_empty = time_empty (132, threads);
     g_print ("launch overhead: 132 NOP queues %.2f us, empty plain kernel %.2f us, ratio %.2f\n",
              t_nop, t_empty, t_nop / t_empty);
@@ -179,9 +153,9 @@ main (int argc, char **argv)
     g_autoptr(AmkProgram) p0 = ping_pong (2);
     g_autoptr(AmkProgram) p = ping_pong (hops + 2);
     load (launcher, p0);
-    t_chain0 = time_launches (launcher);
+    t_chain0 = bench_time_launches (launcher, repeats);
     load (launcher, p);
-    t_chain = time_launches (launcher);
+    t_chain = bench_time_launches (launcher, repeats);
     g_print ("dependency latency: %u hops between 2 SMs in %.1f us (baseline 1 hop %.1f us): %.0f ns per hop\n",
              hops, t_chain, t_chain0, (t_chain - t_chain0) * 1000.0 / hops);
   }
@@ -189,9 +163,9 @@ main (int argc, char **argv)
     g_autoptr(AmkProgram) p0 = nops_per_queue (132, 1);
     g_autoptr(AmkProgram) p = nops_per_queue (132, dispatch + 1);
     load (launcher, p0);
-    t_disp0 = time_launches (launcher);
+    t_disp0 = bench_time_launches (launcher, repeats);
     load (launcher, p);
-    t_disp = time_launches (launcher);
+    t_disp = bench_time_launches (launcher, repeats);
     g_print ("instruction dispatch: %u independent NOPs per queue on 132 queues in %.1f us "
              "(baseline 1 NOP %.1f us): %.1f ns per instruction per queue\n",
              dispatch, t_disp, t_disp0, (t_disp - t_disp0) * 1000.0 / dispatch);

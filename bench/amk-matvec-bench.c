@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <amk-glib/amk-glib.h>
+#include "bench-common.h"
 #include "amk-abi.h" /* AMK_MATVEC_SMEM_BYTES, AMK_MATVEC_RING_BYTES_PER_THREAD */
 
 #define N_QUEUES   132
@@ -28,32 +28,6 @@
 #define N_SAMPLES  96
 
 static int repeats = 20;
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
-/* Median wall time in microseconds of `repeats` launches (after 3 warm-ups). */
-static double
-time_launches (AmkLauncher *launcher)
-{
-  g_autofree double *t = g_new (double, repeats);
-  g_autoptr(GError) error = NULL;
-
-  for (int i = 0; i < 3 + repeats; i++)
-    {
-      gint64 start = g_get_monotonic_time ();
-      if (!amk_launcher_launch (launcher, NULL, &error))
-        g_error ("launch failed: %s", error->message);
-      if (i >= 3)
-        t[i - 3] = (double) (g_get_monotonic_time () - start);
-    }
-  qsort (t, repeats, sizeof *t, cmp_double);
-  return t[repeats / 2];
-}
 
 /* First start to last end of one traced launch, in microseconds. */
 static double
@@ -264,7 +238,7 @@ bench_shape (guint rows, guint k, guint threads, guint smem, guint only_tile, do
         }
       all_ok &= ok;
 
-      res.host_us = time_launches (l);
+      res.host_us = bench_time_launches (l, repeats);
       res.net_us = res.host_us - overhead_us;
       res.span_us = device_span (l);
       g_print ("%s tile %5u rows (%5u tiles, <= %3u per queue): host %8.1f us %5.2f TB/s (%3.0f%% of copy) | "
@@ -340,7 +314,7 @@ main (int argc, char **argv)
     configure (probe, threads, smem);
     if (!amk_launcher_load (probe, p, &error))
       g_error ("%s", error->message);
-    overhead_us = time_launches (probe);
+    overhead_us = bench_time_launches (probe, repeats);
     g_print ("launch overhead (132 NOP queues, same configuration): %.1f us\n", overhead_us);
   }
 

@@ -9,18 +9,9 @@
  */
 #include <math.h>
 #include <string.h>
-#include <amk-glib/amk-glib.h>
+#include "gpu-test-common.h"
 
 #define N_QUEUES 132
-
-static gboolean
-need_gpu (void)
-{
-  if (amk_launcher_get_device_count () > 0)
-    return TRUE;
-  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
-  return FALSE;
-}
 
 static guint16
 f32_to_bf16 (float f)
@@ -69,12 +60,6 @@ random_floats (gsize n, AmkDType dtype, double range)
 }
 
 static GBytes *
-poison (gsize n_bytes)
-{
-  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
-}
-
-static GBytes *
 int_bytes (gint32 v)
 {
   return g_bytes_new (&v, 4);
@@ -87,39 +72,6 @@ add_buf (AmkProgram *p, const char *name, AmkDType dtype, gint64 n, AmkBufferRol
   gint b = amk_program_add_buffer (p, name, dtype, (gint64[]) { n }, 1, role, &error);
   g_assert_no_error (error);
   return b;
-}
-
-static gint
-add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
-         const gint *ints, gsize n_ints)
-{
-  g_autoptr(GError) error = NULL;
-  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
-
-  g_assert_no_error (error);
-  g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
-  return i;
-}
-
-static void
-set_float (AmkProgram *p, gint i, guint slot, float v)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_param_float (p, i, slot, v, &error));
-}
-
-static void
-wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
-}
-
-static void
-signal_on (AmkProgram *p, gint instruction, gint counter)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
 }
 
 typedef struct {

@@ -10,20 +10,11 @@
  */
 #include <math.h>
 #include <string.h>
-#include <amk-glib/amk-glib.h>
+#include "gpu-test-common.h"
 
 #define MAX_BUFS 8
 
 static const guint thread_configs[] = { 512, 256, 96, 32 };
-
-static gboolean
-need_gpu (void)
-{
-  if (amk_launcher_get_device_count () > 0)
-    return TRUE;
-  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
-  return FALSE;
-}
 
 static const char *
 dt_name (AmkDType dtype)
@@ -83,12 +74,6 @@ vec_random (gsize n, AmkDType dtype, int scale_exp)
   return g_bytes_new_take (d, n * esize (dtype));
 }
 
-static GBytes *
-poison (gsize n_bytes)
-{
-  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
-}
-
 static double
 load (const guint8 *p, AmkDType dtype, gsize i)
 {
@@ -130,41 +115,6 @@ buf (AmkProgram *p, const char *name, AmkDType dtype, gint64 n, AmkBufferRole ro
   gint b = amk_program_add_buffer (p, name, dtype, &n, 1, role, &error);
   g_assert_no_error (error);
   return b;
-}
-
-static gint
-add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
-         const gint *ints, gsize n_ints)
-{
-  g_autoptr(GError) error = NULL;
-  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
-
-  g_assert_no_error (error);
-  if (n_ints > 0)
-    g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
-  g_assert_no_error (error);
-  return i;
-}
-
-static void
-set_float (AmkProgram *p, gint i, guint slot, float v)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_param_float (p, i, slot, v, &error));
-}
-
-static void
-wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
-}
-
-static void
-signal_on (AmkProgram *p, gint instruction, gint counter)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
 }
 
 /* takes data */

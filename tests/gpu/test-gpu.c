@@ -5,17 +5,8 @@
  */
 #include <math.h>
 #include <string.h>
-#include <amk-glib/amk-glib.h>
+#include "gpu-test-common.h"
 #include "amk-abi.h" /* AMK_MATVEC_SMEM_BYTES (kernels/, on the include path) */
-
-static gboolean
-need_gpu (void)
-{
-  if (amk_launcher_get_device_count () > 0)
-    return TRUE;
-  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
-  return FALSE;
-}
 
 static GBytes *
 random_bytes (gsize n_bytes, AmkDType dtype)
@@ -44,12 +35,6 @@ random_bytes (gsize n_bytes, AmkDType dtype)
   for (gsize i = n_bytes & ~(gsize) 3; i < n_bytes; i++)
     data[i] = (guint8) g_test_rand_int ();
   return g_bytes_new_take (data, n_bytes);
-}
-
-static GBytes *
-poison (gsize n_bytes)
-{
-  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
 }
 
 /* Runs `program` on the CPU executor and on the GPU with the same random inputs and the
@@ -102,32 +87,6 @@ assert_gpu_matches_cpu (AmkLauncher *launcher, AmkProgram *program, guint launch
         g_error ("buffer %u “%s” differs between the GPU and the CPU executor",
                  b, amk_program_get_buffer_name (program, b));
     }
-}
-
-static gint
-add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
-         const gint *ints, gsize n_ints)
-{
-  g_autoptr(GError) error = NULL;
-  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
-
-  g_assert_no_error (error);
-  g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
-  return i;
-}
-
-static void
-wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
-}
-
-static void
-signal_on (AmkProgram *p, gint instruction, gint counter)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
 }
 
 static void

@@ -1,0 +1,34 @@
+/* bench-common.h: what the benchmarks share: median wall-clock timing of launches.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <stdlib.h>
+#include <amk-glib/amk-glib.h>
+
+static inline int
+bench_cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* Median wall time in microseconds of `repeats` launches (after 3 warm-ups). */
+static inline double
+bench_time_launches (AmkLauncher *launcher, int repeats)
+{
+  g_autofree double *t = g_new (double, repeats);
+  g_autoptr(GError) error = NULL;
+
+  for (int i = 0; i < 3 + repeats; i++)
+    {
+      gint64 start = g_get_monotonic_time ();
+      if (!amk_launcher_launch (launcher, NULL, &error))
+        g_error ("launch failed: %s", error->message);
+      if (i >= 3)
+        t[i - 3] = (double) (g_get_monotonic_time () - start);
+    }
+  qsort (t, repeats, sizeof *t, bench_cmp_double);
+  return t[repeats / 2];
+}

@@ -1,0 +1,58 @@
+/* gpu-test-common.h: the helpers the GPU test programs share.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <string.h>
+#include <amk-glib/amk-glib.h>
+
+static inline gboolean
+need_gpu (void)
+{
+  if (amk_launcher_get_device_count () > 0)
+    return TRUE;
+  g_test_skip (amk_launcher_get_have_cuda () ? "no CUDA device" : "built without CUDA");
+  return FALSE;
+}
+
+static inline GBytes *
+poison (gsize n_bytes)
+{
+  return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
+}
+
+static inline gint
+add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
+         const gint *ints, gsize n_ints)
+{
+  g_autoptr(GError) error = NULL;
+  gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
+
+  g_assert_no_error (error);
+  if (n_ints > 0)
+    g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
+  g_assert_no_error (error);
+  return i;
+}
+
+static inline void
+set_float (AmkProgram *p, gint i, guint slot, float v)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_param_float (p, i, slot, v, &error));
+}
+
+static inline void
+wait_on (AmkProgram *p, gint waiter, gint counter, guint target)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_add_wait (p, waiter, counter, target, &error));
+}
+
+static inline void
+signal_on (AmkProgram *p, gint instruction, gint counter)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
+}
