@@ -21,7 +21,8 @@
  * about 31 B/ns each) and the measured per-instruction dispatch cost. */
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
-#define ELEMENTWISE_MIN_TILE  1024u       /* elements */
+#define ELEMENTWISE_MIN_TILE  256u        /* elements */
+#define MATVEC_MIN_ROWS       16u         /* a smaller tile costs more to start than it streams */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
 
 typedef struct {
@@ -142,11 +143,11 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
   switch (op->opcode)
     {
     case AMK_ABI_OP_MATVEC:
-      /* one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
+      /* at most one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
        * (bench/amk-matvec-bench, docs/performance.md), since every tile start costs
        * about one memory latency before its first weights arrive */
       n = info (self, op->buffers[1])->shape[0];
-      n_tiles = MIN (n, (guint64) queues);
+      n_tiles = MAX (1, MIN (n / MATVEC_MIN_ROWS, (guint64) queues));
       break;
     case AMK_ABI_OP_RMSNORM:     /* vectors (heads) */
       n = info (self, op->buffers[1])->n_elements / op->ints[0];

@@ -229,11 +229,12 @@ queues_used (AmkProgram *p, guint opcode, gint buffer)
   return used;
 }
 
+/* The rule: a matvec with at least 16 rows per queue uses every queue. */
 static void
 test_matvec_spreads (void)
 {
   const guint queues = 132;
-  const gint64 shapes[][2] = { { 16 * 132, 64 }, { 4096, 256 }, { 2048 + 13, 128 }, { 32768, 64 } };
+  const gint64 shapes[][2] = { { 16 * 132, 64 }, { 4096, 256 }, { 16 * 132 + 13, 128 }, { 32768, 64 } };
 
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     {
