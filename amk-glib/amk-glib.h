@@ -17,5 +17,6 @@
 #include <amk-glib/amk-program.h>
 #include <amk-glib/amk-cpu-executor.h>
 #include <amk-glib/amk-launcher.h>
+#include <amk-glib/amk-tokenizer.h>
 
 #undef __AMK_GLIB_INSIDE__
