@@ -31,15 +31,20 @@ def main(path):
     gpu = Amk.Launcher(device=0)
     gpu.load(layer.p)
     best = None
-    for smem in (0, 196608):               # direct MATVEC loads, or the shared-memory ring
-        gpu.props.dynamic_shared_memory = smem
-        t = time_launches(gpu, layer)
-        tbps = layer.bytes_moved() / t / 1e12
-        print(f"layer, {smem:6d} B dynamic shared memory: {t * 1e6:7.1f} us per step (host wall), "
-              f"{tbps:.2f} TB/s over {layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy")
-        if best is None or t < best[0]:
-            best = (t, smem)
-    gpu.props.dynamic_shared_memory = best[1]
+    for threads in (256, 512):
+        for smem in (0, 196608):           # direct MATVEC loads, or the shared-memory ring
+            gpu.props.threads_per_block = threads
+            gpu.props.dynamic_shared_memory = smem
+            t = time_launches(gpu, layer)
+            tbps = layer.bytes_moved() / t / 1e12
+            print(f"layer, {threads} threads, {smem:6d} B dynamic shared memory: {t * 1e6:7.1f} us "
+                  f"per step (host wall), {tbps:.2f} TB/s over {layer.bytes_moved() / 1e6:.1f} MB, "
+                  f"{tbps / 4.16:.2f} x copy")
+            if best is None or t < best[0]:
+                best = (t, threads, smem)
+    gpu.props.threads_per_block = best[1]
+    gpu.props.dynamic_shared_memory = best[2]
+    print(f"traced with {best[1]} threads and {best[2]} B dynamic shared memory")
     layer.load(gpu)
     gpu.props.trace = True
     gpu.launch(None)
