@@ -82,6 +82,7 @@ typedef struct {
   guint64       offset;                    /* from the start of the data section */
   const guint8 *data;                      /* inside the file; no alignment promised */
   gsize         n_bytes;
+  const char   *file;                      /* the file's display name, for messages */
 } AmkGgufTensor;
 
 AmkGguf              *amk_gguf_open               (const char   *path,

@@ -1,0 +1,78 @@
+/* fuzz-safetensors.c: libFuzzer target for the safetensors parser (amk-safetensors.c).
+ *
+ * The bytes go to amk_safetensors_open_bytes(), which must either return a parsed file
+ * or fail with G_IO_ERROR_INVALID_DATA or G_IO_ERROR_NOT_SUPPORTED (never crash, leak,
+ * hang or log a critical). In a file that opens, every tensor lies inside the input,
+ * is found by its name, and converts to bf16 (BF16, F16, F32) or fails with
+ * G_IO_ERROR_NOT_SUPPORTED. (The sharded index is read from a folder; this target
+ * covers the per-file parser, which each shard goes through.)
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <gio/gio.h>
+#include "amk-safetensors-private.h"
+
+int LLVMFuzzerInitialize (int *argc, char ***argv);
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+static void G_GNUC_NORETURN
+fail (const char *what, const GError *error)
+{
+  fprintf (stderr, "fuzz-safetensors: %s%s%s\n", what, error != NULL ? ": " : "",
+           error != NULL ? error->message : "");
+  abort ();
+}
+
+int
+LLVMFuzzerInitialize (int *argc, char ***argv)
+{
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  return 0;
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  g_autoptr(GBytes) bytes = g_bytes_new_static (data, size);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkSafetensors) st = amk_safetensors_open_bytes (bytes, "fuzz.safetensors", &error);
+
+  if (st == NULL)
+    {
+      if (error == NULL || error->domain != G_IO_ERROR ||
+          (error->code != G_IO_ERROR_INVALID_DATA && error->code != G_IO_ERROR_NOT_SUPPORTED))
+        fail ("open failed without INVALID_DATA or NOT_SUPPORTED", error);
+      return 0;
+    }
+  if (error != NULL)
+    fail ("open succeeded and set an error", error);
+
+  (void) amk_safetensors_get_metadata (st, "format");
+  for (gsize i = 0; i < amk_safetensors_get_n_tensors (st); i++)
+    {
+      const AmkSafetensorsTensor *t = amk_safetensors_get_tensor (st, i);
+      g_autofree guint16 *out = NULL;
+      gboolean convertible = t->dtype == AMK_SAFETENSORS_DTYPE_BF16 ||
+                             t->dtype == AMK_SAFETENSORS_DTYPE_F16 ||
+                             t->dtype == AMK_SAFETENSORS_DTYPE_F32;
+
+      if (amk_safetensors_find_tensor (st, t->name) != t)
+        fail ("a tensor is not found by its name", NULL);
+      if (t->n_bytes > 0 && (t->data < data || t->data + t->n_bytes > data + size))
+        fail ("a tensor's data lies outside the input", NULL);
+      if (t->n_bytes != t->n_elements * amk_safetensors_dtype_size (t->dtype))
+        fail ("a tensor's size disagrees with its shape", NULL);
+      out = g_new (guint16, MAX (t->n_elements, 1));   /* n_elements <= size */
+      if (!amk_safetensors_tensor_to_bf16 (t, out, &error))
+        {
+          if (convertible || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+            fail ("a tensor failed to convert", error);
+          g_clear_error (&error);
+        }
+    }
+  return 0;
+}
