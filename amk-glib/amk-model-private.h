@@ -36,7 +36,9 @@ gboolean       amk_model_generate_cpu    (AmkModelBuild  *build,
                                           guint           max_tokens,
                                           GString        *out,
                                           GError        **error);
-gboolean       amk_model_generate_cpu_full (AmkModelBuild *build,
+/* With a launcher (which loads the program) on the GPU, else on a new CPU executor. */
+gboolean       amk_model_generate_full   (AmkModelBuild *build,
+                                          AmkLauncher   *launcher,
                                             const char    *prompt,
                                             guint          max_tokens,
                                             GString       *out,

