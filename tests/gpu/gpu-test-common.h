@@ -56,3 +56,22 @@ signal_on (AmkProgram *p, gint instruction, gint counter)
   g_autoptr(GError) error = NULL;
   g_assert_true (amk_program_set_signal (p, instruction, counter, 1, &error));
 }
+
+/* Element i of an F32 or BF16 buffer, as a float. */
+static inline float
+load_float (const guint8 *p, AmkDType dtype, gsize i)
+{
+  float f;
+
+  if (dtype == AMK_DTYPE_BF16)
+    {
+      guint32 u = 0;
+      guint16 h;
+      memcpy (&h, p + 2 * i, 2);
+      u = (guint32) h << 16;
+      memcpy (&f, &u, 4);
+    }
+  else
+    memcpy (&f, p + 4 * i, 4);
+  return f;
+}

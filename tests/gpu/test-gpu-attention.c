@@ -21,23 +21,6 @@ f32_to_bf16 (float f)
   return (guint16) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static float
-load_elem (const guint8 *p, AmkDType dtype, gsize i)
-{
-  float f;
-  if (dtype == AMK_DTYPE_BF16)
-    {
-      guint16 h;
-      guint32 u;
-      memcpy (&h, p + 2 * i, 2);
-      u = (guint32) h << 16;
-      memcpy (&f, &u, 4);
-    }
-  else
-    memcpy (&f, p + 4 * i, 4);
-  return f;
-}
-
 /* n random floats in [-range, range], stored as dtype (F32 or BF16). */
 static GBytes *
 random_floats (gsize n, AmkDType dtype, double range)
@@ -187,7 +170,7 @@ run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const 
               count = amk_program_get_buffer_n_elements (p, b);
               for (gsize i = 0; i < count; i++)
                 {
-                  double x = load_elem (g, dt, i), y = load_elem (e, dt, i);
+                  double x = load_float (g, dt, i), y = load_float (e, dt, i);
                   /* -inf (an empty split's m) on both sides counts as equal */
                   if (isinf (y) && x == y)
                     continue;

@@ -74,23 +74,6 @@ vec_random (gsize n, AmkDType dtype, int scale_exp)
   return g_bytes_new_take (d, n * esize (dtype));
 }
 
-static double
-load (const guint8 *p, AmkDType dtype, gsize i)
-{
-  float f;
-  if (dtype == AMK_DTYPE_F32)
-    memcpy (&f, p + 4 * i, 4);
-  else
-    {
-      guint16 h;
-      guint32 u;
-      memcpy (&h, p + 2 * i, 2);
-      u = (guint32) h << 16;
-      memcpy (&f, &u, 4);
-    }
-  return f;
-}
-
 static void
 store_f32 (guint8 *p, AmkDType dtype, gsize i, float v)
 {
@@ -233,7 +216,7 @@ compare (const VecOut *o, GBytes *want, GBytes *got, char **what)
     }
   for (gsize i = o->lo; i < o->hi; i++)
     {
-      double a = load (g, o->dtype, i), b = load (e, o->dtype, i);
+      double a = load_float (g, o->dtype, i), b = load_float (e, o->dtype, i);
       num += (a - b) * (a - b);
       den += b * b;
     }

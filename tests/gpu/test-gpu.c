@@ -508,23 +508,6 @@ mv_random (gsize n, AmkDType dtype)
   return g_bytes_new_take (d, n * mv_esize (dtype));
 }
 
-static double
-mv_load (const guint8 *p, gint dtype, gsize i)
-{
-  float f;
-  if (dtype == AMK_DTYPE_F32)
-    memcpy (&f, p + 4 * i, 4);
-  else
-    {
-      guint16 h;
-      guint32 u;
-      memcpy (&h, p + 2 * i, 2);
-      u = (guint32) h << 16;
-      memcpy (&f, &u, 4);
-    }
-  return f;
-}
-
 /* y's initial contents: random rows for an in-place residual, then the poisoned pad */
 static GBytes *
 mv_initial_y (const MatvecCase *c, guint pad)
@@ -701,7 +684,7 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
       e = g_bytes_get_data (want, NULL);
       for (guint r = 0; r < c->rows; r++)
         {
-          double a = mv_load (g, c->y, r), b = mv_load (e, c->y, r);
+          double a = load_float (g, c->y, r), b = load_float (e, c->y, r);
           num += (a - b) * (a - b);
           den += b * b;
         }
@@ -718,7 +701,7 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
                           "row 0: gpu %.6g cpu %.6g",
                           label, threads, smem, ring ? "ring" : "direct", err, tol,
                           pad_ok ? "" : ", WROTE PAST THE LAST TILE",
-                          mv_load (g, c->y, 0), mv_load (e, c->y, 0));
+                          load_float (g, c->y, 0), load_float (e, c->y, 0));
           ok = FALSE;
         }
     }
