@@ -59,6 +59,7 @@ struct _AmkLauncher
   gint        device;
   guint       threads_per_block;
   guint       dynamic_shared_memory;
+  guint       l2_prefetch;
   guint       watchdog_ms;
   gboolean    trace;
 
@@ -81,6 +82,7 @@ enum {
   PROP_DEVICE,
   PROP_THREADS_PER_BLOCK,
   PROP_DYNAMIC_SHARED_MEMORY,
+  PROP_L2_PREFETCH,
   PROP_WATCHDOG_MS,
   PROP_TRACE,
   PROP_PROGRAM,
@@ -121,6 +123,9 @@ amk_launcher_get_property (GObject    *object,
     case PROP_DYNAMIC_SHARED_MEMORY:
       g_value_set_uint (value, self->dynamic_shared_memory);
       break;
+    case PROP_L2_PREFETCH:
+      g_value_set_uint (value, self->l2_prefetch);
+      break;
     case PROP_WATCHDOG_MS:
       g_value_set_uint (value, self->watchdog_ms);
       break;
@@ -153,6 +158,9 @@ amk_launcher_set_property (GObject      *object,
       break;
     case PROP_DYNAMIC_SHARED_MEMORY:
       amk_launcher_set_dynamic_shared_memory (self, g_value_get_uint (value));
+      break;
+    case PROP_L2_PREFETCH:
+      amk_launcher_set_l2_prefetch (self, g_value_get_uint (value));
       break;
     case PROP_WATCHDOG_MS:
       amk_launcher_set_watchdog_ms (self, g_value_get_uint (value));
@@ -203,6 +211,19 @@ amk_launcher_class_init (AmkLauncherClass *klass)
   properties[PROP_DYNAMIC_SHARED_MEMORY] =
     g_param_spec_uint ("dynamic-shared-memory", NULL, NULL, 0, G_MAXUINT, 0,
                        G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:l2-prefetch:
+   *
+   * How far ahead the MATVEC weights stream from device memory into the L2 cache: 0 not
+   * at all, 1 an instruction's own weights as soon as its block reaches it (before its
+   * waits), 2 also the next instruction's while the current one runs. Prefetching never
+   * changes a result, only when the bytes move: it keeps memory busy while blocks wait.
+   */
+  properties[PROP_L2_PREFETCH] =
+    g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 1,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
    * AmkLauncher:watchdog-ms:
@@ -366,6 +387,41 @@ amk_launcher_set_dynamic_shared_memory (AmkLauncher *self,
     return;
   self->dynamic_shared_memory = bytes;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
+}
+
+/**
+ * amk_launcher_get_l2_prefetch:
+ * @self: a launcher
+ *
+ * Gets how far ahead MATVEC weights stream into L2 (see #AmkLauncher:l2-prefetch).
+ *
+ * Returns: 0, 1 or 2
+ */
+guint
+amk_launcher_get_l2_prefetch (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
+  return self->l2_prefetch;
+}
+
+/**
+ * amk_launcher_set_l2_prefetch:
+ * @self: a launcher
+ * @ahead: 0, 1 or 2
+ *
+ * Sets how far ahead MATVEC weights stream into L2 in the next launches (see
+ * #AmkLauncher:l2-prefetch).
+ */
+void
+amk_launcher_set_l2_prefetch (AmkLauncher *self,
+                              guint        ahead)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  g_return_if_fail (ahead <= AMK_L2_PREFETCH_MAX);
+  if (self->l2_prefetch == ahead)
+    return;
+  self->l2_prefetch = ahead;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_L2_PREFETCH]);
 }
 
 /**
@@ -1069,6 +1125,7 @@ amk_launcher_launch (AmkLauncher   *self,
   prog.n_counters = (int32_t) self->n_counters;
   prog.n_instructions = (int32_t) self->n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
+  prog.l2_prefetch = self->l2_prefetch;
 
   memset (&self->last_abort, 0, sizeof self->last_abort);
   if (cancellable != NULL)

@@ -42,6 +42,11 @@ AMK_AVAILABLE_IN_1_0
 void                 amk_launcher_set_dynamic_shared_memory (AmkLauncher *self,
                                                          guint           bytes);
 AMK_AVAILABLE_IN_1_0
+guint                amk_launcher_get_l2_prefetch       (AmkLauncher    *self);
+AMK_AVAILABLE_IN_1_0
+void                 amk_launcher_set_l2_prefetch       (AmkLauncher    *self,
+                                                         guint           ahead);
+AMK_AVAILABLE_IN_1_0
 guint                amk_launcher_get_watchdog_ms       (AmkLauncher    *self);
 AMK_AVAILABLE_IN_1_0
 void                 amk_launcher_set_watchdog_ms       (AmkLauncher    *self,

@@ -31,20 +31,21 @@ def main(path):
     gpu = Amk.Launcher(device=0)
     gpu.load(layer.p)
     best = None
-    for threads in (256, 512):
-        for smem in (0, 196608):           # direct MATVEC loads, or the shared-memory ring
-            gpu.props.threads_per_block = threads
+    for smem in (0, 196608):               # direct MATVEC loads, or the shared-memory ring
+        for ahead in (0, 1, 2):            # MATVEC weights streamed into L2 ahead
+            gpu.props.threads_per_block = 512
             gpu.props.dynamic_shared_memory = smem
+            gpu.props.l2_prefetch = ahead
             t = time_launches(gpu, layer)
             tbps = layer.bytes_moved() / t / 1e12
-            print(f"layer, {threads} threads, {smem:6d} B dynamic shared memory: {t * 1e6:7.1f} us "
-                  f"per step (host wall), {tbps:.2f} TB/s over {layer.bytes_moved() / 1e6:.1f} MB, "
-                  f"{tbps / 4.16:.2f} x copy")
+            print(f"layer, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}: "
+                  f"{t * 1e6:7.1f} us per step (host wall), {tbps:.2f} TB/s over "
+                  f"{layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy")
             if best is None or t < best[0]:
-                best = (t, threads, smem)
-    gpu.props.threads_per_block = best[1]
-    gpu.props.dynamic_shared_memory = best[2]
-    print(f"traced with {best[1]} threads and {best[2]} B dynamic shared memory")
+                best = (t, smem, ahead)
+    gpu.props.dynamic_shared_memory = best[1]
+    gpu.props.l2_prefetch = best[2]
+    print(f"traced with 512 threads, {best[1]} B dynamic shared memory, l2-prefetch {best[2]}")
     layer.load(gpu)
     gpu.props.trace = True
     gpu.launch(None)

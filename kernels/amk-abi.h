@@ -194,7 +194,13 @@ typedef struct {
   int32_t                  n_counters;
   int32_t                  n_instructions;
   int32_t                  num_sms;        /* number of queues */
+  uint32_t                 l2_prefetch;    /* instructions whose weights stream into L2
+                                            * ahead: 0 none, 1 the current one before its
+                                            * waits, 2 also the next (AMK_L2_PREFETCH_MAX) */
+  uint32_t                 reserved;
 } amk_device_program;
+
+#define AMK_L2_PREFETCH_MAX 2
 
 #ifdef __cplusplus
 #define AMK_STATIC_ASSERT(c, m) static_assert (c, m)
@@ -209,7 +215,7 @@ AMK_STATIC_ASSERT (sizeof (amk_params_t) == 48, "amk_params_t must be 48 bytes")
 AMK_STATIC_ASSERT (sizeof (amk_instruction_t) == 128, "amk_instruction_t must be 128 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_abort_record_t) == 32, "amk_abort_record_t must be 32 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_trace_event_t) == 32, "amk_trace_event_t must be 32 bytes");
-AMK_STATIC_ASSERT (sizeof (amk_device_program) == 120, "amk_device_program must be 120 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_device_program) == 128, "amk_device_program must be 128 bytes");
 
 #ifdef __cplusplus
 }

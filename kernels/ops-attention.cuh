@@ -184,8 +184,10 @@ amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, 
       const amk_buffer_t *b = buffers + ref;
       const uint32_t dt = b->dtype;
       const uint32_t es = amk_dtype_size (dt);
-      if (es == 0 || dt >= 32 || ((dtypes >> dt) & 1u) == 0 || count > b->size_bytes / es ||
-          b->addr % align != 0 || b->addr % es != 0)
+      /* align is a power of two */
+      if (es == 0 || dt >= 32 || ((dtypes >> dt) & 1u) == 0 ||
+          count > (b->size_bytes >> amk_size_shift (es)) ||
+          (b->addr & (align - 1)) != 0 || (b->addr & (es - 1)) != 0)
         return AMK_ABORT_CHECK;
     }
   if (op != AMK_ABI_OP_ATTN_REDUCE &&
@@ -663,8 +665,10 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
     }
 
   /* positions 0 .. pos in chunks of ceil((pos + 1) / n_splits); this split's share */
-  const int64_t n = (int64_t) pos + 1;
-  const int64_t chunk = (n + n_splits - 1) / n_splits;
+  /* 32-bit division (n <= 2^31, so the sum fits): a 64-bit one is a long call */
+  const uint32_t n32 = (uint32_t) pos + 1u;
+  const int64_t n = n32;
+  const int64_t chunk = (n32 + (uint32_t) n_splits - 1u) / (uint32_t) n_splits;
   const int32_t start = (int32_t) min ((int64_t) split * chunk, n);
   const int32_t end = (int32_t) min ((int64_t) start + chunk, n);
 
@@ -703,6 +707,31 @@ amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int t
       const float *ph = partial + (uint64_t) h * n_splits * stride;
       float big = -INFINITY, den = 0.0f;
 
+      if (n_splits <= 32)
+        {
+          /* lane s holds split s's weight: every load of the head is independent of the
+           * others, so they overlap instead of queueing one after the other */
+          const float m = lane < n_splits ? ph[lane * stride + d] : -INFINITY;
+          const float l = lane < n_splits ? ph[lane * stride + d + 1] : 0.0f;
+          big = amk_attn_warp_max (m);
+          const float wgt = m == -INFINITY ? 0.0f : expf (m - big);
+          den = amk_attn_warp_sum (wgt * l);
+          for (int32_t c0 = 0; c0 < d; c0 += 32) /* uniform: the shuffles need every lane */
+            {
+              const int32_t c = c0 + lane;
+              float num = 0.0f;
+#pragma unroll 8
+              for (int32_t s = 0; s < n_splits; s++)
+                {
+                  const float w_s = __shfl_sync (0xffffffffu, wgt, s);
+                  if (c < d)
+                    num = fmaf (w_s, ph[s * stride + c], num);
+                }
+              if (c < d)
+                out[(uint64_t) h * d + c] = num / den;
+            }
+          continue;
+        }
       for (int32_t s = lane; s < n_splits; s += 32)
         big = fmaxf (big, ph[s * stride + d]);
       big = amk_attn_warp_max (big);

@@ -3,7 +3,8 @@
  *
  *   y[r0 + r] = sum_k W[r0 + r, k] x'[k] (+ bias[r0 + r]) (+ residual[r0 + r]),  r < n
  *
- * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM), fp32
+ * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM; the ring
+ * pipeline computes it as (x * norm) * rsqrt(...), equal up to rounding), fp32
  * accumulation and round-to-nearest-even stores.
  *
  * Three parts (the utility ops have two):
@@ -116,9 +117,9 @@ amk_mv_ref (const amk_instruction_t *ins, int slot, const amk_buffer_t *buffers,
   if (es == 0 || dt >= 32 || ((dtypes >> dt) & 1u) == 0)
     return AMK_ABORT_CHECK;
   /* off, count < 2^62; compare in elements so nothing overflows */
-  if (off + count > b->size_bytes / es)
+  if (off + count > (b->size_bytes >> amk_size_shift (es)))
     return AMK_ABORT_CHECK;
-  if (addr % (align16 ? 16u : es) != 0)
+  if ((addr & (align16 ? 15u : es - 1)) != 0)
     return AMK_ABORT_CHECK; /* a misaligned access would kill the context */
 
   *ptr = reinterpret_cast<unsigned char *> (addr + off * es);
@@ -591,6 +592,9 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   if (ring || norm)
     {
       const unsigned char *x = ctx->ptr[2];
+      /* RING with a norm stages x * weight in the same pass as x (one round trip, not
+       * two) and applies the scale once it is known */
+      const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
       float ss = 0.0f;
       if (run)
         for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
@@ -598,7 +602,8 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
             const float v = amk_mv_elem (x, xdt, i);
             ss = fmaf (v, v, ss);
             if (ring)
-              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] = v;
+              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] =
+                  norm ? v * amk_mv_elem (nwt, ndt, i) : v;
           }
       if (norm)
         {
@@ -611,15 +616,9 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
             total += red[w];
           scale = 1.0f / sqrtf (total / (float) k + __uint_as_float (ctx->pattern));
           if (ring && run)
-            {
-              /* every thread rescales the elements it staged itself: no barrier needed */
-              const unsigned char *nwt = reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr);
-              for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
-                {
-                  float *d = &xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i];
-                  *d = *d * scale * amk_mv_elem (nwt, ndt, i);
-                }
-            }
+            /* every thread rescales the elements it staged itself: no barrier needed */
+            for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
+              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] *= scale;
         }
       if (ring)
         __syncthreads ();

@@ -66,6 +66,14 @@ amk_dtype_size (uint32_t dtype)
     }
 }
 
+/* log2 of an element size of 1, 2 or 4: the checks divide by shifting (a 64-bit
+ * division is a long call on the GPU, and every warp runs every check) */
+static __device__ __forceinline__ uint32_t
+amk_size_shift (uint32_t es)
+{
+  return es >> 1;
+}
+
 #define AMK_ANY_DTYPE 0xffffffffu
 
 /* Resolves buffer ref `slot` of `ins` for elements [off, off + count). want_dtype is the
@@ -97,7 +105,7 @@ amk_resolve_ref (const amk_instruction_t *ins, int slot,
     return AMK_ABORT_CHECK;
   if (((uint64_t) off + (uint64_t) count) * es > size)
     return AMK_ABORT_CHECK;
-  if (addr % es != 0)
+  if ((addr & (es - 1)) != 0)
     return AMK_ABORT_CHECK; /* a misaligned access would kill the context */
 
   *ptr = reinterpret_cast<unsigned char *> (addr + (uint64_t) off * es);

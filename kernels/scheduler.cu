@@ -16,6 +16,7 @@
 #include "ops-matvec.cuh"
 #include "ops-vector.cuh"
 #include "ops-attention.cuh"
+#include "l2-prefetch.cuh"
 
 #define AMK_BACKOFF_MIN_NS 32u
 #define AMK_BACKOFF_MAX_NS 1024u
@@ -25,6 +26,7 @@
 #define AMK_RING           8    /* instruction slots in shared memory */
 #define AMK_DEPTH          6    /* instructions in flight ahead of the current one */
 #define AMK_CHUNK          32   /* queue entries (instruction indices) fetched at once */
+#define AMK_SMEM_BUFFERS   384  /* buffer tables up to this size are read from shared memory */
 
 /* ---- PTX primitives ----------------------------------------------------------------- */
 
@@ -92,7 +94,7 @@ amk_atom_add_acq_rel (uint32_t *p, uint32_t v)
 /* ---- abort ---------------------------------------------------------------------------- */
 
 /* First aborter wins the record; everybody raises the flag. Cold path, out of line. */
-static __device__ __noinline__ void
+static __device__ __forceinline__ void
 amk_raise_abort (int32_t *abort_flag, amk_abort_record_t *rec,
                  int32_t code, int32_t queue, int32_t instruction,
                  int32_t counter, uint32_t observed, uint32_t target, int32_t detail)
@@ -232,12 +234,12 @@ amk_fetch_wait (void)
   asm volatile ("cp.async.wait_all;" : : : "memory");
 }
 
-/* Waits until at most AMK_DEPTH - 1 groups are in flight: the oldest, holding the next
- * instruction, has landed. */
+/* Waits until at most AMK_DEPTH - 2 groups are in flight: the two oldest, holding the
+ * next two instructions, have landed (the second one for the L2 prefetch). */
 static __device__ __forceinline__ void
 amk_fetch_wait_next (void)
 {
-  asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_DEPTH - 1) : "memory");
+  asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_DEPTH - 2) : "memory");
 }
 
 /* The fetch warp (the block's last warp) copies the queue's instruction indices into a
@@ -271,6 +273,23 @@ amk_fetch_position (const amk_device_program &prog, amk_instruction_t *ring, int
     ring_idx[pos % AMK_RING] = idx;
 }
 
+/* The fetch warp, at the top of iteration k: the MATVEC weights of position k (its
+ * waits have not started yet) or k + 1 (it runs after this one) into L2; both have
+ * landed in the ring. With a lookahead of 2, position 0 gets its own at k = 0. */
+static __device__ __forceinline__ void
+amk_l2_prefetch_ahead (const amk_device_program &prog, const amk_instruction_t *ring,
+                       const int32_t *ring_idx, int32_t k, int32_t qlen, int lane)
+{
+  const int32_t ahead = (int32_t) min (prog.l2_prefetch, (uint32_t) AMK_L2_PREFETCH_MAX);
+
+  for (int32_t p = k == 0 ? 0 : k + ahead - 1; p < k + ahead && p < qlen; ++p)
+    {
+      const int32_t idx = ring_idx[p % AMK_RING];
+      if (idx >= 0 && idx < prog.n_instructions)
+        amk_l2_prefetch_instruction (prog, &ring[p % AMK_RING], lane);
+    }
+}
+
 /* ---- the kernel ----------------------------------------------------------------------- */
 
 /* Thread 0 only: the instruction's waits, each an acquire poll. Returns AMK_ABORT_NONE,
@@ -297,6 +316,37 @@ amk_run_waits (const amk_device_program &prog, const amk_instruction_t *ins,
       return -1;
     }
   return AMK_ABORT_NONE;
+}
+
+/* One warp: the instruction's waits, lane w polling wait w, so that they cost one round
+ * trip rather than one each. Returns, in every lane, AMK_ABORT_NONE or the failure of
+ * the first wait that failed, which that lane has recorded (-1: the abort flag rose). */
+static __device__ __forceinline__ int
+amk_run_waits_warp (const amk_device_program &prog, const amk_instruction_t *ins, int q,
+                    int32_t k, int lane)
+{
+  int r = AMK_ABORT_NONE;
+  uint64_t pr = 0;
+
+  if (lane < ins->n_waits)
+    {
+      const amk_wait_t wt = ins->waits[lane];
+      pr = amk_wait_geq (prog.counters + wt.counter, wt.target, prog.abort_flag,
+                         prog.watchdog_ns);
+      const int status = (int) (pr >> 32);
+      r = status == AMK_POLL_OK ? AMK_ABORT_NONE : status == AMK_POLL_TIMEOUT ? AMK_ABORT_TIMEOUT : -1;
+    }
+  const unsigned failed = __ballot_sync (0xffffffffu, r != AMK_ABORT_NONE);
+  if (failed == 0)
+    return AMK_ABORT_NONE;
+  const int first = __ffs (failed) - 1;
+  if (lane == first && r > 0)
+    {
+      const amk_wait_t wt = ins->waits[lane];
+      amk_raise_abort (prog.abort_flag, prog.abort_record, r, q, k, wt.counter,
+                       (uint32_t) pr, wt.target, 0);
+    }
+  return __shfl_sync (0xffffffffu, r, first);
 }
 
 /* Every thread: the device-side checks of one instruction (the host verifier's second
@@ -335,8 +385,9 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
 /* ---- the kernel ----------------------------------------------------------------------- */
 
 extern "C" __global__ void __launch_bounds__ (512)
-amk_megakernel (amk_device_program prog)
+amk_megakernel (amk_device_program launched)
 {
+  __shared__ __align__ (16) amk_buffer_t s_buffers[AMK_SMEM_BUFFERS]; /* the buffer table */
   __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */
   __shared__ int32_t s_idx[AMK_RING];                          /* their table indices */
   __shared__ int32_t s_qidx[2 * AMK_CHUNK];                    /* ring of queue entries */
@@ -344,8 +395,22 @@ amk_megakernel (amk_device_program prog)
   __shared__ int s_abort;
 
   const int q = (int) blockIdx.x;
-  if (q >= prog.num_sms)
+  if (q >= launched.num_sms)
     return;
+
+  /* Every instruction reads its operands' table entries before it can start; from
+   * global memory that is a round trip queued behind the weight streams of the whole
+   * device, from shared memory it is nothing. The table is constant during a launch.
+   * (The barrier after the instruction prologue below publishes the copy.) */
+  amk_device_program prog = launched;
+  if (prog.n_buffers >= 0 && prog.n_buffers <= AMK_SMEM_BUFFERS)
+    {
+      const uint2 *src = reinterpret_cast<const uint2 *> (launched.buffers);
+      uint2 *dst = reinterpret_cast<uint2 *> (s_buffers);
+      for (int i = (int) threadIdx.x; i < prog.n_buffers * 3; i += (int) blockDim.x)
+        dst[i] = src[i];
+      prog.buffers = s_buffers;
+    }
 
   const int tid = (int) threadIdx.x;
   const int nt = (int) blockDim.x;
@@ -404,6 +469,10 @@ amk_megakernel (amk_device_program prog)
           if (k + AMK_DEPTH < qlen)
             amk_fetch_position (prog, s_ins, s_idx, s_qidx, k + AMK_DEPTH, pf);
           amk_fetch_commit ();
+
+          /* Weights into L2 ahead of their instruction (l2-prefetch.cuh) */
+          if (prog.l2_prefetch > 0)
+            amk_l2_prefetch_ahead (prog, s_ins, s_idx, k, qlen, pf);
         }
 
       const uint32_t opcode = ins->opcode;
@@ -470,20 +539,11 @@ amk_megakernel (amk_device_program prog)
            * succeeds: no block barrier between a wait and the work. A warp whose wait
            * failed (watchdog, or another block aborted) skips the work and marks the
            * block, which leaves together after the end-of-instruction barrier. */
-          int r = AMK_ABORT_NONE;
-          if ((tid & 31) == 0)
-            {
-              int32_t counter = -1;
-              uint32_t observed = 0, target = 0;
-              r = amk_run_waits (prog, ins, &counter, &observed, &target);
-              if (r > 0)
-                amk_raise_abort (prog.abort_flag, prog.abort_record, r, q, k, counter,
-                                 observed, target, 0);
-              if (r != AMK_ABORT_NONE)
-                s_abort = 1;
-            }
-          run = __shfl_sync (0xffffffffu, r, 0) == AMK_ABORT_NONE;
-          __syncwarp (); /* orders lane 0's acquire before the other lanes' reads */
+          const int r = amk_run_waits_warp (prog, ins, q, k, tid & 31);
+          if (r != AMK_ABORT_NONE && (tid & 31) == 0)
+            s_abort = 1;
+          run = r == AMK_ABORT_NONE;
+          __syncwarp (); /* orders the lanes' acquires before every lane's reads */
         }
 
       if (tid == 0 && prog.trace != nullptr)

@@ -139,7 +139,7 @@ test('properties and struct sizes', () => {
     assertEqual(p.num_queues, 3, 'num_queues');
     const s = Amk.struct_sizes_get();
     assertEqual(s.instruction, 128, 'instruction size');
-    assertEqual(s.device_program, 120, 'device_program size');
+    assertEqual(s.device_program, 128, 'device_program size');
     assertEqual(s.abi_version, 1, 'abi version');
     const l = new Amk.Launcher({device: 0});
     assertEqual(l.device, 0, 'device');

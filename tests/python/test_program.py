@@ -168,7 +168,7 @@ def test_struct_sizes():
     for s in (Amk.struct_sizes_get(), Amk.StructSizes.get(), Amk.Launcher.new(0).struct_sizes()):
         assert s.abi_version == 1
         assert s.instruction == 128
-        assert s.device_program == 120
+        assert s.device_program == 128
         assert s.params == 48
         assert s.buffer == 24
         assert s.abort_record == 32

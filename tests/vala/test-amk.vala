@@ -126,7 +126,7 @@ static void test_struct_sizes () {
     var sizes = Amk.StructSizes.get ();
     assert (sizes.abi_version == 1);
     assert (sizes.instruction == 128);
-    assert (sizes.device_program == 120);
+    assert (sizes.device_program == 128);
     var p = (Amk.Program) Object.new (typeof (Amk.Program), "num-queues", 3);
     assert (p.num_queues == 3);
 }
