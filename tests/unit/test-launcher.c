@@ -262,7 +262,7 @@ test_struct_sizes (void)
   g_assert_cmpuint (s->instruction, ==, 128);
   g_assert_cmpuint (s->abort_record, ==, 32);
   g_assert_cmpuint (s->trace_event, ==, 32);
-  g_assert_cmpuint (s->device_program, ==, 120);
+  g_assert_cmpuint (s->device_program, ==, 128);
   g_assert_cmpuint (s->instruction, ==, sizeof (amk_instruction_t));
   g_assert_cmpuint (s->device_program, ==, sizeof (amk_device_program));
   g_assert_cmpuint (sizeof (AmkAbortRecord), ==, sizeof (amk_abort_record_t));
