@@ -21,6 +21,7 @@ import json  # noqa: E402
 import numpy as np  # noqa: E402
 
 REPEAT = 4
+POS = int(os.environ.get("AMK_POS", "-1")) % 1024  # the attended position (default: the last)
 H, NQ, NKV, HD, CTX = (LLAMA_1B[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "context"))
 
 
@@ -28,7 +29,7 @@ def program(kind):
     p = Amk.Program.new(132)
     B, F32, BF16, I32 = Amk.BufferRole, Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
     pos = p.add_buffer("pos", I32, [1], B.INPUT)
-    p.set_buffer_data(pos, to_bytes(np.array([CTX - 1], dtype=np.int32)))
+    p.set_buffer_data(pos, to_bytes(np.array([POS], dtype=np.int32)))
     rng = np.random.default_rng(1)
     for r in range(REPEAT):
         def buf(name, dtype, shape, role=B.STATE):
@@ -59,7 +60,7 @@ def program(kind):
 
 def main():
     gpu = Amk.Launcher(device=0)
-    gpu.props.threads_per_block = 512
+    gpu.props.threads_per_block = int(os.environ.get("AMK_THREADS", "512"))
     gpu.props.dynamic_shared_memory = 196608
     for kind in sys.argv[1:] or ("matvec-norm", "matvec", "rope-kv", "attention", "silu-mul"):
         p = program(kind)
