@@ -218,10 +218,11 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * How far ahead the MATVEC weights stream from device memory into the L2 cache: 0 not
    * at all, 1 an instruction's own weights as soon as its block reaches it (before its
    * waits), 2 also the next instruction's while the current one runs. Prefetching never
-   * changes a result, only when the bytes move: it keeps memory busy while blocks wait.
+   * changes a result, only when the bytes move. Off by default: on a Llama-3.2-1B layer
+   * on the H200 neither 1 nor 2 was faster than 0 (docs/performance.md).
    */
   properties[PROP_L2_PREFETCH] =
-    g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 1,
+    g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 0,
                        G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
                        G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
