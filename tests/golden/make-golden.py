@@ -5,8 +5,12 @@ amk, Hugging Face transformers' GGUF loader and its Llama model, for the golden 
 (tests/unit/test-model-golden.c on the CPU executor, tests/gpu/test-gpu-golden.c on the
 GPU).
 
-    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install torch transformers gguf numpy
+    python3 -m venv /tmp/venv
+    /tmp/venv/bin/pip install torch transformers gguf numpy accelerate
     /tmp/venv/bin/python tests/golden/make-golden.py "$(tools/fetch-model.sh)"
+
+(the CPU-only torch wheels of download.pytorch.org do as well as PyPI's). It takes about
+a minute on one core.
 
 transformers dequantizes the file to float32; amk dequantizes it to bf16 and computes
 in fp32 with bf16 weights, and keeps its KV cache in bf16. So the model runs three
@@ -33,7 +37,6 @@ import hashlib
 import json
 import os
 import platform
-import shlex
 import sys
 
 import numpy as np
@@ -46,13 +49,15 @@ PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
     "São Paulo is the largest city in",
-    "<|im_start|>user\nWrite a short story about a robot who learns to paint.<|im_end|>\n"
-    "<|im_start|>assistant\n",
+    # the chat template's special tokens; the first answer ends with EOS (<|im_end|>)
+    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nExplain photosynthesis in simple terms.<|im_end|>\n<|im_start|>assistant\n",
 ]
 N_NEW = 32
 VARIANTS = ["fp32", "bf16", "bf16-kv"]
 REFERENCE = "bf16-kv"
-SAFETY = 2.0   # the tolerance is this many times the largest fp32 noise seen (see below)
+SAFETY = 2.0   # the tolerance is this many times the largest fp32 noise seen (see below),
+FLOOR = 0.1    # and at least this: twice the largest noise seen on any prompt tried (0.045)
 
 _original_rope = modeling_llama.apply_rotary_pos_emb
 _round_kv = False
@@ -179,7 +184,7 @@ def main():
         entry["_noise"] = max(noise)
         entry["_variant_diff"] = max(diffs)
         max_noise = max(max_noise, max(noise))
-    tolerance = float(np.ceil(SAFETY * max_noise * 100) / 100)
+    tolerance = max(float(np.ceil(SAFETY * max_noise * 100) / 100), FLOOR)
 
     out_prompts = []
     for entry in prompts:
@@ -237,15 +242,19 @@ def main():
             "top2_margin": tolerance,
             "why": f"{SAFETY:g} x the largest difference of a top-1 or top-2 logit between "
                    "the reference's incremental (KV cache) run and one full forward pass over "
-                   f"the same tokens ({max_noise:.5f}, rounded up to 0.01): the same numerics "
+                   f"the same tokens ({max_noise:.5f} here, rounded up to 0.01), at least "
+                   f"{FLOOR:g} (twice the largest such noise, 0.045, seen on any prompt tried "
+                   "while choosing these): the same numerics "
                    "in another summation order, which is how amk differs from it too (a bf16 "
                    "KV entry rounded the other way amplifies such noise); a step whose top-2 "
                    "margin is below it can flip on rounding alone, so a test accepts a "
                    "different token from there on and compares nothing after it",
         },
         "generator": {
-            "command": "python3 tests/golden/make-golden.py " + shlex.quote(name)
-                       + (f" --threads {args.threads}" if args.threads != 1 else ""),
+            "command": "python3 tests/golden/make-golden.py \"$(tools/fetch-model.sh)\""
+                       + (f" --threads {args.threads}" if args.threads != 1 else "")
+                       + "  # in a venv: pip install torch transformers gguf numpy accelerate",
+            "accelerate": _version("accelerate"),
             "python": platform.python_version(),
             "transformers": transformers.__version__,
             "torch": torch.__version__,
