@@ -117,8 +117,30 @@ amk_model_build_free (AmkModelBuild *build)
   g_free (build);
 }
 
+/* A token id from the metadata: it must name a token of the vocabulary. */
+static gboolean
+get_token_id (AmkGguf      *gguf,
+              AmkTokenizer *tok,
+              const char   *file,
+              const char   *key,
+              guint32      *id,
+              GError      **error)
+{
+  if (!amk_gguf_get_u32 (gguf, key, id, error))
+    return FALSE;
+  if (*id >= amk_tokenizer_get_vocab_size (tok))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The metadata key “%s” of the model file “%s” names the token %u, "
+                     "outside the vocabulary of %u tokens"),
+                   key, file, *id, amk_tokenizer_get_vocab_size (tok));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static AmkTokenizer *
-load_tokenizer (AmkGguf *gguf, GError **error)
+load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
 {
   const char * const *tokens;
   const char * const *merges;
@@ -146,13 +168,13 @@ load_tokenizer (AmkGguf *gguf, GError **error)
     return NULL;
   if (amk_gguf_has_key (gguf, "tokenizer.ggml.bos_token_id"))
     {
-      if (!amk_gguf_get_u32 (gguf, "tokenizer.ggml.bos_token_id", &id, error))
+      if (!get_token_id (gguf, tok, file, "tokenizer.ggml.bos_token_id", &id, error))
         return NULL;
       amk_tokenizer_set_bos_id (tok, (gint32) id);
     }
   if (amk_gguf_has_key (gguf, "tokenizer.ggml.eos_token_id"))
     {
-      if (!amk_gguf_get_u32 (gguf, "tokenizer.ggml.eos_token_id", &id, error))
+      if (!get_token_id (gguf, tok, file, "tokenizer.ggml.eos_token_id", &id, error))
         return NULL;
       amk_tokenizer_set_eos_id (tok, (gint32) id);
     }
@@ -252,9 +274,19 @@ amk_model_build_from_gguf (const char  *path,
                                                                     : "token_embd.weight";
 
   build = g_new0 (AmkModelBuild, 1);
-  build->tokenizer = load_tokenizer (gguf, error);
+  build->tokenizer = load_tokenizer (gguf, file, error);
   if (build->tokenizer == NULL)
     return NULL;
+  /* every token id must have a row in the embedding (EMBED would refuse it at run time) */
+  if (amk_tokenizer_get_vocab_size (build->tokenizer) > vocab)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The model file “%s” has %u tokens in “%s” but only %" PRIu64
+                     " rows in the tensor “%s”"), file,
+                   amk_tokenizer_get_vocab_size (build->tokenizer), "tokenizer.ggml.tokens",
+                   vocab, "token_embd.weight");
+      return NULL;
+    }
   build->bos_id = amk_tokenizer_get_bos_id (build->tokenizer);
   build->eos_id = amk_tokenizer_get_eos_id (build->tokenizer);
   build->vocab_size = (guint) vocab;

@@ -1,0 +1,269 @@
+/* amk-golden.h: the golden-continuation check shared by tests/unit/test-model-golden.c
+ * (CPU executor) and tests/gpu/test-gpu-golden.c (the megakernel).
+ *
+ * tests/golden/smollm2-golden.json (written by tests/golden/make-golden.py) holds, for a
+ * few prompts, the prompt's token ids and the greedy continuation that Hugging Face
+ * transformers computes from the same GGUF file, with the top-2 logit margin of every
+ * step. amk must encode each prompt to the same ids and generate the same tokens; a
+ * different token is accepted only at a step whose margin is below the json's
+ * tolerance (a near-tie that rounding alone can flip), and nothing after it is compared.
+ *
+ * The model file comes from AMK_TEST_GGUF (tools/fetch-model.sh); without it the tests
+ * skip, and they skip too when its SHA-256 is not the one the json was made from.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+#include <amk-glib/amk-glib.h>
+#include "amk-model-private.h"
+
+typedef struct {
+  char   *prompt;
+  GArray *prompt_ids;   /* gint32 */
+  GArray *generated;    /* gint32 */
+  GArray *margins;      /* double: one a step, the EOS step included */
+  char   *text;
+} GoldenPrompt;
+
+typedef struct {
+  char      *path;
+  char      *sha256;
+  gint32     eos_id;
+  gboolean   add_bos;
+  guint      max_new_tokens;
+  double     tolerance;
+  GPtrArray *prompts;   /* GoldenPrompt */
+} Golden;
+
+static void
+golden_prompt_free (gpointer data)
+{
+  GoldenPrompt *p = data;
+
+  g_free (p->prompt);
+  g_array_unref (p->prompt_ids);
+  g_array_unref (p->generated);
+  g_array_unref (p->margins);
+  g_free (p->text);
+  g_free (p);
+}
+
+static void
+golden_free (Golden *g)
+{
+  if (g == NULL)
+    return;
+  g_free (g->path);
+  g_free (g->sha256);
+  g_clear_pointer (&g->prompts, g_ptr_array_unref);
+  g_free (g);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Golden, golden_free)
+
+/* The json's location: $AMK_GOLDEN_JSON, else tests/golden/ of the source tree. */
+static char *
+golden_json_path (void)
+{
+  const char *env = g_getenv ("AMK_GOLDEN_JSON");
+
+  if (env != NULL && *env != '\0')
+    return g_strdup (env);
+  return g_test_build_filename (G_TEST_DIST, "golden", "smollm2-golden.json", NULL);
+}
+
+/* The model file of AMK_TEST_GGUF, or NULL (the test then skips). */
+static const char *
+golden_model_path (void)
+{
+  const char *path = g_getenv ("AMK_TEST_GGUF");
+
+  if (path == NULL || *path == '\0' || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return NULL;
+  return path;
+}
+
+static GArray *
+golden_int_array (JsonObject *o, const char *member)
+{
+  JsonArray *a = json_object_get_array_member (o, member);
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (gint32));
+
+  g_assert_nonnull (a);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      gint32 v = (gint32) json_array_get_int_element (a, i);
+      g_array_append_val (out, v);
+    }
+  return out;
+}
+
+static Golden *
+golden_load (void)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(Golden) g = g_new0 (Golden, 1);
+  JsonObject *root, *model, *tolerance;
+  JsonArray *prompts;
+
+  g->path = golden_json_path ();
+  json_parser_load_from_file (parser, g->path, &error);
+  g_assert_no_error (error);
+  root = json_node_get_object (json_parser_get_root (parser));
+  model = json_object_get_object_member (root, "model");
+  tolerance = json_object_get_object_member (root, "tolerance");
+  g_assert_nonnull (model);
+  g_assert_nonnull (tolerance);
+  g->sha256 = g_strdup (json_object_get_string_member (model, "sha256"));
+  g->eos_id = (gint32) json_object_get_int_member (model, "eos_id");
+  g->add_bos = json_object_get_boolean_member (model, "add_bos_token");
+  g->max_new_tokens = (guint) json_object_get_int_member (root, "max_new_tokens");
+  g->tolerance = json_object_get_double_member (tolerance, "top2_margin");
+  g->prompts = g_ptr_array_new_with_free_func (golden_prompt_free);
+
+  prompts = json_object_get_array_member (root, "prompts");
+  g_assert_nonnull (prompts);
+  for (guint i = 0; i < json_array_get_length (prompts); i++)
+    {
+      JsonObject *o = json_array_get_object_element (prompts, i);
+      JsonArray *m = json_object_get_array_member (o, "top2_margin");
+      GoldenPrompt *p = g_new0 (GoldenPrompt, 1);
+
+      p->prompt = g_strdup (json_object_get_string_member (o, "prompt"));
+      p->text = g_strdup (json_object_get_string_member (o, "text"));
+      p->prompt_ids = golden_int_array (o, "prompt_ids");
+      p->generated = golden_int_array (o, "generated_ids");
+      p->margins = g_array_new (FALSE, FALSE, sizeof (double));
+      for (guint s = 0; s < json_array_get_length (m); s++)
+        {
+          double v = json_array_get_double_element (m, s);
+          g_array_append_val (p->margins, v);
+        }
+      /* a margin for every generated token, and one for the EOS step if it stopped */
+      g_assert_cmpuint (p->margins->len, >=, p->generated->len);
+      g_ptr_array_add (g->prompts, p);
+    }
+  g_assert_cmpuint (g->prompts->len, >=, 3);
+  return g_steal_pointer (&g);
+}
+
+/* Whether the model file is the one the json was made from. */
+static gboolean
+golden_same_model (Golden *g, const char *path)
+{
+  g_autoptr(GMappedFile) file = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *sum = NULL;
+
+  file = g_mapped_file_new (path, FALSE, &error);
+  g_assert_no_error (error);
+  sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256,
+                                     (const guchar *) g_mapped_file_get_contents (file),
+                                     g_mapped_file_get_length (file));
+  if (g_strcmp0 (sum, g->sha256) == 0)
+    return TRUE;
+  g_test_message ("%s has SHA-256 %s; %s was made from %s", path, sum, g->path, g->sha256);
+  return FALSE;
+}
+
+static char *
+golden_ids_string (const gint32 *ids, gsize n)
+{
+  GString *s = g_string_new (NULL);
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%d", i > 0 ? " " : "", ids[i]);
+  return g_string_free (s, FALSE);
+}
+
+/* The token the reference produced at `step`: a generated one, or EOS after the last. */
+static gint32
+golden_token_at (Golden *g, GoldenPrompt *p, guint step)
+{
+  if (step < p->generated->len)
+    return g_array_index (p->generated, gint32, step);
+  return g->eos_id;
+}
+
+/* Generates each prompt's continuation with `launcher` (NULL: the CPU executor) and
+ * compares it with the golden one. Returns the number of prompts that matched in full
+ * (the others stopped at an accepted near-tie); fails the test on a real mismatch. */
+static guint
+golden_check (Golden *g, AmkModelBuild *build, AmkLauncher *launcher)
+{
+  guint exact = 0;
+
+  for (guint i = 0; i < g->prompts->len; i++)
+    {
+      GoldenPrompt *p = g_ptr_array_index (g->prompts, i);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(GString) out = g_string_new (NULL);
+      g_autofree gint32 *prompt_ids = NULL;
+      g_autofree gint32 *ids = NULL;
+      g_autofree char *got = NULL, *want = NULL;
+      gsize n_prompt_ids = 0, n_ids = 0;
+      guint n_prompt = 0, n_compare;
+      gint64 t0, t1;
+      gboolean full = TRUE;
+
+      /* the prompt encodes to the same ids (amk adds BOS where the file says so) */
+      prompt_ids = amk_tokenizer_encode (build->tokenizer, p->prompt, TRUE, &n_prompt_ids, &error);
+      g_assert_no_error (error);
+      got = golden_ids_string (prompt_ids, n_prompt_ids);
+      want = golden_ids_string ((const gint32 *) p->prompt_ids->data, p->prompt_ids->len);
+      if (g_strcmp0 (got, want) != 0)
+        g_error ("prompt %u “%s”: amk encodes it to [%s], transformers to [%s]",
+                 i, p->prompt, got, want);
+      g_clear_pointer (&got, g_free);
+      g_clear_pointer (&want, g_free);
+
+      t0 = g_get_monotonic_time ();
+      g_assert_true (amk_model_generate_full (build, launcher, p->prompt, g->max_new_tokens, out,
+                                              &ids, &n_ids, &n_prompt, &error));
+      g_assert_no_error (error);
+      t1 = g_get_monotonic_time ();
+      g_assert_cmpuint (n_prompt, ==, p->prompt_ids->len);
+      got = golden_ids_string (ids, n_ids);
+      want = golden_ids_string ((const gint32 *) p->generated->data, p->generated->len);
+      g_test_message ("prompt %u “%s”: %zu tokens in %.1f s", i, p->prompt, n_ids,
+                      (t1 - t0) / 1e6);
+      g_test_message ("  amk:          [%s] “%s”", got, out->str);
+      g_test_message ("  transformers: [%s] “%s”", want, p->text);
+
+      /* compare up to the first difference; amk's stop at EOS is a token too */
+      n_compare = (guint) MAX (n_ids, p->generated->len);
+      if (n_compare < g->max_new_tokens)
+        n_compare++;   /* both stopped: the EOS step */
+      for (guint s = 0; s < n_compare && s < p->margins->len; s++)
+        {
+          gint32 mine = s < n_ids ? ids[s] : g->eos_id;
+          gint32 theirs = golden_token_at (g, p, s);
+          double margin = g_array_index (p->margins, double, s);
+
+          if (mine == theirs)
+            continue;
+          if (margin < g->tolerance)
+            {
+              g_test_message ("  step %u: amk %d, transformers %d at a near-tie (top-2 margin "
+                              "%.4f < %.4f): accepted, the rest is not compared",
+                              s, mine, theirs, margin, g->tolerance);
+              full = FALSE;
+              break;
+            }
+          g_error ("prompt %u “%s”: step %u gives %d, transformers %d, whose top-2 logit "
+                   "margin %.4f is not below the tolerance %.4f\n  amk:          [%s]\n"
+                   "  transformers: [%s]", i, p->prompt, s, mine, theirs, margin,
+                   g->tolerance, got, want);
+        }
+      if (full)
+        {
+          g_assert_cmpuint (n_ids, ==, p->generated->len);
+          exact++;
+        }
+    }
+  return exact;
+}

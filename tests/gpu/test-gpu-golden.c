@@ -1,0 +1,81 @@
+/* test-gpu-golden.c: SmolLM2-135M's greedy continuations from the megakernel against
+ * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
+ * see tests/golden/amk-golden.h); the CPU executor's run is tests/unit/test-model-golden.c.
+ * Skips without a CUDA device, and unless AMK_TEST_GGUF names the model file
+ * (tools/fetch-model.sh prints its path):
+ *
+ *   AMK_TEST_GGUF="$(tools/fetch-model.sh)" meson test -C build --suite gpu gpu-golden
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <locale.h>
+#include "gpu-test-common.h"
+#include "../golden/amk-golden.h"
+
+/* `queues` 0: one a multiprocessor, as `amk generate` runs it. */
+static void
+run_golden (guint queues, guint threads)
+{
+  const char *path = golden_model_path ();
+  g_autoptr(Golden) g = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *name = NULL;
+  guint exact;
+
+  if (!need_gpu ())
+    return;
+  if (path == NULL)
+    {
+      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (tools/fetch-model.sh)");
+      return;
+    }
+  g = golden_load ();
+  if (!golden_same_model (g, path))
+    {
+      g_test_skip ("AMK_TEST_GGUF is not the file the golden continuations were made from");
+      return;
+    }
+
+  launcher = amk_launcher_new (0);
+  amk_launcher_set_threads_per_block (launcher, threads);
+  if (queues == 0)
+    {
+      g_autoptr(AmkKernelAttributes) attr = amk_launcher_kernel_attributes (launcher, threads, 0,
+                                                                            &error);
+      g_assert_no_error (error);
+      queues = (guint) attr->num_sms;
+    }
+  name = amk_launcher_get_device_name (launcher, NULL);
+  g_test_message ("%s: %u queues of %u threads", name != NULL ? name : "GPU", queues, threads);
+
+  build = amk_model_build_from_gguf (path, queues, 256, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (build);
+  exact = golden_check (g, build, launcher);
+  g_test_message ("%u of %u prompts equal transformers' continuation in full", exact,
+                  g->prompts->len);
+}
+
+static void
+test_golden_megakernel (void)
+{
+  run_golden (0, 512);
+}
+
+static void
+test_golden_four_queues (void)
+{
+  run_golden (4, 256);
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "C.UTF-8");
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/gpu/golden/one-queue-per-sm", test_golden_megakernel);
+  g_test_add_func ("/gpu/golden/four-queues", test_golden_four_queues);
+  return g_test_run ();
+}

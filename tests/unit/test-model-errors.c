@@ -1,0 +1,699 @@
+/* test-model-errors.c: the model builder (amk_model_build_from_gguf) and generation on
+ * bad input: a tiny llama GGUF written here (8 wide, one layer, 10 tokens), then copies
+ * of it that are truncated, corrupt, lack a key or a tensor, hold a tensor of the wrong
+ * shape or type, name another architecture, or lie in their counts. Each must fail with
+ * a GError that names the file and the key, tensor or field at fault; none may crash.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "amk-test-common.h"
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include "amk-gguf-private.h"
+#include "amk-model-private.h"
+
+/* ---- a tiny GGUF v3 writer ------------------------------------------------------------ */
+
+static void w_bytes (GByteArray *b, const void *p, gsize n) { g_byte_array_append (b, p, n); }
+static void w_u32 (GByteArray *b, guint32 v) { v = GUINT32_TO_LE (v); w_bytes (b, &v, 4); }
+static void w_u64 (GByteArray *b, guint64 v) { v = GUINT64_TO_LE (v); w_bytes (b, &v, 8); }
+static void w_f32 (GByteArray *b, float f) { guint32 u; memcpy (&u, &f, 4); w_u32 (b, u); }
+static void w_str (GByteArray *b, const char *s) { w_u64 (b, strlen (s)); w_bytes (b, s, strlen (s)); }
+
+enum { T_U32 = 4, T_F32 = 6, T_BOOL = 7, T_STRING = 8, T_ARRAY = 9 };
+
+#define HIDDEN 8
+#define HEADS 2
+#define KV_HEADS 1
+#define KV_DIM (HIDDEN / HEADS * KV_HEADS)
+#define FFN 16
+#define VOCAB 10
+
+/* ids: a 0, b 1, c 2, Ġ 3, ab 4, abc 5, Ġab 6, <s> 7, </s> 8, Ċ 9 */
+static const char *tokens[VOCAB] = { "a", "b", "c", "\xc4\xa0", "ab", "abc", "\xc4\xa0" "ab",
+                                     "<s>", "</s>", "\xc4\x8a" };
+static const char *merges[] = { "a b", "ab c", "\xc4\xa0 ab" };
+
+/* What a test changes in the tiny model; zero / NULL fields keep the valid file. */
+typedef struct {
+  const char *arch;            /* general.architecture */
+  const char *skip_key;        /* a metadata key left out */
+  const char *string_key;      /* a u32 key written as a string */
+  guint32     block_count;     /* the metadata's values (the tensors stay as they are) */
+  guint32     hidden;
+  guint32     heads;
+  guint32     ffn;
+  const char *skip_tensor;     /* a tensor left out */
+  const char *short_tensor;    /* a tensor one column short */
+  const char *i32_tensor;      /* a tensor of type I32 (no bf16 conversion) */
+  guint       embd_rows;       /* rows of token_embd.weight (default VOCAB) */
+  gboolean    add_bos;
+  guint32     bos_id;
+  guint32     eos_id;
+  guint64     offset_shift;    /* added to the last tensor's data offset */
+  gboolean    bad_merge;       /* a merge of unknown tokens */
+} Mod;
+
+typedef struct {
+  char    name[48];
+  guint64 cols, rows;          /* rows 0: a vector */
+} Tensor;
+
+static guint
+tensor_list (const Mod *m, Tensor *t)
+{
+  guint n = 0;
+  const struct { const char *name; guint64 cols, rows; } layer[] = {
+    { "attn_norm", HIDDEN, 0 }, { "attn_q", HIDDEN, HIDDEN }, { "attn_k", HIDDEN, KV_DIM },
+    { "attn_v", HIDDEN, KV_DIM }, { "attn_output", HIDDEN, HIDDEN }, { "ffn_norm", HIDDEN, 0 },
+    { "ffn_gate", HIDDEN, FFN }, { "ffn_up", HIDDEN, FFN }, { "ffn_down", FFN, HIDDEN },
+  };
+
+  g_snprintf (t[n].name, sizeof t[n].name, "token_embd.weight");
+  t[n].cols = HIDDEN;
+  t[n++].rows = m->embd_rows != 0 ? m->embd_rows : VOCAB;
+  for (guint i = 0; i < G_N_ELEMENTS (layer); i++)
+    {
+      g_snprintf (t[n].name, sizeof t[n].name, "blk.0.%s.weight", layer[i].name);
+      t[n].cols = layer[i].cols;
+      t[n++].rows = layer[i].rows;
+    }
+  g_snprintf (t[n].name, sizeof t[n].name, "output_norm.weight");
+  t[n].cols = HIDDEN;
+  t[n++].rows = 0;
+  return n;
+}
+
+static void
+kv_u32 (GByteArray *b, guint *n, const Mod *m, const char *key, guint32 value)
+{
+  if (g_strcmp0 (m->skip_key, key) == 0)
+    return;
+  w_str (b, key);
+  if (g_strcmp0 (m->string_key, key) == 0)
+    {
+      w_u32 (b, T_STRING);
+      w_str (b, "eight");
+    }
+  else
+    {
+      w_u32 (b, T_U32);
+      w_u32 (b, value);
+    }
+  (*n)++;
+}
+
+static void
+kv_strings (GByteArray *b, guint *n, const Mod *m, const char *key, const char **v, guint count)
+{
+  if (g_strcmp0 (m->skip_key, key) == 0)
+    return;
+  w_str (b, key);
+  w_u32 (b, T_ARRAY);
+  w_u32 (b, T_STRING);
+  w_u64 (b, count);
+  for (guint i = 0; i < count; i++)
+    w_str (b, v[i]);
+  (*n)++;
+}
+
+/* The file's bytes; `sections` (nullable) gets the offsets where the metadata, the
+ * tensor infos and the data start. */
+static GBytes *
+make_model (const Mod *m, gsize sections[3])
+{
+  GByteArray *meta = g_byte_array_new ();
+  GByteArray *b = g_byte_array_new ();
+  Tensor t[16];
+  guint n_t = tensor_list (m, t), n_written = 0, n_kv = 0;
+  guint64 offset = 0;
+  const char *bad_merges[] = { "a b", "a zz" };
+  GRand *rand = g_rand_new_with_seed (42);
+
+  /* metadata */
+  if (g_strcmp0 (m->skip_key, "general.architecture") != 0)
+    {
+      w_str (meta, "general.architecture");
+      w_u32 (meta, T_STRING);
+      w_str (meta, m->arch != NULL ? m->arch : "llama");
+      n_kv++;
+    }
+  kv_u32 (meta, &n_kv, m, "llama.block_count", m->block_count != 0 ? m->block_count : 1);
+  kv_u32 (meta, &n_kv, m, "llama.embedding_length", m->hidden != 0 ? m->hidden : HIDDEN);
+  kv_u32 (meta, &n_kv, m, "llama.attention.head_count", m->heads != 0 ? m->heads : HEADS);
+  kv_u32 (meta, &n_kv, m, "llama.attention.head_count_kv", KV_HEADS);
+  kv_u32 (meta, &n_kv, m, "llama.feed_forward_length", m->ffn != 0 ? m->ffn : FFN);
+  w_str (meta, "llama.rope.freq_base"); w_u32 (meta, T_F32); w_f32 (meta, 10000.0f); n_kv++;
+  w_str (meta, "llama.attention.layer_norm_rms_epsilon"); w_u32 (meta, T_F32);
+  w_f32 (meta, 1e-5f); n_kv++;
+  kv_strings (meta, &n_kv, m, "tokenizer.ggml.tokens", tokens, VOCAB);
+  if (m->bad_merge)
+    kv_strings (meta, &n_kv, m, "tokenizer.ggml.merges", bad_merges, G_N_ELEMENTS (bad_merges));
+  else
+    kv_strings (meta, &n_kv, m, "tokenizer.ggml.merges", merges, G_N_ELEMENTS (merges));
+  kv_u32 (meta, &n_kv, m, "tokenizer.ggml.bos_token_id", m->bos_id != 0 ? m->bos_id : 7);
+  kv_u32 (meta, &n_kv, m, "tokenizer.ggml.eos_token_id", m->eos_id != 0 ? m->eos_id : 8);
+  w_str (meta, "tokenizer.ggml.add_bos_token"); w_u32 (meta, T_BOOL);
+  w_bytes (meta, (guint8[]) { m->add_bos ? 1 : 0 }, 1); n_kv++;
+
+  for (guint i = 0; i < n_t; i++)
+    n_written += g_strcmp0 (m->skip_tensor, t[i].name) != 0;
+
+  w_bytes (b, "GGUF", 4);
+  w_u32 (b, 3);
+  w_u64 (b, n_written);
+  w_u64 (b, n_kv);
+  if (sections != NULL)
+    sections[0] = b->len;
+  w_bytes (b, meta->data, meta->len);
+  g_byte_array_unref (meta);
+  if (sections != NULL)
+    sections[1] = b->len;
+
+  /* tensor infos: F32, data consecutive and 32-aligned */
+  for (guint i = 0; i < n_t; i++)
+    {
+      guint64 cols = t[i].cols - (g_strcmp0 (m->short_tensor, t[i].name) == 0 ? 1 : 0);
+      gboolean i32 = g_strcmp0 (m->i32_tensor, t[i].name) == 0;
+      guint64 elements = cols * MAX (t[i].rows, 1);
+
+      if (g_strcmp0 (m->skip_tensor, t[i].name) == 0)
+        continue;
+      w_str (b, t[i].name);
+      w_u32 (b, t[i].rows > 0 ? 2 : 1);
+      w_u64 (b, cols);
+      if (t[i].rows > 0)
+        w_u64 (b, t[i].rows);
+      w_u32 (b, i32 ? AMK_GGML_TYPE_I32 : AMK_GGML_TYPE_F32);
+      w_u64 (b, offset + (i + 1 == n_t ? m->offset_shift : 0));
+      offset += (elements * 4 + 31) / 32 * 32;
+    }
+  while (b->len % 32 != 0)
+    w_bytes (b, "", 1);
+  if (sections != NULL)
+    sections[2] = b->len;
+
+  /* data: small random weights, norms near one */
+  for (guint i = 0; i < n_t; i++)
+    {
+      guint64 cols = t[i].cols - (g_strcmp0 (m->short_tensor, t[i].name) == 0 ? 1 : 0);
+      guint64 elements = cols * MAX (t[i].rows, 1);
+
+      if (g_strcmp0 (m->skip_tensor, t[i].name) == 0)
+        continue;
+      for (guint64 e = 0; e < elements; e++)
+        w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
+                                  : (float) g_rand_double_range (rand, -0.5, 0.5));
+      while (b->len % 32 != 0)
+        w_bytes (b, "", 1);
+    }
+  g_rand_free (rand);
+  return g_byte_array_free_to_bytes (b);
+}
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+typedef struct {
+  char *dir;
+  char *path;   /* dir/tiny-llama.gguf */
+} Fixture;
+
+static void
+fixture_setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+
+  f->dir = g_dir_make_tmp ("amk-model-XXXXXX", &error);
+  g_assert_no_error (error);
+  f->path = g_build_filename (f->dir, "tiny-llama.gguf", NULL);
+}
+
+static void
+fixture_teardown (Fixture *f, gconstpointer data)
+{
+  g_unlink (f->path);
+  g_assert_no_errno (g_rmdir (f->dir));
+  g_free (f->path);
+  g_free (f->dir);
+}
+
+static void
+write_file (Fixture *f, const void *data, gsize size)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (g_file_set_contents (f->path, data, (gssize) size, &error));
+  g_assert_no_error (error);
+}
+
+static void
+write_model (Fixture *f, const Mod *m)
+{
+  g_autoptr(GBytes) bytes = make_model (m, NULL);
+
+  write_file (f, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+}
+
+static void
+assert_has (const GError *error, const char *needle)
+{
+  if (needle != NULL && strstr (error->message, needle) == NULL)
+    g_error ("“%s” does not name “%s”", error->message, needle);
+}
+
+/* The build fails with G_IO_ERROR `code`, naming the file and `needle`. */
+static void
+expect_build_error (Fixture *f, gint code, const char *needle, const char *needle2)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+  g_assert_null (build);
+  g_assert_nonnull (error);
+  g_test_message ("%s", error->message);
+  g_assert_error (error, G_IO_ERROR, code);
+  assert_has (error, "tiny-llama.gguf");
+  assert_has (error, needle);
+  assert_has (error, needle2);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/* The unchanged tiny model builds and generates (the control for everything below). */
+static void
+test_valid (Fixture *f, gconstpointer data)
+{
+  const Mod m = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autofree gint32 *ids = NULL;
+  gsize n_ids = 0;
+  guint n_prompt = 0;
+
+  write_model (f, &m);
+  build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (build);
+  g_assert_cmpuint (build->vocab_size, ==, VOCAB);
+  g_assert_cmpuint (build->n_layers, ==, 1);
+  g_assert_cmpuint (build->hidden, ==, HIDDEN);
+  g_assert_cmpint (build->bos_id, ==, 7);
+  g_assert_cmpint (build->eos_id, ==, 8);
+  g_assert_true (amk_model_generate_full (build, NULL, "abc ab", 4, out, &ids, &n_ids,
+                                          &n_prompt, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_prompt, ==, 2);   /* abc, Ġab: the file says add no BOS */
+  g_assert_cmpuint (n_ids, <=, 4);
+  for (gsize i = 0; i < n_ids; i++)
+    {
+      g_assert_cmpint (ids[i], >=, 0);
+      g_assert_cmpint (ids[i], <, VOCAB);
+    }
+}
+
+static gsize
+find (const guint8 *p, gsize size, const char *needle)
+{
+  gsize n = strlen (needle);
+
+  for (gsize i = 0; i + n <= size; i++)
+    if (memcmp (p + i, needle, n) == 0)
+      return i;
+  g_assert_not_reached ();
+  return 0;
+}
+
+/* Every prefix of the file fails; where it ends names what it cut. */
+static void
+test_truncated (Fixture *f, gconstpointer data)
+{
+  const Mod m = { 0 };
+  gsize sections[3], size;
+  g_autoptr(GBytes) bytes = make_model (&m, sections);
+  const guint8 *p = g_bytes_get_data (bytes, &size);
+  /* (the counts in the header must fit the bytes left, so the cuts inside the metadata
+   * and the tensor infos are near their ends) */
+  const struct { gsize at; const char *needle; } cases[] = {
+    { 0, "magic" },
+    { 10, "header" },
+    { find (p, size, "tokenizer.ggml.eos_token_id") + 5, "metadata key #" },
+    { find (p, size, "\xc4\xa0 ab") + 2, "“tokenizer.ggml.merges”" },
+    { find (p, size, "output_norm.weight") + 3, "tensor info #" },
+    { find (p, size, "output_norm.weight") + strlen ("output_norm.weight") + 6,
+      "“output_norm.weight”" },
+    { sections[2] - 1, "data section" },
+    { sections[2] + 100, "token_embd.weight" },   /* inside the first tensor's data */
+    { size - 4, "output_norm.weight" },            /* inside the last */
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_test_message ("cut at %zu of %zu", cases[i].at, size);
+      write_file (f, p, cases[i].at);
+      expect_build_error (f, G_IO_ERROR_INVALID_DATA, cases[i].needle, NULL);
+    }
+  /* and every other length, a step of 7 bytes apart */
+  for (gsize len = 0; len < size; len += 7)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkModelBuild) build = NULL;
+
+      write_file (f, p, len);
+      build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+      g_assert_null (build);
+      g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+      assert_has (error, "tiny-llama.gguf");
+    }
+}
+
+/* A copy of the valid file with bytes replaced at `at`. */
+static void
+write_patched (Fixture *f, gsize at, const void *value, gsize n)
+{
+  const Mod m = { 0 };
+  g_autoptr(GBytes) bytes = make_model (&m, NULL);
+  gsize size;
+  g_autofree guint8 *copy = g_memdup2 (g_bytes_get_data (bytes, &size), g_bytes_get_size (bytes));
+
+  g_assert_cmpuint (at + n, <=, size);
+  memcpy (copy + at, value, n);
+  write_file (f, copy, size);
+}
+
+static void
+test_corrupt_header (Fixture *f, gconstpointer data)
+{
+  guint32 v1 = GUINT32_TO_LE (1), v4 = GUINT32_TO_LE (4);
+  guint64 huge = GUINT64_TO_LE (G_MAXUINT64), big = GUINT64_TO_LE (G_GUINT64_CONSTANT (1) << 32);
+
+  write_patched (f, 0, "GGML", 4);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "magic", NULL);
+  write_patched (f, 4, &v1, 4);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "version 1", NULL);
+  write_patched (f, 4, &v4, 4);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "version 4", NULL);
+  write_patched (f, 8, &huge, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tensor count", NULL);
+  write_patched (f, 8, &big, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tensor count", NULL);
+  write_patched (f, 16, &huge, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata count", NULL);
+  write_patched (f, 16, &big, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata count", NULL);
+  /* the first key's length, and the length of its string value */
+  write_patched (f, 24, &huge, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata key #0", NULL);
+  write_patched (f, 24 + 8 + strlen ("general.architecture") + 4, &huge, 8);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "general.architecture", NULL);
+}
+
+static void
+test_tensor_out_of_range (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+
+  m.offset_shift = 1 << 20;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", "past the end");
+  m.offset_shift = G_MAXUINT64 - 4095;   /* near 2^64, aligned, no wrap-around */
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", NULL);
+  m.offset_shift = 4;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", "aligned");
+}
+
+static void
+test_unsupported_arch (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+
+  m.arch = "gpt2";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "“gpt2”", "llama");
+  m.arch = "";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "llama", NULL);
+}
+
+static void
+test_missing_keys (Fixture *f, gconstpointer data)
+{
+  const char *required[] = {
+    "general.architecture", "llama.block_count", "llama.embedding_length",
+    "llama.attention.head_count", "llama.feed_forward_length", "tokenizer.ggml.tokens",
+    "tokenizer.ggml.merges",
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (required); i++)
+    {
+      Mod m = { 0 };
+      m.skip_key = required[i];
+      write_model (f, &m);
+      expect_build_error (f, G_IO_ERROR_NOT_FOUND, required[i], NULL);
+    }
+}
+
+static void
+test_wrong_key_type (Fixture *f, gconstpointer data)
+{
+  const char *keys[] = { "llama.block_count", "llama.embedding_length",
+                         "llama.attention.head_count_kv", "tokenizer.ggml.bos_token_id" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      Mod m = { 0 };
+      m.string_key = keys[i];
+      write_model (f, &m);
+      expect_build_error (f, G_IO_ERROR_INVALID_DATA, keys[i], "string");
+    }
+}
+
+static void
+test_missing_tensors (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+  Tensor t[16];
+  guint n = tensor_list (&m, t);
+
+  for (guint i = 0; i < n; i++)
+    {
+      m.skip_tensor = t[i].name;
+      write_model (f, &m);
+      expect_build_error (f, G_IO_ERROR_NOT_FOUND, t[i].name, NULL);
+    }
+}
+
+static void
+test_wrong_shape (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+  Tensor t[16];
+  guint n = tensor_list (&m, t);
+
+  for (guint i = 0; i < n; i++)
+    {
+      m.short_tensor = t[i].name;
+      write_model (f, &m);
+      expect_build_error (f, G_IO_ERROR_INVALID_DATA, t[i].name, "shape");
+    }
+  /* more rows than tokens build (a padded embedding), fewer do not: a token without a
+   * row would stop the EMBED op at run time */
+  m.short_tensor = NULL;
+  m.embd_rows = VOCAB + 6;
+  write_model (f, &m);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (build->vocab_size, ==, VOCAB + 6);
+  }
+  m.embd_rows = VOCAB - 3;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "token_embd.weight", "tokenizer.ggml.tokens");
+}
+
+static void
+test_unsupported_type (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+
+  m.i32_tensor = "blk.0.attn_v.weight";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "blk.0.attn_v.weight", "I32");
+  m.i32_tensor = "token_embd.weight";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "token_embd.weight", "I32");
+}
+
+/* Counts in the metadata that the tensors do not back: the missing tensor is named, and
+ * nothing of the claimed size is allocated first. */
+static void
+test_huge_counts (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+
+  m.block_count = G_MAXUINT32;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_FOUND, "blk.1.attn_norm.weight", NULL);
+
+  m = (Mod) { 0 };
+  m.hidden = 1u << 30;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "token_embd.weight", "shape");
+
+  /* a width no buffer can hold: the program refuses the buffer before any tensor is
+   * read (the message names the buffer, not yet the file or the key) */
+  m = (Mod) { 0 };
+  m.ffn = G_MAXUINT32;
+  write_model (f, &m);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+    g_assert_null (build);
+    g_assert_nonnull (error);
+    g_test_message ("%s", error->message);
+    assert_has (error, "“gate”");
+    assert_has (error, "4294967295");
+  }
+
+  m = (Mod) { 0 };
+  m.heads = 3;   /* 8 is not a multiple of 3 */
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "hyperparameters", NULL);
+
+  m = (Mod) { 0 };
+  m.heads = G_MAXUINT32;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "hyperparameters", NULL);
+}
+
+/* A broken vocabulary fails in the tokenizer and names the field and the token. */
+static void
+test_bad_tokenizer (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
+
+  m.bad_merge = TRUE;
+  write_model (f, &m);
+  build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+  g_assert_null (build);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_test_message ("%s", error->message);
+  /* (the tokenizer names the merge and its source “GGUF”, not yet the file) */
+  assert_has (error, "merges");
+  assert_has (error, "“zz”");
+}
+
+/* A BOS or EOS id outside the vocabulary (once a critical in amk_tokenizer_set_bos_id,
+ * and a BOS that EMBED would refuse). */
+static void
+test_bad_special_ids (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+
+  m.add_bos = TRUE;
+  m.bos_id = VOCAB;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.bos_token_id", "10");
+  m.bos_id = G_MAXUINT32;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.bos_token_id", "4294967295");
+
+  m = (Mod) { 0 };
+  m.eos_id = 1000;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.eos_token_id", "1000");
+}
+
+static void
+test_prompt_too_long (Fixture *f, gconstpointer data)
+{
+  const Mod m = { 0 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+  g_autoptr(GString) prompt = g_string_new (NULL);
+  g_autofree gint32 *ids = NULL;
+  gsize n_ids = 99;
+
+  write_model (f, &m);
+  build = amk_model_build_from_gguf (f->path, 2, 8, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < 9; i++)
+    g_string_append (prompt, "abc ");
+
+  /* the prompt alone is longer than the context */
+  g_assert_false (amk_model_generate_full (build, NULL, prompt->str, 1, out, &ids, &n_ids,
+                                           NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  assert_has (error, "context of 8");
+  g_test_message ("%s", error->message);
+  g_assert_null (ids);
+  g_assert_cmpuint (n_ids, ==, 99);
+  g_assert_cmpstr (out->str, ==, "");
+  g_clear_error (&error);
+
+  /* the prompt fits, the new tokens do not */
+  g_assert_false (amk_model_generate_full (build, NULL, "abc", 8, out, NULL, NULL, NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  assert_has (error, "context");
+  g_clear_error (&error);
+
+  /* exactly the context: fine */
+  g_assert_true (amk_model_generate_full (build, NULL, "abc", 7, out, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+
+  /* an empty prompt encodes to nothing */
+  g_assert_false (amk_model_generate_full (build, NULL, "", 1, out, NULL, NULL, NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* invalid UTF-8 */
+  g_assert_false (amk_model_generate_full (build, NULL, "ab\xff", 1, out, NULL, NULL, NULL, &error));
+  g_assert_nonnull (error);
+}
+
+static void
+test_not_a_file (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->dir, 2, 16, &error);
+
+  g_assert_null (build);
+  g_assert_nonnull (error);
+  g_test_message ("%s", error->message);
+
+  write_file (f, "", 0);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, NULL, NULL);
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "C.UTF-8");
+  g_test_init (&argc, &argv, NULL);
+#define ADD(path, fn) g_test_add ("/model/errors/" path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+  ADD ("valid", test_valid);
+  ADD ("truncated", test_truncated);
+  ADD ("corrupt-header", test_corrupt_header);
+  ADD ("tensor-out-of-range", test_tensor_out_of_range);
+  ADD ("unsupported-arch", test_unsupported_arch);
+  ADD ("missing-keys", test_missing_keys);
+  ADD ("wrong-key-type", test_wrong_key_type);
+  ADD ("missing-tensors", test_missing_tensors);
+  ADD ("wrong-shape", test_wrong_shape);
+  ADD ("unsupported-type", test_unsupported_type);
+  ADD ("huge-counts", test_huge_counts);
+  ADD ("bad-tokenizer", test_bad_tokenizer);
+  ADD ("bad-special-ids", test_bad_special_ids);
+  ADD ("prompt-too-long", test_prompt_too_long);
+  ADD ("not-a-file", test_not_a_file);
+#undef ADD
+  return g_test_run ();
+}

@@ -1,0 +1,66 @@
+/* test-model-golden.c: SmolLM2-135M's greedy continuations on the CPU executor against
+ * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
+ * see tests/golden/amk-golden.h). Skipped unless AMK_TEST_GGUF names the model file
+ * (tools/fetch-model.sh prints its path; .ci/run sets it).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "amk-test-common.h"
+#include "../golden/amk-golden.h"
+
+static void
+test_golden_json (void)
+{
+  g_autoptr(Golden) g = golden_load ();
+
+  /* the json itself: three or more prompts of max_new_tokens each, a sane tolerance */
+  g_assert_cmpuint (g->max_new_tokens, ==, 32);
+  g_assert_cmpfloat (g->tolerance, >, 0.0);
+  g_assert_cmpfloat (g->tolerance, <, 1.0);
+  g_assert_cmpint (g->eos_id, >=, 0);
+  g_assert_cmpuint (g->prompts->len, >=, 3);
+  for (guint i = 0; i < g->prompts->len; i++)
+    {
+      GoldenPrompt *p = g_ptr_array_index (g->prompts, i);
+      g_assert_cmpuint (p->prompt_ids->len, >, 0);
+      g_assert_cmpuint (p->generated->len, <=, g->max_new_tokens);
+    }
+}
+
+static void
+test_golden_cpu (void)
+{
+  const char *path = golden_model_path ();
+  g_autoptr(Golden) g = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(GError) error = NULL;
+  guint exact;
+
+  if (path == NULL)
+    {
+      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (tools/fetch-model.sh)");
+      return;
+    }
+  g = golden_load ();
+  if (!golden_same_model (g, path))
+    {
+      g_test_skip ("AMK_TEST_GGUF is not the file the golden continuations were made from");
+      return;
+    }
+  build = amk_model_build_from_gguf (path, 4, 256, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (build);
+  exact = golden_check (g, build, NULL);
+  g_test_message ("%u of %u prompts equal transformers' continuation in full", exact,
+                  g->prompts->len);
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "C.UTF-8");
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/model/golden/json", test_golden_json);
+  g_test_add_func ("/model/golden/cpu", test_golden_cpu);
+  return g_test_run ();
+}
