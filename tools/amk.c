@@ -14,7 +14,7 @@
 #include <glib/gstdio.h>
 
 #include <amk-glib/amk-glib.h>
-#include <amk-glib/amk-model-private.h>
+#include <amk-glib/amk-model-builder-private.h>
 
 #define EXIT_USAGE 2
 #define MAX_PRINTED_VALUES 16

@@ -1,6 +1,6 @@
-/* amk-model-private.h: builds a decode-step program from a GGUF model and runs greedy
- * generation on the CPU executor. Private (no stable API yet), but exported so that the
- * `amk` tool and the unit tests can call it.
+/* amk-model-builder-private.h: builds a decode-step program from a GGUF model and runs
+ * greedy generation on it. Private: the public face is AmkModel and AmkGenerator; the
+ * `amk` tool and the unit tests link the builder directly (amk-glib-internal).
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */

@@ -1,5 +1,5 @@
-/* amk-model.c: a Llama decode step built with the op API from a GGUF file, and greedy
- * generation on the CPU executor.
+/* amk-model-builder.c: a Llama decode step built with the op API from a GGUF file, and
+ * greedy generation on the CPU executor or a launcher.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -13,7 +13,7 @@
 
 #include "amk-glib.h"
 #include "amk-gguf-private.h"
-#include "amk-model-private.h"
+#include "amk-model-builder-private.h"
 
 typedef struct {
   AmkGguf    *gguf;
