@@ -16,12 +16,15 @@ typedef struct {
   AmkTokenizer *tokenizer;
   gint          tokens;      /* i32 [1]: the input token, then the argmax (STATE) */
   gint          pos;         /* i32 [1]: the position of the input token (INPUT) */
+  gint          logits;      /* f32 [vocab]: the step's logits (OUTPUT) */
   guint         vocab_size;
   gint32        bos_id;      /* -1 when the file names none */
   gint32        eos_id;      /* -1 when the file names none */
   guint         context;     /* KV cache rows */
   guint         n_layers;
   guint         hidden;
+  char         *architecture;  /* "llama" */
+  guint         model_context; /* the context the model was trained for; 0 if unknown */
 } AmkModelBuild;
 
 AmkModelBuild *amk_model_build_from_gguf (const char     *path,

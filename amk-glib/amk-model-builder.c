@@ -114,6 +114,7 @@ amk_model_build_free (AmkModelBuild *build)
     return;
   g_clear_object (&build->program);
   g_clear_object (&build->tokenizer);
+  g_free (build->architecture);
   g_free (build);
 }
 
@@ -174,7 +175,8 @@ load_tokenizer (AmkGguf *gguf, GError **error)
  *
  * Loads every weight as a bf16 constant and builds one compiled decode step: the token
  * in element 0 of the tokens buffer at position pos goes in, the greedy next token
- * comes out in the same element; the KV caches are STATE buffers.
+ * comes out in the same element and the logits in the logits buffer (an OUTPUT, for
+ * sampling on the host); the KV caches are STATE buffers.
  *
  * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
  */
@@ -189,7 +191,7 @@ amk_model_build_from_gguf (const char  *path,
   g_autofree char *file = NULL;
   const char *arch = NULL;
   guint32 n_layers, hidden, n_heads, n_kv_heads, ffn;
-  guint32 head_dim, kv_dim;
+  guint32 head_dim, kv_dim, model_context = 0;
   float theta = 10000.0f, eps = 1e-5f;
   const char *output_name;
   const AmkGgufTensor *embd;
@@ -223,6 +225,9 @@ amk_model_build_from_gguf (const char  *path,
   n_kv_heads = n_heads;
   if (amk_gguf_has_key (gguf, "llama.attention.head_count_kv") &&
       !get_u32 (gguf, arch, "attention.head_count_kv", &n_kv_heads, error))
+    return NULL;
+  if (amk_gguf_has_key (gguf, "llama.context_length") &&
+      !get_u32 (gguf, arch, "context_length", &model_context, error))
     return NULL;
   if (amk_gguf_has_key (gguf, "llama.rope.freq_base") &&
       !amk_gguf_get_f32 (gguf, "llama.rope.freq_base", &theta, error))
@@ -261,6 +266,8 @@ amk_model_build_from_gguf (const char  *path,
   build->context = context;
   build->n_layers = n_layers;
   build->hidden = hidden;
+  build->architecture = g_strdup (arch);
+  build->model_context = model_context;
   build->program = p = amk_program_new (n_queues);
   l.gguf = gguf;
   l.program = p;
@@ -276,10 +283,11 @@ amk_model_build_from_gguf (const char  *path,
       (gate = add_buffer (p, "gate", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (up = add_buffer (p, "up", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (act = add_buffer (p, "act", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (logits = add_buffer (p, "logits", AMK_DTYPE_F32, (gint64) vocab, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)
+      (logits = add_buffer (p, "logits", AMK_DTYPE_F32, (gint64) vocab, 0, AMK_BUFFER_ROLE_OUTPUT, error)) < 0)
     return NULL;
   build->tokens = tokens;
   build->pos = pos;
+  build->logits = logits;
 
   if ((table = load_weight (&l, "token_embd.weight", vocab, hidden, 0, error)) < 0)
     return NULL;
