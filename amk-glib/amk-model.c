@@ -1,0 +1,741 @@
+/* amk-model.c: AmkModel, a language model loaded from a file into one compiled decode
+ * step (the program), with its tokenizer and its hyperparameters as properties.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <glib/gi18n-lib.h>
+
+#include "amk-model-private.h"
+#include "amk-enum-types.h"
+#include "amk-kernel-attributes.h"
+#include "amk-launcher.h"
+
+/**
+ * AmkModel:
+ *
+ * A language model ready to run: its weights, converted to bf16, in one compiled
+ * decode step ([class@Amk.Program]), and its [class@Amk.Tokenizer].
+ *
+ * The decode step takes one token and its position, appends the token's keys and values
+ * to the KV cache and computes the logits of the next token and their argmax, all in
+ * one launch of the megakernel. [class@Amk.Generator] runs it, on the GPU or on the CPU
+ * executor.
+ *
+ * Load a model with [ctor@Amk.Model.new_from_file] or, since loading takes seconds,
+ * with [func@Amk.Model.new_from_file_async]. A model is a [iface@Gio.Initable] and a
+ * [iface@Gio.AsyncInitable]: from a binding, `Amk.Model(path=...)` followed by
+ * `init()` works as well, and a generator initialises a model that is not loaded yet.
+ *
+ * Supported today: GGUF files of the llama architecture (SmolLM2, TinyLlama, Llama),
+ * with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1. A folder (a Hugging Face
+ * checkout) fails with %G_IO_ERROR_NOT_SUPPORTED for now.
+ *
+ * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
+ * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
+ * model is loaded.
+ */
+
+/* The KV cache length when none is asked for (the model's own when that is smaller). */
+#define DEFAULT_CONTEXT 2048
+/* Queues of a program for the CPU executor: more only add scheduling. */
+#define CPU_QUEUES 4
+/* Threads per block the GPU queue count is chosen for (what `amk generate` launches
+ * with: MATVEC keeps the most loads in flight with 512). */
+#define GPU_THREADS 512
+
+struct _AmkModel
+{
+  GObject parent_instance;
+
+  char          *path;
+  guint          n_queues;        /* asked for (0: choose), then the program's */
+  guint          context_length;  /* asked for (0: choose), then the KV cache's */
+  AmkModelBuild *build;           /* NULL until loaded */
+  guint64        weight_bytes;
+};
+
+enum {
+  PROP_0,
+  PROP_PATH,
+  PROP_N_QUEUES,
+  PROP_CONTEXT_LENGTH,
+  PROP_LOADED,
+  PROP_ARCHITECTURE,
+  PROP_N_LAYERS,
+  PROP_HIDDEN_SIZE,
+  PROP_VOCAB_SIZE,
+  PROP_DTYPE,
+  PROP_WEIGHT_BYTES,
+  PROP_TOKENIZER,
+  PROP_PROGRAM,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+static void amk_model_initable_iface_init (GInitableIface *iface);
+static void amk_model_async_initable_iface_init (GAsyncInitableIface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (AmkModel, amk_model, G_TYPE_OBJECT,
+                               G_IMPLEMENT_INTERFACE (G_TYPE_INITABLE,
+                                                      amk_model_initable_iface_init)
+                               G_IMPLEMENT_INTERFACE (G_TYPE_ASYNC_INITABLE,
+                                                      amk_model_async_initable_iface_init))
+
+static void
+amk_model_finalize (GObject *object)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  g_clear_pointer (&self->build, amk_model_build_free);
+  g_free (self->path);
+
+  G_OBJECT_CLASS (amk_model_parent_class)->finalize (object);
+}
+
+static void
+amk_model_get_property (GObject    *object,
+                        guint       prop_id,
+                        GValue     *value,
+                        GParamSpec *pspec)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  switch (prop_id)
+    {
+    case PROP_PATH:
+      g_value_set_string (value, self->path);
+      break;
+    case PROP_N_QUEUES:
+      g_value_set_uint (value, self->n_queues);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      g_value_set_uint (value, self->context_length);
+      break;
+    case PROP_LOADED:
+      g_value_set_boolean (value, amk_model_get_loaded (self));
+      break;
+    case PROP_ARCHITECTURE:
+      g_value_set_string (value, amk_model_get_architecture (self));
+      break;
+    case PROP_N_LAYERS:
+      g_value_set_uint (value, amk_model_get_n_layers (self));
+      break;
+    case PROP_HIDDEN_SIZE:
+      g_value_set_uint (value, amk_model_get_hidden_size (self));
+      break;
+    case PROP_VOCAB_SIZE:
+      g_value_set_uint (value, amk_model_get_vocab_size (self));
+      break;
+    case PROP_DTYPE:
+      g_value_set_enum (value, amk_model_get_dtype (self));
+      break;
+    case PROP_WEIGHT_BYTES:
+      g_value_set_uint64 (value, self->weight_bytes);
+      break;
+    case PROP_TOKENIZER:
+      g_value_set_object (value, amk_model_get_tokenizer (self));
+      break;
+    case PROP_PROGRAM:
+      g_value_set_object (value, amk_model_get_program (self));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_model_set_property (GObject      *object,
+                        guint         prop_id,
+                        const GValue *value,
+                        GParamSpec   *pspec)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  switch (prop_id)
+    {
+    case PROP_PATH:
+      g_free (self->path);
+      self->path = g_value_dup_string (value);
+      break;
+    case PROP_N_QUEUES:
+      self->n_queues = g_value_get_uint (value);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      self->context_length = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_model_class_init (AmkModelClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = amk_model_finalize;
+  object_class->get_property = amk_model_get_property;
+  object_class->set_property = amk_model_set_property;
+
+  /**
+   * AmkModel:path:
+   *
+   * The model file (a `.gguf`) the model is loaded from.
+   */
+  properties[PROP_PATH] =
+    g_param_spec_string ("path", NULL, NULL, NULL,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                         G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:n-queues:
+   *
+   * The queues of the decode step: thread blocks of the launch on a GPU. 0 (the
+   * default) chooses when loading: one queue per multiprocessor of CUDA device 0 (for
+   * launchers with 512 threads per block, 132 on an H200), or 4 without a usable GPU.
+   * Once loaded, the program's queue count.
+   */
+  properties[PROP_N_QUEUES] =
+    g_param_spec_uint ("n-queues", NULL, NULL, 0, 65535, 0,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:context-length:
+   *
+   * The KV cache length in positions: prompts and generated tokens of a
+   * [class@Amk.Generator] together fit in it. 0 (the default) chooses when loading:
+   * 2048, or the context the model was trained for when that is smaller. Once loaded,
+   * the KV cache's length.
+   */
+  properties[PROP_CONTEXT_LENGTH] =
+    g_param_spec_uint ("context-length", NULL, NULL, 0, 1 << 20, 0,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:loaded:
+   *
+   * Whether the model is loaded (initialised); the other read-only properties are
+   * %NULL or 0 until it is.
+   */
+  properties[PROP_LOADED] =
+    g_param_spec_boolean ("loaded", NULL, NULL, FALSE,
+                          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:architecture:
+   *
+   * The model's architecture as the file names it, such as `llama`.
+   */
+  properties[PROP_ARCHITECTURE] =
+    g_param_spec_string ("architecture", NULL, NULL, NULL,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:n-layers:
+   *
+   * The number of transformer layers (blocks).
+   */
+  properties[PROP_N_LAYERS] =
+    g_param_spec_uint ("n-layers", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:hidden-size:
+   *
+   * The width of the residual stream (the embedding length).
+   */
+  properties[PROP_HIDDEN_SIZE] =
+    g_param_spec_uint ("hidden-size", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:vocab-size:
+   *
+   * The number of tokens the model has logits for.
+   */
+  properties[PROP_VOCAB_SIZE] =
+    g_param_spec_uint ("vocab-size", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:dtype:
+   *
+   * The element type the weights run in: every weight is converted to
+   * %AMK_DTYPE_BF16 when loading, whatever the file stores.
+   */
+  properties[PROP_DTYPE] =
+    g_param_spec_enum ("dtype", NULL, NULL, AMK_TYPE_DTYPE, AMK_DTYPE_BF16,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:weight-bytes:
+   *
+   * The bytes the weights take on the device (or in the CPU executor): the sum of the
+   * program's constant buffers. The KV cache and the activations come on top.
+   */
+  properties[PROP_WEIGHT_BYTES] =
+    g_param_spec_uint64 ("weight-bytes", NULL, NULL, 0, G_MAXUINT64, 0,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:tokenizer:
+   *
+   * The model's tokenizer, read from the model file.
+   */
+  properties[PROP_TOKENIZER] =
+    g_param_spec_object ("tokenizer", NULL, NULL, AMK_TYPE_TOKENIZER,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:program:
+   *
+   * The compiled decode step. Inspect it (for example with
+   * [method@Amk.Program.get_schedule_report]); changing it breaks the model.
+   */
+  properties[PROP_PROGRAM] =
+    g_param_spec_object ("program", NULL, NULL, AMK_TYPE_PROGRAM,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+amk_model_init (AmkModel *self)
+{
+}
+
+/* One queue per SM of device 0 where a GPU can run the model, else CPU_QUEUES. */
+static guint
+default_n_queues (void)
+{
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (amk_launcher_get_device_count () <= 0)
+    return CPU_QUEUES;
+  launcher = amk_launcher_new (0);
+  attr = amk_launcher_kernel_attributes (launcher, GPU_THREADS, 0, &error);
+  if (attr == NULL || attr->num_sms <= 0)
+    {
+      g_debug ("No queue count from CUDA device 0 (%s); using %u",
+               error != NULL ? error->message : "no multiprocessors", CPU_QUEUES);
+      return CPU_QUEUES;
+    }
+  return (guint) attr->num_sms;
+}
+
+/* The one place that knows the model formats. */
+static AmkModelBuild *
+build_from_path (const char  *path,
+                 guint        n_queues,
+                 guint        context,
+                 GError     **error)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autofree char *display = g_filename_display_name (path);
+
+      /* Hugging Face folders: amk_model_build_from_path() will replace this function */
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                   _("“%s” is a folder: Hugging Face model folders are not supported yet; "
+                     "give a .gguf file"), display);
+      return NULL;
+    }
+  return amk_model_build_from_gguf (path, n_queues, context, error);
+}
+
+static gboolean
+amk_model_initable_init (GInitable     *initable,
+                         GCancellable  *cancellable,
+                         GError       **error)
+{
+  AmkModel *self = AMK_MODEL (initable);
+  g_autoptr(AmkModelBuild) build = NULL;
+  AmkProgram *program;
+  guint n_queues, context;
+  guint64 weight_bytes = 0;
+
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (self->build != NULL)
+    return TRUE;
+  if (self->path == NULL || *self->path == '\0')
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                           _("No model file given: set the model’s “path” property"));
+      return FALSE;
+    }
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+
+  n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues ();
+  context = self->context_length > 0 ? self->context_length : DEFAULT_CONTEXT;
+  build = build_from_path (self->path, n_queues, context, error);
+  if (build == NULL)
+    return FALSE;
+  if (self->context_length == 0 && build->model_context > 0 && build->model_context < context)
+    {
+      /* trained for less than the default: the model's own context, built again */
+      context = build->model_context;
+      g_clear_pointer (&build, amk_model_build_free);
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      build = build_from_path (self->path, n_queues, context, error);
+      if (build == NULL)
+        return FALSE;
+    }
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+
+  program = build->program;
+  for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
+    if (amk_program_get_buffer_role (program, b) == AMK_BUFFER_ROLE_CONSTANT)
+      weight_bytes += amk_program_get_buffer_size (program, b);
+
+  self->n_queues = n_queues;
+  self->context_length = build->context;
+  self->weight_bytes = weight_bytes;
+  self->build = g_steal_pointer (&build);
+  return TRUE;
+}
+
+static void
+amk_model_initable_iface_init (GInitableIface *iface)
+{
+  iface->init = amk_model_initable_init;
+}
+
+static void
+init_thread (GTask        *task,
+             gpointer      source_object,
+             gpointer      task_data,
+             GCancellable *cancellable)
+{
+  GError *error = NULL;
+
+  if (amk_model_initable_init (G_INITABLE (source_object), cancellable, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+static void
+amk_model_init_async (GAsyncInitable      *initable,
+                      int                  io_priority,
+                      GCancellable        *cancellable,
+                      GAsyncReadyCallback  callback,
+                      gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  task = g_task_new (initable, cancellable, callback, user_data);
+  g_task_set_source_tag (task, amk_model_init_async);
+  g_task_set_priority (task, io_priority);
+  g_task_run_in_thread (task, init_thread);
+}
+
+static gboolean
+amk_model_init_finish (GAsyncInitable  *initable,
+                       GAsyncResult    *result,
+                       GError         **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, initable), FALSE);
+  g_return_val_if_fail (g_async_result_is_tagged (result, amk_model_init_async), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static void
+amk_model_async_initable_iface_init (GAsyncInitableIface *iface)
+{
+  iface->init_async = amk_model_init_async;
+  iface->init_finish = amk_model_init_finish;
+}
+
+/**
+ * amk_model_new_from_file:
+ * @path: (type filename): a `.gguf` model file
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Loads a model: reads the hyperparameters and the tokenizer, converts every weight to
+ * bf16 and builds and compiles the decode step. Takes seconds for a large file; see
+ * [func@Amk.Model.new_from_file_async]. @cancellable is checked before and after the
+ * work, not during it.
+ *
+ * A missing file fails with %G_IO_ERROR_NOT_FOUND, a file that is not a model of a
+ * supported architecture with %G_IO_ERROR_INVALID_DATA or %G_IO_ERROR_NOT_SUPPORTED,
+ * a folder with %G_IO_ERROR_NOT_SUPPORTED.
+ *
+ * Returns: (transfer full): the model, or %NULL with @error set
+ */
+AmkModel *
+amk_model_new_from_file (const char    *path,
+                         GCancellable  *cancellable,
+                         GError       **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return g_initable_new (AMK_TYPE_MODEL, cancellable, error, "path", path, NULL);
+}
+
+/**
+ * amk_model_new_from_file_async:
+ * @path: (type filename): a `.gguf` model file
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the model is loaded or failed to load
+ * @user_data: data for @callback
+ *
+ * Loads a model as [ctor@Amk.Model.new_from_file] does, in a worker thread; @callback
+ * runs in the thread-default main context of the caller. Finish with
+ * [func@Amk.Model.new_from_file_finish].
+ */
+void
+amk_model_new_from_file_async (const char          *path,
+                               GCancellable        *cancellable,
+                               GAsyncReadyCallback  callback,
+                               gpointer             user_data)
+{
+  g_return_if_fail (path != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable,
+                              callback, user_data, "path", path, NULL);
+}
+
+/**
+ * amk_model_new_from_file_finish:
+ * @result: the #GAsyncResult passed to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes [func@Amk.Model.new_from_file_async].
+ *
+ * Returns: (transfer full): the model, or %NULL with @error set
+ */
+AmkModel *
+amk_model_new_from_file_finish (GAsyncResult  *result,
+                                GError       **error)
+{
+  g_autoptr(GObject) source = NULL;
+  GObject *model;
+
+  g_return_val_if_fail (G_IS_ASYNC_RESULT (result), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  source = g_async_result_get_source_object (result);
+  g_return_val_if_fail (AMK_IS_MODEL (source), NULL);
+  model = g_async_initable_new_finish (G_ASYNC_INITABLE (source), result, error);
+  return model != NULL ? AMK_MODEL (model) : NULL;
+}
+
+AmkModelBuild *
+amk_model_get_build (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build;
+}
+
+/**
+ * amk_model_get_path:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:path].
+ *
+ * Returns: (type filename) (nullable): the model file
+ */
+const char *
+amk_model_get_path (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->path;
+}
+
+/**
+ * amk_model_get_loaded:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:loaded].
+ *
+ * Returns: whether the model is loaded
+ */
+gboolean
+amk_model_get_loaded (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
+
+  return self->build != NULL;
+}
+
+/**
+ * amk_model_get_architecture:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:architecture].
+ *
+ * Returns: (nullable): the architecture, or %NULL before the model is loaded
+ */
+const char *
+amk_model_get_architecture (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->architecture : NULL;
+}
+
+/**
+ * amk_model_get_n_layers:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:n-layers].
+ *
+ * Returns: the number of layers, or 0 before the model is loaded
+ */
+guint
+amk_model_get_n_layers (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->n_layers : 0;
+}
+
+/**
+ * amk_model_get_hidden_size:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:hidden-size].
+ *
+ * Returns: the hidden size, or 0 before the model is loaded
+ */
+guint
+amk_model_get_hidden_size (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->hidden : 0;
+}
+
+/**
+ * amk_model_get_vocab_size:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:vocab-size].
+ *
+ * Returns: the vocabulary size, or 0 before the model is loaded
+ */
+guint
+amk_model_get_vocab_size (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->vocab_size : 0;
+}
+
+/**
+ * amk_model_get_context_length:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:context-length].
+ *
+ * Returns: the KV cache length in positions (before loading: the length asked for, 0
+ *   to choose)
+ */
+guint
+amk_model_get_context_length (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->context_length;
+}
+
+/**
+ * amk_model_get_n_queues:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:n-queues].
+ *
+ * Returns: the decode step's queue count (before loading: the count asked for, 0 to
+ *   choose)
+ */
+guint
+amk_model_get_n_queues (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->n_queues;
+}
+
+/**
+ * amk_model_get_dtype:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:dtype].
+ *
+ * Returns: the element type of the weights: %AMK_DTYPE_BF16
+ */
+AmkDType
+amk_model_get_dtype (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), AMK_DTYPE_BF16);
+
+  return AMK_DTYPE_BF16;
+}
+
+/**
+ * amk_model_get_weight_bytes:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:weight-bytes].
+ *
+ * Returns: the bytes of the weights, or 0 before the model is loaded
+ */
+guint64
+amk_model_get_weight_bytes (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->weight_bytes;
+}
+
+/**
+ * amk_model_get_tokenizer:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:tokenizer].
+ *
+ * Returns: (transfer none) (nullable): the tokenizer, or %NULL before the model is
+ *   loaded
+ */
+AmkTokenizer *
+amk_model_get_tokenizer (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->tokenizer : NULL;
+}
+
+/**
+ * amk_model_get_program:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:program].
+ *
+ * Returns: (transfer none) (nullable): the decode step, or %NULL before the model is
+ *   loaded
+ */
+AmkProgram *
+amk_model_get_program (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->program : NULL;
+}
