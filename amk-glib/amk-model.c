@@ -496,7 +496,7 @@ amk_model_new_from_file (const char    *path,
  *
  * Loads a model as [ctor@Amk.Model.new_from_file] does, in a worker thread; @callback
  * runs in the thread-default main context of the caller. Finish with
- * [func@Amk.Model.new_from_file_finish].
+ * [ctor@Amk.Model.new_from_file_finish].
  */
 void
 amk_model_new_from_file_async (const char          *path,
