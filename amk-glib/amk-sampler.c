@@ -14,6 +14,7 @@
 typedef struct {
   float  logit;
   gint32 id;
+  double p;      /* exp ((logit - max) / temperature), once known */
 } Candidate;
 
 /* Whether a ranks before b: the larger logit, on ties the lower id (a total order, so
@@ -92,7 +93,6 @@ amk_sample_token (const float *logits,
                   GRand       *rand)
 {
   g_autofree Candidate *c = NULL;
-  g_autofree double *p = NULL;
   gboolean sorted = FALSE;
   double max, total = 0.0, r, acc = 0.0;
   gsize n = 0;
@@ -119,22 +119,15 @@ amk_sample_token (const float *logits,
       n = top_k;
       sorted = TRUE;
     }
-  else if (top_p < 1.0)
-    {
-      qsort (c, n, sizeof *c, compare_candidates);
-      sorted = TRUE;
-    }
 
   max = c[0].logit;
   if (!sorted)
     for (gsize i = 1; i < n; i++)
       max = MAX (max, c[i].logit);
-
-  p = g_new (double, n);
   for (gsize i = 0; i < n; i++)
     {
-      p[i] = exp (((double) c[i].logit - max) / temperature);
-      total += p[i];
+      c[i].p = exp (((double) c[i].logit - max) / temperature);
+      total += c[i].p;
     }
 
   if (top_p < 1.0)
@@ -142,9 +135,23 @@ amk_sample_token (const float *logits,
       /* the nucleus: the most likely tokens until their mass reaches top_p */
       double threshold = top_p * total;
 
+      if (!sorted)
+        {
+          /* Sorted, a token j with p_j <= (1 - top_p) total / n cannot be in the
+           * nucleus: the tokens after it weigh at most n p_j, so those before it
+           * already reach the threshold. Sort only the others. */
+          double bound = (1.0 - top_p) * total / (double) n;
+          gsize kept = 0;
+
+          for (gsize i = 0; i < n; i++)
+            if (c[i].p > bound)
+              c[kept++] = c[i];
+          n = kept;
+          qsort (c, n, sizeof *c, compare_candidates);
+        }
       for (gsize i = 0; i < n; i++)
         {
-          acc += p[i];
+          acc += c[i].p;
           if (acc >= threshold)
             {
               n = i + 1;
@@ -158,7 +165,7 @@ amk_sample_token (const float *logits,
   r = g_rand_double (rand) * total;
   for (gsize i = 0; i < n; i++)
     {
-      acc += p[i];
+      acc += c[i].p;
       if (r < acc)
         return c[i].id;
     }

@@ -331,6 +331,25 @@ test_sampler (void)
   g_assert_cmpuint (counts[1], >, 800);
   g_assert_cmpuint (counts[7], >, 800);
   g_assert_cmpuint (counts[3], >, 800);
+
+  /* the nucleus: the weights are e^0.5, e^2, e^-1, e^1.9, -, -, e^0, e^2 (24.5 in all);
+   * top-p 0.5 keeps ids 1 and 7 (14.8), top-p 0.7 ids 1, 7 and 3 (21.5) */
+  memset (counts, 0, sizeof counts);
+  for (guint i = 0; i < 2000; i++)
+    counts[amk_sample_token (logits, n, 1.0, 0, 0.5, r1)]++;
+  g_assert_cmpuint (counts[1] + counts[7], ==, 2000);
+  g_assert_cmpuint (counts[1], >, 800);
+  g_assert_cmpuint (counts[7], >, 800);
+  memset (counts, 0, sizeof counts);
+  for (guint i = 0; i < 3000; i++)
+    counts[amk_sample_token (logits, n, 1.0, 0, 0.7, r1)]++;
+  g_assert_cmpuint (counts[1] + counts[7] + counts[3], ==, 3000);
+  g_assert_cmpuint (counts[3], >, 800);
+  /* top-k then top-p: of ids 1, 7 and 3, top-p 0.6 keeps 1 and 7 */
+  memset (counts, 0, sizeof counts);
+  for (guint i = 0; i < 1000; i++)
+    counts[amk_sample_token (logits, n, 1.0, 3, 0.6, r1)]++;
+  g_assert_cmpuint (counts[1] + counts[7], ==, 1000);
 }
 
 /* ---- with a model file --------------------------------------------------------------- */
