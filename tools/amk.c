@@ -972,8 +972,9 @@ show_progress (gpointer data)
 {
   GenerateState *s = data;
 
+  g_printerr ("\r");
   /* TRANSLATORS: a progress line while the model loads: its name, then seconds */
-  g_printerr (_("\rLoading %s… %.1f s"), s->name, (g_get_monotonic_time () - s->start) / 1e6);
+  g_printerr (_("Loading %s… %.1f s"), s->name, (g_get_monotonic_time () - s->start) / 1e6);
   return G_SOURCE_CONTINUE;
 }
 
@@ -995,10 +996,11 @@ on_generated (GObject *source, GAsyncResult *result, gpointer data)
   g_main_loop_quit (s->loop);
 }
 
+/* The generated text is data, written as it is (UTF-8), not a message for g_print. */
 static void
 on_token_print (AmkGenerator *generator, gint token_id, const char *piece, gpointer data)
 {
-  g_print ("%s", piece);
+  fputs (piece, stdout);
   fflush (stdout);
 }
 
@@ -1052,7 +1054,7 @@ cmd_generate (char ***args)
   gint max_tokens = 32, top_k = 0;
   gdouble temperature = 0.0, top_p = 1.0;
   gint64 seed = 0;
-  guint queues = 4, progress_id = 0, n_generated;
+  guint queues = 4, progress_id = 0, sigint_id = 0, n_generated;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
       N_("The GGUF model file (default: $AMK_MODEL, else SmolLM2-135M-Instruct.Q4_1.gguf "
@@ -1141,7 +1143,7 @@ cmd_generate (char ***args)
   s.start = g_get_monotonic_time ();
 #ifdef G_OS_UNIX
   s.progress = isatty (STDERR_FILENO);
-  g_unix_signal_add (SIGINT, on_interrupt, &s);
+  sigint_id = g_unix_signal_add (SIGINT, on_interrupt, &s);
 #endif
   if (s.progress)
     {
@@ -1154,15 +1156,17 @@ cmd_generate (char ***args)
   g_clear_handle_id (&progress_id, g_source_remove);
   if (s.model == NULL)
     {
+      g_clear_handle_id (&sigint_id, g_source_remove);
       if (s.progress)
         g_printerr ("\n");
       print_error ("generate", s.error);
       g_clear_error (&s.error);
       return 1;
     }
+  if (s.progress)
+    g_printerr ("\r\033[K");   /* clears the progress line */
   /* TRANSLATORS: after loading: the model's name and the seconds it took */
-  g_printerr (_("%sLoaded %s in %.1f s\n"), s.progress ? "\r\033[K" : "", basename,
-              (g_get_monotonic_time () - s.start) / 1e6);
+  g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
 
   generator = amk_generator_new (s.model, launcher);
   g_object_set (generator, "temperature", temperature, "top-k", (guint) top_k, "top-p", top_p,
@@ -1172,6 +1176,7 @@ cmd_generate (char ***args)
       prompt = chat_prompt (generator, (*args)[1], &error);
       if (prompt == NULL)
         {
+          g_clear_handle_id (&sigint_id, g_source_remove);
           print_error ("generate", error);
           g_clear_object (&s.model);
           return 1;
@@ -1180,13 +1185,14 @@ cmd_generate (char ***args)
   else
     {
       prompt = g_strdup ((*args)[1]);
-      g_print ("%s", prompt);   /* the text goes on where the prompt ends */
+      fputs (prompt, stdout);   /* the text goes on where the prompt ends */
       fflush (stdout);
     }
   g_signal_connect (generator, "token", G_CALLBACK (on_token_print), NULL);
   amk_generator_generate_async (generator, prompt, (guint) max_tokens, cancellable, on_generated, &s);
   g_main_loop_run (loop);
-  g_print ("\n");
+  g_clear_handle_id (&sigint_id, g_source_remove);
+  fputs ("\n", stdout);
   fflush (stdout);
   g_clear_object (&s.model);
   if (s.text == NULL)
