@@ -559,6 +559,31 @@ test_generator_session (void)
   g_assert_cmpuint (amk_generator_get_position (gen), ==, position + 3);
 }
 
+/* A stop string: the text ends before it; the tokens that spelt it were generated. */
+static void
+test_generator_stop_string (void)
+{
+  AmkModel *model = get_model ();
+  g_autoptr(AmkGenerator) gen = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  Collected c;
+
+  if (model == NULL)
+    return;
+  gen = amk_generator_new (model, NULL);
+  amk_generator_add_stop_string (gen, ".");
+  collected_init (&c);
+  g_signal_connect (gen, "token", G_CALLBACK (on_token), &c);
+  text = amk_generator_generate (gen, PROMPT, 6, NULL, &error);
+  g_assert_no_error (error);
+  /* greedy: " Paris" "." ... */
+  g_assert_cmpstr (text, ==, " Paris");
+  g_assert_cmpstr (c.text->str, ==, " Paris.");
+  g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, 2);
+  collected_clear (&c);
+}
+
 /* A context of 8 positions: generation stops when it is full, then prompts fail. */
 static void
 test_generator_context_full (void)
@@ -683,6 +708,7 @@ main (int argc, char **argv)
   g_test_add_func ("/generator/greedy", test_generator_greedy);
   g_test_add_func ("/generator/sampling", test_generator_sampling);
   g_test_add_func ("/generator/session", test_generator_session);
+  g_test_add_func ("/generator/stop-string", test_generator_stop_string);
   g_test_add_func ("/generator/context-full", test_generator_context_full);
   g_test_add_func ("/generator/async", test_generator_async);
   ret = g_test_run ();
