@@ -18,5 +18,7 @@
 #include <amk-glib/amk-cpu-executor.h>
 #include <amk-glib/amk-launcher.h>
 #include <amk-glib/amk-tokenizer.h>
+#include <amk-glib/amk-model.h>
+#include <amk-glib/amk-generator.h>
 
 #undef __AMK_GLIB_INSIDE__

@@ -1,52 +1,15 @@
-/* amk-model-private.h: builds a decode-step program from a GGUF model and runs greedy
- * generation on the CPU executor. Private (no stable API yet), but exported so that the
- * `amk` tool and the unit tests can call it.
+/* amk-model-private.h: what AmkGenerator needs of an AmkModel.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
 #pragma once
 
-#include <gio/gio.h>
-#include <amk-glib/amk-glib.h>
+#include "amk-model.h"
+#include "amk-model-builder-private.h"
 
 G_BEGIN_DECLS
 
-typedef struct {
-  AmkProgram   *program;     /* one compiled decode step */
-  AmkTokenizer *tokenizer;
-  gint          tokens;      /* i32 [1]: the input token, then the argmax (STATE) */
-  gint          pos;         /* i32 [1]: the position of the input token (INPUT) */
-  guint         vocab_size;
-  gint32        bos_id;      /* -1 when the file names none */
-  gint32        eos_id;      /* -1 when the file names none */
-  guint         context;     /* KV cache rows */
-  guint         n_layers;
-  guint         hidden;
-} AmkModelBuild;
-
-AmkModelBuild *amk_model_build_from_gguf (const char     *path,
-                                          guint           n_queues,
-                                          guint           context,
-                                          GError        **error);
-void           amk_model_build_free      (AmkModelBuild  *build);
-/* Appends the generated text to `out`; `n_generated` (nullable) gets the token count,
- * `generated` (nullable) the ids (g_free). */
-gboolean       amk_model_generate_cpu    (AmkModelBuild  *build,
-                                          const char     *prompt,
-                                          guint           max_tokens,
-                                          GString        *out,
-                                          GError        **error);
-/* With a launcher (which loads the program) on the GPU, else on a new CPU executor. */
-gboolean       amk_model_generate_full   (AmkModelBuild *build,
-                                          AmkLauncher   *launcher,
-                                            const char    *prompt,
-                                            guint          max_tokens,
-                                            GString       *out,
-                                            gint32       **generated,
-                                            gsize         *n_generated,
-                                            guint         *n_prompt,
-                                            GError       **error);
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkModelBuild, amk_model_build_free)
+/* The loaded build (program, tokenizer, buffer indices), or NULL before loading. */
+AmkModelBuild *amk_model_get_build (AmkModel *self);
 
 G_END_DECLS

@@ -1,524 +1,741 @@
-/* amk-model.c: a Llama decode step built with the op API from a GGUF file, and greedy
- * generation on the CPU executor.
+/* amk-model.c: AmkModel, a language model loaded from a file into one compiled decode
+ * step (the program), with its tokenizer and its hyperparameters as properties.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
 #include "config.h"
 
-#include <inttypes.h>
-#include <math.h>
-#include <string.h>
 #include <glib/gi18n-lib.h>
-#include <gio/gio.h>
 
-#include "amk-glib.h"
-#include "amk-gguf-private.h"
 #include "amk-model-private.h"
-
-typedef struct {
-  AmkGguf    *gguf;
-  AmkProgram *program;
-  const char *file;
-} Loader;
-
-/* Adds `name` of the file as a bf16 CONSTANT buffer of shape {rows, cols} (or {cols}
- * when rows is 0); with unpermute_heads > 0 undoes the converter's q/k permutation. */
-static gint
-load_weight (Loader     *l,
-             const char *name,
-             guint64     rows,
-             guint64     cols,
-             guint       unpermute_heads,
-             GError    **error)
-{
-  const AmkGgufTensor *t = amk_gguf_find_tensor (l->gguf, name);
-  g_autofree guint16 *data = NULL;
-  g_autoptr(GBytes) bytes = NULL;
-  gint64 shape[2];
-  gsize n_dims;
-  gint buf;
-
-  if (t == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                   _("The model file “%s” has no tensor “%s”"), l->file, name);
-      return -1;
-    }
-  if (t->dims[0] != cols || (rows > 0 ? t->dims[1] != rows : t->n_dims != 1) ||
-      t->n_elements != cols * MAX (rows, 1))
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The tensor “%s” of “%s” has the wrong shape (expected %" PRIu64
-                     " × %" PRIu64 ")"), name, l->file, rows, cols);
-      return -1;
-    }
-  data = g_try_new (guint16, t->n_elements);
-  if (data == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
-                   _("Out of memory loading the tensor “%s”"), name);
-      return -1;
-    }
-  if (!amk_gguf_tensor_to_bf16 (t, data, error))
-    return -1;
-  if (unpermute_heads > 0 && !amk_gguf_unpermute_qk (data, rows, cols, unpermute_heads, error))
-    return -1;
-
-  if (rows > 0)
-    {
-      shape[0] = (gint64) rows;
-      shape[1] = (gint64) cols;
-      n_dims = 2;
-    }
-  else
-    {
-      shape[0] = (gint64) cols;
-      n_dims = 1;
-    }
-  buf = amk_program_add_buffer (l->program, name, AMK_DTYPE_BF16, shape, n_dims,
-                                AMK_BUFFER_ROLE_CONSTANT, error);
-  if (buf < 0)
-    return -1;
-  bytes = g_bytes_new_take (g_steal_pointer (&data), t->n_elements * sizeof (guint16));
-  if (!amk_program_set_buffer_data (l->program, (guint) buf, bytes, error))
-    return -1;
-  return buf;
-}
-
-static gint
-add_buffer (AmkProgram    *p,
-            const char    *name,
-            AmkDType       dtype,
-            gint64         d0,
-            gint64         d1,
-            AmkBufferRole  role,
-            GError       **error)
-{
-  gint64 shape[2] = { d0, d1 };
-
-  return amk_program_add_buffer (p, name, dtype, shape, d1 > 0 ? 2 : 1, role, error);
-}
-
-static gboolean
-get_u32 (AmkGguf *gguf, const char *arch, const char *key, guint32 *value, GError **error)
-{
-  g_autofree char *full = g_strdup_printf ("%s.%s", arch, key);
-
-  return amk_gguf_get_u32 (gguf, full, value, error);
-}
-
-void
-amk_model_build_free (AmkModelBuild *build)
-{
-  if (build == NULL)
-    return;
-  g_clear_object (&build->program);
-  g_clear_object (&build->tokenizer);
-  g_free (build);
-}
-
-/* A token id from the metadata: it must name a token of the vocabulary. */
-static gboolean
-get_token_id (AmkGguf      *gguf,
-              AmkTokenizer *tok,
-              const char   *file,
-              const char   *key,
-              guint32      *id,
-              GError      **error)
-{
-  if (!amk_gguf_get_u32 (gguf, key, id, error))
-    return FALSE;
-  if (*id >= amk_tokenizer_get_vocab_size (tok))
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The metadata key “%s” of the model file “%s” names the token %u, "
-                     "outside the vocabulary of %u tokens"),
-                   key, file, *id, amk_tokenizer_get_vocab_size (tok));
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static AmkTokenizer *
-load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
-{
-  const char * const *tokens;
-  const char * const *merges;
-  g_autofree gint32 *types = NULL;
-  gsize n_tokens = 0, n_merges = 0, n_types = 0;
-  const char *pre = "smollm";
-  g_autoptr(AmkTokenizer) tok = NULL;
-  guint32 id;
-  gboolean add_bos;
-
-  tokens = amk_gguf_get_string_array (gguf, "tokenizer.ggml.tokens", &n_tokens, error);
-  if (tokens == NULL)
-    return NULL;
-  merges = amk_gguf_get_string_array (gguf, "tokenizer.ggml.merges", &n_merges, error);
-  if (merges == NULL)
-    return NULL;
-  if (amk_gguf_has_key (gguf, "tokenizer.ggml.token_type"))
-    {
-      types = amk_gguf_get_i32_array (gguf, "tokenizer.ggml.token_type", &n_types, error);
-      if (types == NULL)
-        return NULL;
-    }
-  tok = amk_tokenizer_new_from_vocab (tokens, merges, types, n_types, pre, error);
-  if (tok == NULL)
-    return NULL;
-  if (amk_gguf_has_key (gguf, "tokenizer.ggml.bos_token_id"))
-    {
-      if (!get_token_id (gguf, tok, file, "tokenizer.ggml.bos_token_id", &id, error))
-        return NULL;
-      amk_tokenizer_set_bos_id (tok, (gint32) id);
-    }
-  if (amk_gguf_has_key (gguf, "tokenizer.ggml.eos_token_id"))
-    {
-      if (!get_token_id (gguf, tok, file, "tokenizer.ggml.eos_token_id", &id, error))
-        return NULL;
-      amk_tokenizer_set_eos_id (tok, (gint32) id);
-    }
-  if (amk_gguf_has_key (gguf, "tokenizer.ggml.add_bos_token"))
-    {
-      if (!amk_gguf_get_bool (gguf, "tokenizer.ggml.add_bos_token", &add_bos, error))
-        return NULL;
-      amk_tokenizer_set_add_bos (tok, add_bos);
-    }
-  return g_steal_pointer (&tok);
-}
+#include "amk-enum-types.h"
+#include "amk-kernel-attributes.h"
+#include "amk-launcher.h"
 
 /**
- * amk_model_build_from_gguf:
- * @path: a GGUF file of a llama-architecture model
- * @n_queues: the program's queue count
- * @context: the KV cache length (positions)
- * @error: return location for a #GError
+ * AmkModel:
  *
- * Loads every weight as a bf16 constant and builds one compiled decode step: the token
- * in element 0 of the tokens buffer at position pos goes in, the greedy next token
- * comes out in the same element; the KV caches are STATE buffers.
+ * A language model ready to run: its weights, converted to bf16, in one compiled
+ * decode step ([class@Amk.Program]), and its [class@Amk.Tokenizer].
  *
- * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
+ * The decode step takes one token and its position, appends the token's keys and values
+ * to the KV cache and computes the logits of the next token and their argmax, all in
+ * one launch of the megakernel. [class@Amk.Generator] runs it, on the GPU or on the CPU
+ * executor.
+ *
+ * Load a model with [ctor@Amk.Model.new_from_file] or, since loading takes seconds,
+ * with [func@Amk.Model.new_from_file_async]. A model is a [iface@Gio.Initable] and a
+ * [iface@Gio.AsyncInitable]: from a binding, `Amk.Model(path=...)` followed by
+ * `init()` works as well, and a generator initialises a model that is not loaded yet.
+ *
+ * Supported today: GGUF files of the llama architecture (SmolLM2, TinyLlama, Llama),
+ * with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1. A folder (a Hugging Face
+ * checkout) fails with %G_IO_ERROR_NOT_SUPPORTED for now.
+ *
+ * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
+ * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
+ * model is loaded.
  */
-AmkModelBuild *
-amk_model_build_from_gguf (const char  *path,
-                           guint        n_queues,
-                           guint        context,
-                           GError     **error)
+
+/* The KV cache length when none is asked for (the model's own when that is smaller). */
+#define DEFAULT_CONTEXT 2048
+/* Queues of a program for the CPU executor: more only add scheduling. */
+#define CPU_QUEUES 4
+/* Threads per block the GPU queue count is chosen for (what `amk generate` launches
+ * with: MATVEC keeps the most loads in flight with 512). */
+#define GPU_THREADS 512
+
+struct _AmkModel
 {
-  g_autoptr(AmkGguf) gguf = NULL;
-  g_autoptr(AmkModelBuild) build = NULL;
-  g_autofree char *file = NULL;
-  const char *arch = NULL;
-  guint32 n_layers, hidden, n_heads, n_kv_heads, ffn;
-  guint32 head_dim, kv_dim;
-  float theta = 10000.0f, eps = 1e-5f;
-  const char *output_name;
-  const AmkGgufTensor *embd;
-  guint64 vocab;
-  Loader l;
-  AmkProgram *p;
-  gint tokens, pos, x, q, k, v, attn, gate, up, act, logits, table, out_norm, out_w;
+  GObject parent_instance;
 
-  g_return_val_if_fail (path != NULL, NULL);
-  g_return_val_if_fail (n_queues > 0, NULL);
-  g_return_val_if_fail (context > 0, NULL);
+  char          *path;
+  guint          n_queues;        /* asked for (0: choose), then the program's */
+  guint          context_length;  /* asked for (0: choose), then the KV cache's */
+  AmkModelBuild *build;           /* NULL until loaded */
+  guint64        weight_bytes;
+};
 
-  file = g_filename_display_name (path);
-  gguf = amk_gguf_open (path, error);
-  if (gguf == NULL)
-    return NULL;
-  if (!amk_gguf_get_string (gguf, "general.architecture", &arch, NULL, error))
-    return NULL;
-  if (!g_str_equal (arch, "llama"))
+enum {
+  PROP_0,
+  PROP_PATH,
+  PROP_N_QUEUES,
+  PROP_CONTEXT_LENGTH,
+  PROP_LOADED,
+  PROP_ARCHITECTURE,
+  PROP_N_LAYERS,
+  PROP_HIDDEN_SIZE,
+  PROP_VOCAB_SIZE,
+  PROP_DTYPE,
+  PROP_WEIGHT_BYTES,
+  PROP_TOKENIZER,
+  PROP_PROGRAM,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+static void amk_model_initable_iface_init (GInitableIface *iface);
+static void amk_model_async_initable_iface_init (GAsyncInitableIface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (AmkModel, amk_model, G_TYPE_OBJECT,
+                               G_IMPLEMENT_INTERFACE (G_TYPE_INITABLE,
+                                                      amk_model_initable_iface_init)
+                               G_IMPLEMENT_INTERFACE (G_TYPE_ASYNC_INITABLE,
+                                                      amk_model_async_initable_iface_init))
+
+static void
+amk_model_finalize (GObject *object)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  g_clear_pointer (&self->build, amk_model_build_free);
+  g_free (self->path);
+
+  G_OBJECT_CLASS (amk_model_parent_class)->finalize (object);
+}
+
+static void
+amk_model_get_property (GObject    *object,
+                        guint       prop_id,
+                        GValue     *value,
+                        GParamSpec *pspec)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  switch (prop_id)
     {
+    case PROP_PATH:
+      g_value_set_string (value, self->path);
+      break;
+    case PROP_N_QUEUES:
+      g_value_set_uint (value, self->n_queues);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      g_value_set_uint (value, self->context_length);
+      break;
+    case PROP_LOADED:
+      g_value_set_boolean (value, amk_model_get_loaded (self));
+      break;
+    case PROP_ARCHITECTURE:
+      g_value_set_string (value, amk_model_get_architecture (self));
+      break;
+    case PROP_N_LAYERS:
+      g_value_set_uint (value, amk_model_get_n_layers (self));
+      break;
+    case PROP_HIDDEN_SIZE:
+      g_value_set_uint (value, amk_model_get_hidden_size (self));
+      break;
+    case PROP_VOCAB_SIZE:
+      g_value_set_uint (value, amk_model_get_vocab_size (self));
+      break;
+    case PROP_DTYPE:
+      g_value_set_enum (value, amk_model_get_dtype (self));
+      break;
+    case PROP_WEIGHT_BYTES:
+      g_value_set_uint64 (value, self->weight_bytes);
+      break;
+    case PROP_TOKENIZER:
+      g_value_set_object (value, amk_model_get_tokenizer (self));
+      break;
+    case PROP_PROGRAM:
+      g_value_set_object (value, amk_model_get_program (self));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_model_set_property (GObject      *object,
+                        guint         prop_id,
+                        const GValue *value,
+                        GParamSpec   *pspec)
+{
+  AmkModel *self = AMK_MODEL (object);
+
+  switch (prop_id)
+    {
+    case PROP_PATH:
+      g_free (self->path);
+      self->path = g_value_dup_string (value);
+      break;
+    case PROP_N_QUEUES:
+      self->n_queues = g_value_get_uint (value);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      self->context_length = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_model_class_init (AmkModelClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = amk_model_finalize;
+  object_class->get_property = amk_model_get_property;
+  object_class->set_property = amk_model_set_property;
+
+  /**
+   * AmkModel:path:
+   *
+   * The model file (a `.gguf`) the model is loaded from.
+   */
+  properties[PROP_PATH] =
+    g_param_spec_string ("path", NULL, NULL, NULL,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                         G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:n-queues:
+   *
+   * The queues of the decode step: thread blocks of the launch on a GPU. 0 (the
+   * default) chooses when loading: one queue per multiprocessor of CUDA device 0 (for
+   * launchers with 512 threads per block, 132 on an H200), or 4 without a usable GPU.
+   * Once loaded, the program's queue count.
+   */
+  properties[PROP_N_QUEUES] =
+    g_param_spec_uint ("n-queues", NULL, NULL, 0, 65535, 0,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:context-length:
+   *
+   * The KV cache length in positions: prompts and generated tokens of a
+   * [class@Amk.Generator] together fit in it. 0 (the default) chooses when loading:
+   * 2048, or the context the model was trained for when that is smaller. Once loaded,
+   * the KV cache's length.
+   */
+  properties[PROP_CONTEXT_LENGTH] =
+    g_param_spec_uint ("context-length", NULL, NULL, 0, 1 << 20, 0,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:loaded:
+   *
+   * Whether the model is loaded (initialised); the other read-only properties are
+   * %NULL or 0 until it is.
+   */
+  properties[PROP_LOADED] =
+    g_param_spec_boolean ("loaded", NULL, NULL, FALSE,
+                          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:architecture:
+   *
+   * The model's architecture as the file names it, such as `llama`.
+   */
+  properties[PROP_ARCHITECTURE] =
+    g_param_spec_string ("architecture", NULL, NULL, NULL,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:n-layers:
+   *
+   * The number of transformer layers (blocks).
+   */
+  properties[PROP_N_LAYERS] =
+    g_param_spec_uint ("n-layers", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:hidden-size:
+   *
+   * The width of the residual stream (the embedding length).
+   */
+  properties[PROP_HIDDEN_SIZE] =
+    g_param_spec_uint ("hidden-size", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:vocab-size:
+   *
+   * The number of tokens the model has logits for.
+   */
+  properties[PROP_VOCAB_SIZE] =
+    g_param_spec_uint ("vocab-size", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:dtype:
+   *
+   * The element type the weights run in: every weight is converted to
+   * %AMK_DTYPE_BF16 when loading, whatever the file stores.
+   */
+  properties[PROP_DTYPE] =
+    g_param_spec_enum ("dtype", NULL, NULL, AMK_TYPE_DTYPE, AMK_DTYPE_BF16,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:weight-bytes:
+   *
+   * The bytes the weights take on the device (or in the CPU executor): the sum of the
+   * program's constant buffers. The KV cache and the activations come on top.
+   */
+  properties[PROP_WEIGHT_BYTES] =
+    g_param_spec_uint64 ("weight-bytes", NULL, NULL, 0, G_MAXUINT64, 0,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:tokenizer:
+   *
+   * The model's tokenizer, read from the model file.
+   */
+  properties[PROP_TOKENIZER] =
+    g_param_spec_object ("tokenizer", NULL, NULL, AMK_TYPE_TOKENIZER,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:program:
+   *
+   * The compiled decode step. Inspect it (for example with
+   * [method@Amk.Program.get_schedule_report]); changing it breaks the model.
+   */
+  properties[PROP_PROGRAM] =
+    g_param_spec_object ("program", NULL, NULL, AMK_TYPE_PROGRAM,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+}
+
+static void
+amk_model_init (AmkModel *self)
+{
+}
+
+/* One queue per SM of device 0 where a GPU can run the model, else CPU_QUEUES. */
+static guint
+default_n_queues (void)
+{
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (amk_launcher_get_device_count () <= 0)
+    return CPU_QUEUES;
+  launcher = amk_launcher_new (0);
+  attr = amk_launcher_kernel_attributes (launcher, GPU_THREADS, 0, &error);
+  if (attr == NULL || attr->num_sms <= 0)
+    {
+      g_debug ("No queue count from CUDA device 0 (%s); using %u",
+               error != NULL ? error->message : "no multiprocessors", CPU_QUEUES);
+      return CPU_QUEUES;
+    }
+  return (guint) attr->num_sms;
+}
+
+/* The one place that knows the model formats. */
+static AmkModelBuild *
+build_from_path (const char  *path,
+                 guint        n_queues,
+                 guint        context,
+                 GError     **error)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autofree char *display = g_filename_display_name (path);
+
+      /* Hugging Face folders: amk_model_build_from_path() will replace this function */
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                   _("The model “%s” has the architecture “%s”; only “llama” is supported"),
-                   file, arch);
+                   _("“%s” is a folder: Hugging Face model folders are not supported yet; "
+                     "give a .gguf file"), display);
       return NULL;
     }
-  if (!get_u32 (gguf, arch, "block_count", &n_layers, error) ||
-      !get_u32 (gguf, arch, "embedding_length", &hidden, error) ||
-      !get_u32 (gguf, arch, "attention.head_count", &n_heads, error) ||
-      !get_u32 (gguf, arch, "feed_forward_length", &ffn, error))
-    return NULL;
-  n_kv_heads = n_heads;
-  if (amk_gguf_has_key (gguf, "llama.attention.head_count_kv") &&
-      !get_u32 (gguf, arch, "attention.head_count_kv", &n_kv_heads, error))
-    return NULL;
-  if (amk_gguf_has_key (gguf, "llama.rope.freq_base") &&
-      !amk_gguf_get_f32 (gguf, "llama.rope.freq_base", &theta, error))
-    return NULL;
-  if (amk_gguf_has_key (gguf, "llama.attention.layer_norm_rms_epsilon") &&
-      !amk_gguf_get_f32 (gguf, "llama.attention.layer_norm_rms_epsilon", &eps, error))
-    return NULL;
-  if (n_layers == 0 || hidden == 0 || n_heads == 0 || n_kv_heads == 0 || ffn == 0 ||
-      hidden % n_heads != 0 || n_heads % n_kv_heads != 0 || (hidden / n_heads) % 2 != 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The model “%s” has inconsistent hyperparameters"), file);
-      return NULL;
-    }
-  head_dim = hidden / n_heads;
-  kv_dim = n_kv_heads * head_dim;
-
-  embd = amk_gguf_find_tensor (gguf, "token_embd.weight");
-  if (embd == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                   _("The model file “%s” has no tensor “%s”"), file, "token_embd.weight");
-      return NULL;
-    }
-  vocab = embd->dims[1];
-  output_name = amk_gguf_find_tensor (gguf, "output.weight") != NULL ? "output.weight"
-                                                                    : "token_embd.weight";
-
-  build = g_new0 (AmkModelBuild, 1);
-  build->tokenizer = load_tokenizer (gguf, file, error);
-  if (build->tokenizer == NULL)
-    return NULL;
-  /* every token id must have a row in the embedding (EMBED would refuse it at run time) */
-  if (amk_tokenizer_get_vocab_size (build->tokenizer) > vocab)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The model file “%s” has %u tokens in “%s” but only %" PRIu64
-                     " rows in the tensor “%s”"), file,
-                   amk_tokenizer_get_vocab_size (build->tokenizer), "tokenizer.ggml.tokens",
-                   vocab, "token_embd.weight");
-      return NULL;
-    }
-  build->bos_id = amk_tokenizer_get_bos_id (build->tokenizer);
-  build->eos_id = amk_tokenizer_get_eos_id (build->tokenizer);
-  build->vocab_size = (guint) vocab;
-  build->context = context;
-  build->n_layers = n_layers;
-  build->hidden = hidden;
-  build->program = p = amk_program_new (n_queues);
-  l.gguf = gguf;
-  l.program = p;
-  l.file = file;
-
-  if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
-      (x = add_buffer (p, "x", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (q = add_buffer (p, "q", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (k = add_buffer (p, "k", AMK_DTYPE_F32, kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (v = add_buffer (p, "v", AMK_DTYPE_F32, kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (attn = add_buffer (p, "attn", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (gate = add_buffer (p, "gate", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (up = add_buffer (p, "up", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (act = add_buffer (p, "act", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (logits = add_buffer (p, "logits", AMK_DTYPE_F32, (gint64) vocab, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)
-    return NULL;
-  build->tokens = tokens;
-  build->pos = pos;
-
-  if ((table = load_weight (&l, "token_embd.weight", vocab, hidden, 0, error)) < 0)
-    return NULL;
-  if (amk_program_op_embed (p, x, table, tokens, 0, error) < 0)
-    return NULL;
-
-  for (guint32 i = 0; i < n_layers; i++)
-    {
-      g_autofree char *n_attn_norm = g_strdup_printf ("blk.%u.attn_norm.weight", i);
-      g_autofree char *n_q = g_strdup_printf ("blk.%u.attn_q.weight", i);
-      g_autofree char *n_k = g_strdup_printf ("blk.%u.attn_k.weight", i);
-      g_autofree char *n_v = g_strdup_printf ("blk.%u.attn_v.weight", i);
-      g_autofree char *n_o = g_strdup_printf ("blk.%u.attn_output.weight", i);
-      g_autofree char *n_ffn_norm = g_strdup_printf ("blk.%u.ffn_norm.weight", i);
-      g_autofree char *n_gate = g_strdup_printf ("blk.%u.ffn_gate.weight", i);
-      g_autofree char *n_up = g_strdup_printf ("blk.%u.ffn_up.weight", i);
-      g_autofree char *n_down = g_strdup_printf ("blk.%u.ffn_down.weight", i);
-      g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
-      g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
-      gint an, wq, wk, wv, wo, fn, wg, wu, wd, kc, vc;
-
-      if ((an = load_weight (&l, n_attn_norm, 0, hidden, 0, error)) < 0 ||
-          (wq = load_weight (&l, n_q, hidden, hidden, n_heads, error)) < 0 ||
-          (wk = load_weight (&l, n_k, kv_dim, hidden, n_kv_heads, error)) < 0 ||
-          (wv = load_weight (&l, n_v, kv_dim, hidden, 0, error)) < 0 ||
-          (wo = load_weight (&l, n_o, hidden, hidden, 0, error)) < 0 ||
-          (fn = load_weight (&l, n_ffn_norm, 0, hidden, 0, error)) < 0 ||
-          (wg = load_weight (&l, n_gate, ffn, hidden, 0, error)) < 0 ||
-          (wu = load_weight (&l, n_up, ffn, hidden, 0, error)) < 0 ||
-          (wd = load_weight (&l, n_down, hidden, ffn, 0, error)) < 0 ||
-          (kc = add_buffer (p, n_kc, AMK_DTYPE_BF16, context, kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-          (vc = add_buffer (p, n_vc, AMK_DTYPE_BF16, context, kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0)
-        return NULL;
-
-      if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_matvec (p, k, wk, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_matvec (p, v, wv, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, head_dim, n_heads, n_kv_heads,
-                                  theta, 0.0f, 1.0f, 4.0f, 8192, error) < 0 ||
-          amk_program_op_attention (p, attn, q, kc, vc, pos, head_dim, n_heads, n_kv_heads,
-                                    0, 1.0f / sqrtf ((float) head_dim), error) < 0 ||
-          amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
-          amk_program_op_matvec (p, gate, wg, x, -1, -1, fn, eps, error) < 0 ||
-          amk_program_op_matvec (p, up, wu, x, -1, -1, fn, eps, error) < 0 ||
-          amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
-          amk_program_op_matvec (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
-        return NULL;
-    }
-
-  if ((out_norm = load_weight (&l, "output_norm.weight", 0, hidden, 0, error)) < 0)
-    return NULL;
-  if (g_str_equal (output_name, "token_embd.weight"))
-    out_w = table;   /* tied embeddings */
-  else if ((out_w = load_weight (&l, output_name, vocab, hidden, 0, error)) < 0)
-    return NULL;
-  if (amk_program_op_matvec (p, logits, out_w, x, -1, -1, out_norm, eps, error) < 0 ||
-      amk_program_op_argmax (p, tokens, 0, logits, error) < 0)
-    return NULL;
-  if (!amk_program_compile (p, error))
-    return NULL;
-  return g_steal_pointer (&build);
-}
-
-/* One decode step's executor: the CPU executor, or a launcher holding the program. */
-typedef struct {
-  AmkCpuExecutor *cpu;
-  AmkLauncher    *gpu;
-} Runner;
-
-static gboolean
-upload_i32 (Runner *r, gint buffer, gint32 value, GError **error)
-{
-  g_autoptr(GBytes) bytes = g_bytes_new (&value, sizeof value);
-
-  return r->gpu != NULL ? amk_launcher_upload (r->gpu, (guint) buffer, bytes, error)
-                        : amk_cpu_executor_upload (r->cpu, (guint) buffer, bytes, error);
+  return amk_model_build_from_gguf (path, n_queues, context, error);
 }
 
 static gboolean
-run_step (Runner *r, GError **error)
+amk_model_initable_init (GInitable     *initable,
+                         GCancellable  *cancellable,
+                         GError       **error)
 {
-  return r->gpu != NULL ? amk_launcher_launch (r->gpu, NULL, error)
-                        : amk_cpu_executor_run (r->cpu, error);
-}
+  AmkModel *self = AMK_MODEL (initable);
+  g_autoptr(AmkModelBuild) build = NULL;
+  AmkProgram *program;
+  guint n_queues, context;
+  guint64 weight_bytes = 0;
 
-static GBytes *
-download (Runner *r, gint buffer, GError **error)
-{
-  return r->gpu != NULL ? amk_launcher_download (r->gpu, (guint) buffer, error)
-                        : amk_cpu_executor_download (r->cpu, (guint) buffer, error);
-}
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-gboolean
-amk_model_generate_full (AmkModelBuild  *build,
-                         AmkLauncher    *launcher,
-                             const char     *prompt,
-                             guint           max_tokens,
-                             GString        *out,
-                             gint32        **generated,
-                             gsize          *n_generated,
-                             guint          *n_prompt,
-                             GError        **error)
-{
-  g_autoptr(AmkCpuExecutor) ex = NULL;
-  Runner r = { NULL, launcher };
-  g_autofree gint32 *ids = NULL;
-  g_autoptr(GArray) gen = g_array_new (FALSE, FALSE, sizeof (gint32));
-  g_autofree char *text = NULL;
-  gsize n_ids = 0;
-  gint32 token = 0;
-
-  g_return_val_if_fail (build != NULL, FALSE);
-  g_return_val_if_fail (prompt != NULL, FALSE);
-  g_return_val_if_fail (out != NULL, FALSE);
-
-  ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n_ids, error);
-  if (ids == NULL)
-    return FALSE;
-  if (n_ids == 0)
+  if (self->build != NULL)
+    return TRUE;
+  if (self->path == NULL || *self->path == '\0')
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   _("The prompt encodes to no tokens"));
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                           _("No model file given: set the model’s “path” property"));
       return FALSE;
     }
-  if (n_ids + max_tokens > build->context)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   _("The prompt (%zu tokens) and %u new tokens do not fit in the "
-                     "context of %u tokens"), n_ids, max_tokens, build->context);
-      return FALSE;
-    }
-  if (n_prompt != NULL)
-    *n_prompt = (guint) n_ids;
-
-  if (launcher != NULL)
-    {
-      if (!amk_launcher_load (launcher, build->program, error))
-        return FALSE;
-    }
-  else
-    {
-      ex = amk_cpu_executor_new (build->program, error);
-      if (ex == NULL)
-        return FALSE;
-      r.cpu = ex;
-    }
-
-  for (gsize i = 0; i < n_ids + max_tokens; i++)
-    {
-      g_autoptr(GBytes) result = NULL;
-      gsize size;
-      const gint32 *data;
-
-      if (i < n_ids)
-        token = ids[i];
-      if (i >= n_ids && (guint) gen->len >= max_tokens)
-        break;
-      /* a generated token is already where EMBED reads it: ARGMAX wrote it there */
-      if ((i < n_ids && !upload_i32 (&r, build->tokens, token, error)) ||
-          !upload_i32 (&r, build->pos, (gint32) i, error) ||
-          !run_step (&r, error))
-        return FALSE;
-      if (i + 1 < n_ids)
-        continue;   /* the prompt's next token is known */
-      result = download (&r, build->tokens, error);
-      if (result == NULL)
-        return FALSE;
-      data = g_bytes_get_data (result, &size);
-      g_assert (size == sizeof (gint32));
-      token = data[0];
-      if (build->eos_id >= 0 && token == build->eos_id)
-        break;
-      g_array_append_val (gen, token);
-      if (gen->len >= max_tokens)
-        break;
-    }
-
-  text = amk_tokenizer_decode (build->tokenizer, (const gint32 *) gen->data, gen->len, error);
-  if (text == NULL)
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
-  g_string_append (out, text);
-  if (n_generated != NULL)
-    *n_generated = gen->len;
-  if (generated != NULL)
-    *generated = (gint32 *) g_array_free (g_steal_pointer (&gen), FALSE);
+
+  n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues ();
+  context = self->context_length > 0 ? self->context_length : DEFAULT_CONTEXT;
+  build = build_from_path (self->path, n_queues, context, error);
+  if (build == NULL)
+    return FALSE;
+  if (self->context_length == 0 && build->model_context > 0 && build->model_context < context)
+    {
+      /* trained for less than the default: the model's own context, built again */
+      context = build->model_context;
+      g_clear_pointer (&build, amk_model_build_free);
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      build = build_from_path (self->path, n_queues, context, error);
+      if (build == NULL)
+        return FALSE;
+    }
+  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+    return FALSE;
+
+  program = build->program;
+  for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
+    if (amk_program_get_buffer_role (program, b) == AMK_BUFFER_ROLE_CONSTANT)
+      weight_bytes += amk_program_get_buffer_size (program, b);
+
+  self->n_queues = n_queues;
+  self->context_length = build->context;
+  self->weight_bytes = weight_bytes;
+  self->build = g_steal_pointer (&build);
   return TRUE;
 }
 
+static void
+amk_model_initable_iface_init (GInitableIface *iface)
+{
+  iface->init = amk_model_initable_init;
+}
+
+static void
+init_thread (GTask        *task,
+             gpointer      source_object,
+             gpointer      task_data,
+             GCancellable *cancellable)
+{
+  GError *error = NULL;
+
+  if (amk_model_initable_init (G_INITABLE (source_object), cancellable, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+static void
+amk_model_init_async (GAsyncInitable      *initable,
+                      int                  io_priority,
+                      GCancellable        *cancellable,
+                      GAsyncReadyCallback  callback,
+                      gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  task = g_task_new (initable, cancellable, callback, user_data);
+  g_task_set_source_tag (task, amk_model_init_async);
+  g_task_set_priority (task, io_priority);
+  g_task_run_in_thread (task, init_thread);
+}
+
+static gboolean
+amk_model_init_finish (GAsyncInitable  *initable,
+                       GAsyncResult    *result,
+                       GError         **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, initable), FALSE);
+  g_return_val_if_fail (g_async_result_is_tagged (result, amk_model_init_async), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static void
+amk_model_async_initable_iface_init (GAsyncInitableIface *iface)
+{
+  iface->init_async = amk_model_init_async;
+  iface->init_finish = amk_model_init_finish;
+}
+
 /**
- * amk_model_generate_cpu:
- * @build: a model build
- * @prompt: the prompt text
- * @max_tokens: the most tokens to generate
- * @out: where the generated text is appended
+ * amk_model_new_from_file:
+ * @path: (type filename): a `.gguf` model file
+ * @cancellable: (nullable): a #GCancellable
  * @error: return location for a #GError
  *
- * Greedy generation on a new #AmkCpuExecutor: runs the step for every prompt token,
- * then feeds each argmax back until EOS or @max_tokens tokens.
+ * Loads a model: reads the hyperparameters and the tokenizer, converts every weight to
+ * bf16 and builds and compiles the decode step. Takes seconds for a large file; see
+ * [func@Amk.Model.new_from_file_async]. @cancellable is checked before and after the
+ * work, not during it.
  *
- * Returns: whether it worked
+ * A missing file fails with %G_IO_ERROR_NOT_FOUND, a file that is not a model of a
+ * supported architecture with %G_IO_ERROR_INVALID_DATA or %G_IO_ERROR_NOT_SUPPORTED,
+ * a folder with %G_IO_ERROR_NOT_SUPPORTED.
+ *
+ * Returns: (transfer full): the model, or %NULL with @error set
+ */
+AmkModel *
+amk_model_new_from_file (const char    *path,
+                         GCancellable  *cancellable,
+                         GError       **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return g_initable_new (AMK_TYPE_MODEL, cancellable, error, "path", path, NULL);
+}
+
+/**
+ * amk_model_new_from_file_async:
+ * @path: (type filename): a `.gguf` model file
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the model is loaded or failed to load
+ * @user_data: data for @callback
+ *
+ * Loads a model as [ctor@Amk.Model.new_from_file] does, in a worker thread; @callback
+ * runs in the thread-default main context of the caller. Finish with
+ * [ctor@Amk.Model.new_from_file_finish].
+ */
+void
+amk_model_new_from_file_async (const char          *path,
+                               GCancellable        *cancellable,
+                               GAsyncReadyCallback  callback,
+                               gpointer             user_data)
+{
+  g_return_if_fail (path != NULL);
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable,
+                              callback, user_data, "path", path, NULL);
+}
+
+/**
+ * amk_model_new_from_file_finish:
+ * @result: the #GAsyncResult passed to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes [func@Amk.Model.new_from_file_async].
+ *
+ * Returns: (transfer full): the model, or %NULL with @error set
+ */
+AmkModel *
+amk_model_new_from_file_finish (GAsyncResult  *result,
+                                GError       **error)
+{
+  g_autoptr(GObject) source = NULL;
+  GObject *model;
+
+  g_return_val_if_fail (G_IS_ASYNC_RESULT (result), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  source = g_async_result_get_source_object (result);
+  g_return_val_if_fail (AMK_IS_MODEL (source), NULL);
+  model = g_async_initable_new_finish (G_ASYNC_INITABLE (source), result, error);
+  return model != NULL ? AMK_MODEL (model) : NULL;
+}
+
+AmkModelBuild *
+amk_model_get_build (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build;
+}
+
+/**
+ * amk_model_get_path:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:path].
+ *
+ * Returns: (type filename) (nullable): the model file
+ */
+const char *
+amk_model_get_path (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->path;
+}
+
+/**
+ * amk_model_get_loaded:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:loaded].
+ *
+ * Returns: whether the model is loaded
  */
 gboolean
-amk_model_generate_cpu (AmkModelBuild  *build,
-                        const char     *prompt,
-                        guint           max_tokens,
-                        GString        *out,
-                        GError        **error)
+amk_model_get_loaded (AmkModel *self)
 {
-  return amk_model_generate_full (build, NULL, prompt, max_tokens, out, NULL, NULL, NULL, error);
+  g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
+
+  return self->build != NULL;
+}
+
+/**
+ * amk_model_get_architecture:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:architecture].
+ *
+ * Returns: (nullable): the architecture, or %NULL before the model is loaded
+ */
+const char *
+amk_model_get_architecture (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->architecture : NULL;
+}
+
+/**
+ * amk_model_get_n_layers:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:n-layers].
+ *
+ * Returns: the number of layers, or 0 before the model is loaded
+ */
+guint
+amk_model_get_n_layers (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->n_layers : 0;
+}
+
+/**
+ * amk_model_get_hidden_size:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:hidden-size].
+ *
+ * Returns: the hidden size, or 0 before the model is loaded
+ */
+guint
+amk_model_get_hidden_size (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->hidden : 0;
+}
+
+/**
+ * amk_model_get_vocab_size:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:vocab-size].
+ *
+ * Returns: the vocabulary size, or 0 before the model is loaded
+ */
+guint
+amk_model_get_vocab_size (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->build != NULL ? self->build->vocab_size : 0;
+}
+
+/**
+ * amk_model_get_context_length:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:context-length].
+ *
+ * Returns: the KV cache length in positions (before loading: the length asked for, 0
+ *   to choose)
+ */
+guint
+amk_model_get_context_length (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->context_length;
+}
+
+/**
+ * amk_model_get_n_queues:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:n-queues].
+ *
+ * Returns: the decode step's queue count (before loading: the count asked for, 0 to
+ *   choose)
+ */
+guint
+amk_model_get_n_queues (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->n_queues;
+}
+
+/**
+ * amk_model_get_dtype:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:dtype].
+ *
+ * Returns: the element type of the weights: %AMK_DTYPE_BF16
+ */
+AmkDType
+amk_model_get_dtype (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), AMK_DTYPE_BF16);
+
+  return AMK_DTYPE_BF16;
+}
+
+/**
+ * amk_model_get_weight_bytes:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:weight-bytes].
+ *
+ * Returns: the bytes of the weights, or 0 before the model is loaded
+ */
+guint64
+amk_model_get_weight_bytes (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->weight_bytes;
+}
+
+/**
+ * amk_model_get_tokenizer:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:tokenizer].
+ *
+ * Returns: (transfer none) (nullable): the tokenizer, or %NULL before the model is
+ *   loaded
+ */
+AmkTokenizer *
+amk_model_get_tokenizer (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->tokenizer : NULL;
+}
+
+/**
+ * amk_model_get_program:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:program].
+ *
+ * Returns: (transfer none) (nullable): the decode step, or %NULL before the model is
+ *   loaded
+ */
+AmkProgram *
+amk_model_get_program (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), NULL);
+
+  return self->build != NULL ? self->build->program : NULL;
 }

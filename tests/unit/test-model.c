@@ -5,7 +5,7 @@
  */
 #include "amk-test-common.h"
 #include <gio/gio.h>
-#include "amk-model-private.h"
+#include "amk-model-builder-private.h"
 
 static const char *
 model_path (void)

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Amk.Model and Amk.Generator from Python.
+
+The errors need no model file; everything else loads the GGUF file that AMK_TEST_GGUF
+names (SmolLM2-135M-Instruct) and is skipped without it. Generation runs on the CPU
+executor, a few tokens at a time.
+"""
+
+import os
+
+import pytest
+
+import gi
+gi.require_version('Amk', '1.0')
+from gi.repository import Amk, Gio, GLib  # noqa: E402
+
+PROMPT = 'The capital of France is'
+GGUF = os.environ.get('AMK_TEST_GGUF', '')
+needs_model = pytest.mark.skipif(not os.path.isfile(GGUF),
+                                 reason='set AMK_TEST_GGUF to a llama GGUF file (SmolLM2-135M-Instruct)')
+
+
+def io_error(info, code):
+    assert info.value.matches(Gio.io_error_quark(), code), (info.value.code, info.value.message)
+    assert info.value.message
+
+
+@pytest.fixture(scope='module')
+def model():
+    if not os.path.isfile(GGUF):
+        pytest.skip('set AMK_TEST_GGUF')
+    return Amk.Model.new_from_file(GGUF, None)
+
+
+# Without a model file -----------------------------------------------------------------
+
+def test_missing_file():
+    with pytest.raises(GLib.Error) as info:
+        Amk.Model.new_from_file('/nonexistent/model.gguf', None)
+    io_error(info, Gio.IOErrorEnum.NOT_FOUND)
+
+
+def test_folder_not_supported(tmp_path):
+    with pytest.raises(GLib.Error) as info:
+        Amk.Model.new_from_file(str(tmp_path), None)
+    io_error(info, Gio.IOErrorEnum.NOT_SUPPORTED)
+    assert 'folder' in info.value.message
+
+
+def test_bad_settings_without_loading():
+    m = Amk.Model(path='/nonexistent/model.gguf')
+    assert not m.props.loaded
+    g = Amk.Generator(model=m, temperature=-2.0)
+    with pytest.raises(GLib.Error) as info:
+        g.generate(PROMPT, 3, None)
+    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    assert '-2' in info.value.message
+    g.props.temperature = 0.5
+    g.props.top_p = 0.0
+    with pytest.raises(GLib.Error) as info:
+        g.generate(PROMPT, 3, None)
+    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    g.props.top_p = 1.0
+    with pytest.raises(GLib.Error) as info:
+        g.generate('', 3, None)
+    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    # the arguments are fine: now the model's own error
+    with pytest.raises(GLib.Error) as info:
+        g.generate(PROMPT, 3, None)
+    io_error(info, Gio.IOErrorEnum.NOT_FOUND)
+    assert g.props.position == 0
+
+
+# With a model file --------------------------------------------------------------------
+
+@needs_model
+def test_model_properties(model):
+    assert model.props.loaded
+    assert model.props.path == GGUF
+    assert model.props.architecture == 'llama'
+    assert model.props.n_layers == 30
+    assert model.props.hidden_size == 576
+    assert model.props.vocab_size == 49152
+    assert 0 < model.props.context_length <= 2048
+    assert model.props.n_queues > 0
+    assert model.props.dtype == Amk.DType.BF16
+    assert model.props.weight_bytes > 2 * 49152 * 576
+    assert model.props.tokenizer.get_vocab_size() == 49152
+    assert model.props.program.get_verified()
+
+
+@needs_model
+def test_greedy_streams_tokens(model):
+    g = Amk.Generator.new(model, None)
+    seen = []
+    g.connect('token', lambda gen, token_id, piece: seen.append((token_id, piece)))
+    text = g.generate(PROMPT, 3, None)
+    tokens = list(g.get_tokens())
+    assert len(tokens) == 3 == g.props.generated_tokens
+    assert [t for t, _ in seen] == tokens
+    assert ''.join(p for _, p in seen) == text
+    assert text.startswith(' Paris')
+    assert g.props.prompt_tokens == len(model.props.tokenizer.encode(PROMPT, True))
+    assert g.props.position == g.props.prompt_tokens + 2
+    assert g.props.tokens_per_second > 0
+    # a second call continues the session: the last token, then ' Its'
+    position = g.props.position
+    g.generate(' Its', 1, None)
+    assert g.props.prompt_tokens == 2
+    assert g.props.position == position + 2
+
+
+@needs_model
+def test_sampling_is_deterministic_for_a_seed(model):
+    g = Amk.Generator(model=model, temperature=1.2, top_k=40, top_p=0.9, seed=1234)
+    first = (g.generate('Once upon a time', 3, None), list(g.get_tokens()))
+    g.reset()
+    second = (g.generate('Once upon a time', 3, None), list(g.get_tokens()))
+    assert first == second
+
+
+@needs_model
+def test_cancelled_changes_nothing(model):
+    g = Amk.Generator.new(model, None)
+    cancellable = Gio.Cancellable()
+    cancellable.cancel()
+    with pytest.raises(GLib.Error) as info:
+        g.generate(PROMPT, 3, cancellable)
+    io_error(info, Gio.IOErrorEnum.CANCELLED)
+    assert g.props.position == 0
+
+
+@needs_model
+def test_async_load_and_generate():
+    loop = GLib.MainLoop()
+    state = {'tokens': []}
+
+    def loaded(source, result):
+        state['model'] = Amk.Model.new_from_file_finish(result)
+        loop.quit()
+
+    Amk.Model.new_from_file_async(GGUF, None, loaded)
+    loop.run()
+    m = state['model']
+    assert m.props.loaded
+
+    def generated(gen, result):
+        state['text'] = gen.generate_finish(result)
+        state['tokens_at_finish'] = len(state['tokens'])
+        loop.quit()
+
+    g = Amk.Generator.new(m, None)
+    g.connect('token', lambda gen, token_id, piece: state['tokens'].append(token_id))
+    g.generate_async(PROMPT, 2, None, generated)
+    loop.run()
+    assert state['tokens_at_finish'] == 2
+    assert state['tokens'] == list(g.get_tokens())
+    assert state['text'].startswith(' Paris')
