@@ -372,9 +372,70 @@ add_pred (Tile *tiles, guint consumer, guint producer)
   g_array_append_val (preds, producer);
 }
 
+static gint
+compare_ranges (gconstpointer a, gconstpointer b)
+{
+  const guint64 *x = a, *y = b;
+
+  return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* After op `o`: retires from `list` the accesses of earlier ops that the union of o's
+ * writes covers entirely. A later access that overlaps such an access overlaps one of
+ * o's write tiles, which waited for it, so the edge would be implied. Without this the
+ * readers of a residual stream (whole-vector reads, written back tile by tile) pile up
+ * layer after layer and every later write waits for all of them. */
+static void
+retire_covered (Tile *tiles, guint o, guint t0, guint t1, gint32 buffer, GArray *list)
+{
+  g_autoptr(GArray) spans = g_array_new (FALSE, FALSE, sizeof (guint64) * 2);
+  guint n = 0;
+
+  for (guint t = t0; t < t1; t++)
+    for (guint a = 0; a < tiles[t].n_access; a++)
+      if (tiles[t].access[a].write && tiles[t].access[a].buffer == buffer)
+        {
+          guint64 span[2] = { tiles[t].access[a].start, tiles[t].access[a].end };
+          g_array_append_vals (spans, span, 1);
+        }
+  if (spans->len < 2)
+    return;  /* a single write tile retired what it covers already */
+  g_array_sort (spans, compare_ranges);
+  for (guint i = 0; i < spans->len; i++)  /* merge touching spans in place */
+    {
+      guint64 *cur = &g_array_index (spans, guint64, 2 * i);
+      guint64 *last = &g_array_index (spans, guint64, 2 * (n - 1));
+      if (n > 0 && cur[0] <= last[1])
+        last[1] = MAX (last[1], cur[1]);
+      else
+        {
+          guint64 *dst = &g_array_index (spans, guint64, 2 * n++);
+          dst[0] = cur[0];
+          dst[1] = cur[1];
+        }
+    }
+  for (guint l = list->len; l-- > 0;)
+    {
+      const guint *e = &g_array_index (list, guint, 2 * l);
+      const Access *prev = &tiles[e[0]].access[e[1]];
+      if (tiles[e[0]].op == o)
+        continue;
+      for (guint i = 0; i < n; i++)
+        {
+          const guint64 *span = &g_array_index (spans, guint64, 2 * i);
+          if (prev->start >= span[0] && prev->end <= span[1])
+            {
+              g_array_remove_index_fast (list, l);
+              break;
+            }
+        }
+    }
+}
+
 /* Dependencies from the accesses, in op order: a read waits for the earlier writers of
  * its range, a write for the earlier readers and writers. A write retires the accesses
- * it covers entirely, so the lists stay short and the edges direct. */
+ * it covers entirely, and so do the writes of one op together (retire_covered), so the
+ * lists stay short and the edges direct. */
 static void
 derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
 {
@@ -419,6 +480,28 @@ derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
                 }
             g_array_append_vals (list, entry, 1);
           }
+
+      /* once per buffer the op writes (its tiles write the same few buffers) */
+      {
+        gint32 done[6];
+        guint n_done = 0;
+
+        for (guint t = t0; t < t1; t++)
+          for (guint a = 0; a < tiles[t].n_access; a++)
+            {
+              const Access *acc = &tiles[t].access[a];
+              gboolean seen = FALSE;
+
+              if (!acc->write)
+                continue;
+              for (guint d = 0; d < n_done; d++)
+                seen = seen || done[d] == acc->buffer;
+              if (seen || n_done == G_N_ELEMENTS (done))
+                continue;
+              done[n_done++] = acc->buffer;
+              retire_covered (tiles, o, t0, t1, acc->buffer, g_ptr_array_index (live, acc->buffer));
+            }
+      }
     }
 }
 
