@@ -1204,11 +1204,15 @@ cmd_generate (char ***args)
   g_free (s.text);
 
   n_generated = amk_generator_get_generated_tokens (generator);
-  /* TRANSLATORS: the last line of amk generate: tokens generated, then tokens per
-   * second, then what ran it ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
-  g_printerr (g_dngettext (GETTEXT_PACKAGE, "%u token, %.1f tokens/s, %s\n",
-                           "%u tokens, %.1f tokens/s, %s\n", n_generated),
-              n_generated, amk_generator_get_tokens_per_second (generator), where);
+  /* TRANSLATORS: the last line of amk generate: tokens generated, then the time of one
+   * decode step (one launch per prompt and per generated token) and steps per second,
+   * then what ran it ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
+  g_printerr (g_dngettext (GETTEXT_PACKAGE,
+                           "%u token, %.2f ms per decode step (%.1f tokens/s), %s\n",
+                           "%u tokens, %.2f ms per decode step (%.1f tokens/s), %s\n",
+                           n_generated),
+              n_generated, 1000.0 / MAX (amk_generator_get_tokens_per_second (generator), 1e-9),
+              amk_generator_get_tokens_per_second (generator), where);
   return 0;
 }
 

@@ -37,5 +37,5 @@ fi
   >"$tmp/out" 2>"$tmp/err" || fail "amk generate failed"
 grep -q "^The capital of France is Paris" "$tmp/out" || fail "not the greedy text"
 grep -q "^Loaded " "$tmp/err" || fail "no loading line"
-tail -n 1 "$tmp/err" | grep -Eq "^3 tokens, [0-9.]+ tokens/s, CPU executor$" || fail "no summary line"
+tail -n 1 "$tmp/err" | grep -Eq "^3 tokens, [0-9.]+ ms per decode step \([0-9.]+ tokens/s\), CPU executor$" || fail "no summary line"
 echo "ok: $(head -n 1 "$tmp/out"); $(tail -n 1 "$tmp/err")"
