@@ -26,7 +26,9 @@
 #                          "device", "dtype", "transformers", "torch", ...}: the prompt's
 #                          ids (tokenizer.json, add_special_tokens=True), the greedy
 #                          continuation of --new-tokens tokens (EOS ignored), and "tokens",
-#                          the sequence fed one token a step: prompt + generated[:-1]
+#                          the sequence fed one token a step: prompt + generated[:-1];
+#                          "encodings": a few texts (accents decomposed, emoji, CJK,
+#                          spaces) and their ids, to check amk's tokenizer against
 #   reference-logits.npy  float32 [len(tokens), vocab]: row t is the logits after token
 #                          t at position t, i.e. the prediction of token t + 1
 # --reference-only recomputes them for an existing folder (e.g. bf16 on a GPU).
@@ -86,6 +88,10 @@ PRESETS = {
                        bos=None, eos="<|im_end|>")),
 }
 
+# texts whose ids (tokenizer.json through transformers) go into reference.json too
+ENCODING_CHECKS = ["Hello, world! It's 12345 o'clock.", "Cafe\u0301 de\u0301ja\u0300 vu, caf\u00e9",
+                   "  two  spaces\n\nand\ttabs ", "\U0001F44B\U0001F3FD \u65e5\u672c\u8a9e \u00fcber"]
+
 DEFAULT_CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                               "tests", "data", "tokenizer-corpus.txt")
 FALLBACK_TEXT = ("The quick brown fox jumps over the lazy dog. It's a dog's life, isn't it? "
@@ -130,6 +136,8 @@ def make_tokenizer(spec, vocab_size, corpus):
     tok.train_from_iterator(corpus, trainer)
 
     data = json.loads(tok.to_str())
+    if spec["style"] == "qwen2":
+        data["normalizer"] = {"type": "NFC"}   # as Qwen 2 and 3 ship it
     vocab = data["model"]["vocab"]
     used = set(vocab.values())
     free = [i for i in range(first_special) if i not in used]
@@ -253,7 +261,10 @@ def write_reference(args):
         tokens = ids[:-1]
         logits = model(torch.tensor([tokens], device=device)).logits[0].float().cpu().numpy()
     np.save(os.path.join(args.out, "reference-logits.npy"), logits.astype("<f4"))
+    encodings = [dict(text=t, ids=tok(t, add_special_tokens=True)["input_ids"])
+                 for t in ENCODING_CHECKS + [tok.decode(generated)]]
     ref = dict(prompt=args.prompt, prompt_ids=prompt_ids, generated=generated, tokens=tokens,
+               encodings=encodings,
                logits_file="reference-logits.npy", logits_shape=list(logits.shape),
                device=args.device, dtype=args.reference_dtype,
                transformers=transformers.__version__, torch=torch.__version__,

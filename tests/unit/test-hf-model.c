@@ -217,6 +217,25 @@ check_against_reference (const char *name, const char *expected_arch, guint head
   g_assert_no_error (error);
   g_assert_cmpmem (ids, n_ids * sizeof (gint32), ref->prompt_ids, ref->n_prompt * sizeof (gint32));
 
+  {
+    JsonArray *encodings = json_object_get_array_member (json_node_get_object (ref->root), "encodings");
+
+    g_assert_nonnull (encodings);
+    for (guint i = 0; i < json_array_get_length (encodings); i++)
+      {
+        JsonObject *e = json_array_get_object_element (encodings, i);
+        g_autofree gint32 *want = NULL;
+        g_autofree gint32 *got = NULL;
+        gsize n_want, n_got;
+
+        want = int_array (e, "ids", &n_want);
+        got = amk_tokenizer_encode (build->tokenizer, json_object_get_string_member (e, "text"),
+                                    TRUE, &n_got, &error);
+        g_assert_no_error (error);
+        g_assert_cmpmem (got, n_got * sizeof (gint32), want, n_want * sizeof (gint32));
+      }
+  }
+
   argmax = g_new (gint32, ref->n_tokens);
   logits = run_steps (build, ref->tokens, ref->n_tokens, argmax);
   for (gsize t = 0; t < ref->n_tokens; t++)
