@@ -133,15 +133,21 @@ load_reference (const char *dir)
   return r;
 }
 
-/* Feeds tokens[0..n) at positions 0..n) to a new CPU executor of the build; returns the
- * logits of every step [n, vocab] and, in argmax, the step's token. */
+/* Feeds tokens[0..n) at positions 0..n) to the build on a launcher (which loads the
+ * program) or, with none, a new CPU executor; returns the logits of every step
+ * [n, vocab] and, in argmax, the step's token. */
 static float *
-run_steps (AmkModelBuild *build, const gint32 *tokens, gsize n, gint32 *argmax)
+run_steps (AmkModelBuild *build, AmkLauncher *launcher, const gint32 *tokens, gsize n,
+           gint32 *argmax)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(AmkCpuExecutor) ex = amk_cpu_executor_new (build->program, &error);
+  g_autoptr(AmkCpuExecutor) ex = NULL;
   float *logits = g_new (float, n * build->vocab_size);
 
+  if (launcher != NULL)
+    g_assert_true (amk_launcher_load (launcher, build->program, &error));
+  else
+    ex = amk_cpu_executor_new (build->program, &error);
   g_assert_no_error (error);
   for (gsize t = 0; t < n; t++)
     {
@@ -152,17 +158,28 @@ run_steps (AmkModelBuild *build, const gint32 *tokens, gsize n, gint32 *argmax)
       gsize size;
       const void *p;
 
-      g_assert_true (amk_cpu_executor_upload (ex, (guint) build->tokens, tok, &error));
-      g_assert_true (amk_cpu_executor_upload (ex, (guint) build->pos, pos, &error));
-      g_assert_true (amk_cpu_executor_run (ex, &error));
-      g_assert_no_error (error);
-      out = amk_cpu_executor_download (ex, (guint) build->logits, &error);
+      if (launcher != NULL)
+        {
+          g_assert_true (amk_launcher_upload (launcher, (guint) build->tokens, tok, &error));
+          g_assert_true (amk_launcher_upload (launcher, (guint) build->pos, pos, &error));
+          g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+          g_assert_no_error (error);
+          out = amk_launcher_download (launcher, (guint) build->logits, &error);
+          next = amk_launcher_download (launcher, (guint) build->tokens, &error);
+        }
+      else
+        {
+          g_assert_true (amk_cpu_executor_upload (ex, (guint) build->tokens, tok, &error));
+          g_assert_true (amk_cpu_executor_upload (ex, (guint) build->pos, pos, &error));
+          g_assert_true (amk_cpu_executor_run (ex, &error));
+          g_assert_no_error (error);
+          out = amk_cpu_executor_download (ex, (guint) build->logits, &error);
+          next = amk_cpu_executor_download (ex, (guint) build->tokens, &error);
+        }
       g_assert_no_error (error);
       p = g_bytes_get_data (out, &size);
       g_assert_cmpuint (size, ==, build->vocab_size * sizeof (float));
       memcpy (logits + t * build->vocab_size, p, size);
-      next = amk_cpu_executor_download (ex, (guint) build->tokens, &error);
-      g_assert_no_error (error);
       argmax[t] = *(const gint32 *) g_bytes_get_data (next, NULL);
     }
   return logits;
@@ -182,10 +199,12 @@ rel_error (const float *a, const float *b, gsize n)
   return sqrt (num / MAX (den, 1e-30));
 }
 
-static void
-check_against_reference (const char *name, const char *expected_arch, guint head_dim)
+/* Builds the checkpoint at `dir` and checks it against its reference.json: the
+ * tokenizer's ids, every step's logits (norm-wise within REL_TOL) and argmax, and
+ * greedy generation. On `launcher` (GPU) when not NULL. */
+static AmkModelBuild *
+check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
 {
-  g_autofree char *dir = data_dir (name);
   g_autoptr(Reference) ref = load_reference (dir);
   g_autoptr(AmkModelBuild) build = NULL;
   g_autoptr(GError) error = NULL;
@@ -194,21 +213,18 @@ check_against_reference (const char *name, const char *expected_arch, guint head
   g_autofree float *logits = NULL;
   g_autofree gint32 *generated = NULL;
   g_autoptr(GString) text = g_string_new (NULL);
+  g_autofree char *name = g_path_get_basename (dir);
   gsize n_ids = 0, n_generated = 0;
   gboolean all_exact = TRUE;
   double worst = 0;
+  gint64 t0 = g_get_monotonic_time (), t1;
 
-  build = amk_model_build_from_path (dir, 4, 64, &error);
+  build = amk_model_build_from_path (dir, n_queues, (guint) ref->n_tokens + 16, &error);
   g_assert_no_error (error);
   g_assert_nonnull (build);
-  g_assert_cmpstr (build->architecture, ==, expected_arch);
+  t1 = g_get_monotonic_time ();
   g_assert_cmpuint (build->vocab_size, ==, ref->vocab);
-  g_assert_cmpuint (build->head_dim, ==, head_dim);
-  g_assert_cmpuint (build->n_layers, ==, 2);
   g_assert_cmpuint (build->weight_bytes, >, 0);
-  g_assert_cmpint (build->eos_id, ==, 511);
-  g_assert_cmpuint (build->n_eos_ids, ==, 1);
-  g_assert_cmpint (build->eos_ids[0], ==, 511);
   g_assert_cmpint (amk_program_get_buffer_role (build->program, (guint) build->logits), ==,
                    AMK_BUFFER_ROLE_OUTPUT);
 
@@ -218,10 +234,11 @@ check_against_reference (const char *name, const char *expected_arch, guint head
   g_assert_cmpmem (ids, n_ids * sizeof (gint32), ref->prompt_ids, ref->n_prompt * sizeof (gint32));
 
   {
-    JsonArray *encodings = json_object_get_array_member (json_node_get_object (ref->root), "encodings");
+    JsonObject *o = json_node_get_object (ref->root);
+    JsonArray *encodings = json_object_has_member (o, "encodings")
+                             ? json_object_get_array_member (o, "encodings") : NULL;
 
-    g_assert_nonnull (encodings);
-    for (guint i = 0; i < json_array_get_length (encodings); i++)
+    for (guint i = 0; encodings != NULL && i < json_array_get_length (encodings); i++)
       {
         JsonObject *e = json_array_get_object_element (encodings, i);
         g_autofree gint32 *want = NULL;
@@ -237,7 +254,7 @@ check_against_reference (const char *name, const char *expected_arch, guint head
   }
 
   argmax = g_new (gint32, ref->n_tokens);
-  logits = run_steps (build, ref->tokens, ref->n_tokens, argmax);
+  logits = run_steps (build, launcher, ref->tokens, ref->n_tokens, argmax);
   for (gsize t = 0; t < ref->n_tokens; t++)
     {
       const float *want = ref->logits + t * ref->vocab;
@@ -264,29 +281,89 @@ check_against_reference (const char *name, const char *expected_arch, guint head
           g_assert_cmpfloat (want[expected] - want[argmax[t]], <=, REL_TOL * max_abs);
         }
     }
-  g_test_message ("%s: %zu steps, largest relative logits error %.2e", name, ref->n_tokens, worst);
+  g_test_message ("%s: %s, %.1f MB of weights, built in %.2f s; %zu steps (%s) in %.2f s, "
+                  "largest relative logits error %.2e", name, build->architecture,
+                  build->weight_bytes / 1e6, (t1 - t0) / 1e6, ref->n_tokens,
+                  launcher != NULL ? "GPU" : "CPU executor",
+                  (g_get_monotonic_time () - t1) / 1e6, worst);
 
   /* greedy generation through the model API gives transformers' continuation */
   if (all_exact)
     {
-      g_assert_true (amk_model_generate_full (build, NULL, ref->prompt, (guint) ref->n_generated,
+      g_assert_true (amk_model_generate_full (build, launcher, ref->prompt, (guint) ref->n_generated,
                                               text, &generated, &n_generated, NULL, &error));
       g_assert_no_error (error);
       g_assert_cmpmem (generated, n_generated * sizeof (gint32),
                        ref->generated, n_generated * sizeof (gint32));
     }
+  return g_steal_pointer (&build);
+}
+
+static void
+check_tiny (const char *name, const char *arch, guint head_dim)
+{
+  g_autofree char *dir = data_dir (name);
+  g_autoptr(AmkModelBuild) build = check_reference (dir, NULL, 4);
+
+  g_assert_cmpstr (build->architecture, ==, arch);
+  g_assert_cmpuint (build->head_dim, ==, head_dim);
+  g_assert_cmpuint (build->n_heads, ==, 4);
+  g_assert_cmpuint (build->n_kv_heads, ==, 2);
+  g_assert_cmpuint (build->hidden, ==, 64);
+  g_assert_cmpuint (build->ffn, ==, 128);
+  g_assert_cmpuint (build->n_layers, ==, 2);
+  g_assert_cmpint (build->eos_id, ==, 511);
+  g_assert_cmpuint (build->n_eos_ids, ==, 1);
+  g_assert_cmpint (build->eos_ids[0], ==, 511);
+  g_assert_cmpint (build->bos_id, ==, g_str_equal (arch, "llama") ? 510 : -1);
 }
 
 static void
 test_tiny_llama (void)
 {
-  check_against_reference ("tiny-llama", "llama", 16);
+  check_tiny ("tiny-llama", "llama", 16);
 }
 
 static void
 test_tiny_qwen3 (void)
 {
-  check_against_reference ("tiny-qwen3", "qwen3", 32);
+  check_tiny ("tiny-qwen3", "qwen3", 32);
+}
+
+/* AMK_TEST_HF_CHECKPOINTS: folders (':'-separated) with a reference.json, e.g. made by
+ * tools/make-random-checkpoint.py llama-3.2-1b DIR --reference; on the GPU when there
+ * is one (AMK_TEST_HF_CPU=1: on the CPU executor). */
+static void
+test_env_checkpoints (void)
+{
+  const char *list = g_getenv ("AMK_TEST_HF_CHECKPOINTS");
+  g_auto(GStrv) dirs = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  guint n_queues = 8;
+
+  if (list == NULL || *list == '\0')
+    {
+      g_test_skip ("set AMK_TEST_HF_CHECKPOINTS to checkpoint folders with a reference.json");
+      return;
+    }
+  if (g_getenv ("AMK_TEST_HF_CPU") == NULL && amk_launcher_get_device_count () > 0)
+    {
+      g_autoptr(AmkKernelAttributes) attr = NULL;
+      g_autoptr(GError) error = NULL;
+
+      /* as amk generate: one queue per SM, 512 threads */
+      launcher = amk_launcher_new (0);
+      amk_launcher_set_threads_per_block (launcher, 512);
+      attr = amk_launcher_kernel_attributes (launcher, 512, 0, &error);
+      g_assert_no_error (error);
+      n_queues = (guint) attr->num_sms;
+    }
+  dirs = g_strsplit (list, ":", -1);
+  for (guint i = 0; dirs[i] != NULL; i++)
+    if (*dirs[i] != '\0')
+      {
+        g_autoptr(AmkModelBuild) build = check_reference (dirs[i], launcher, n_queues);
+      }
 }
 
 /* Copies of a checkpoint, rewritten */
@@ -482,7 +559,7 @@ logits_of (const char *dir, Reference *ref)
   g_autoptr(AmkModelBuild) build = build_ok (dir);
   g_autofree gint32 *argmax = g_new (gint32, ref->n_tokens);
 
-  return run_steps (build, ref->tokens, ref->n_tokens, argmax);
+  return run_steps (build, NULL, ref->tokens, ref->n_tokens, argmax);
 }
 
 static void
@@ -626,8 +703,9 @@ test_error_config (void)
   }
   {
     g_autofree char *dir = copy_with_config ("architectures", NULL);
-    g_autofree char *path = g_build_filename (dir, "config.json", NULL);
     g_autoptr(AmkModelBuild) build = build_ok (dir);   /* model_type "llama" is enough */
+
+    g_assert_cmpstr (build->architecture, ==, "llama");
     remove_checkpoint (dir);
   }
   /* fields of the wrong type or range, unsupported features */
@@ -667,8 +745,7 @@ test_error_config (void)
   }
   /* transformers 4.x's spelling of the RoPE parameters gives the same model */
   {
-    g_autofree char *dir = copy_with_config ("rope_parameters", NULL);
-    g_autofree char *path = g_build_filename (dir, "config.json", NULL);
+    g_autofree char *dir = copy_with_config ("rope_parameters", NULL);   /* plain RoPE */
     g_autoptr(AmkModelBuild) plain = build_ok (dir);
     g_autofree char *dir2 = copy_with_config ("rope_parameters", NULL);
     g_autofree char *orig = data_dir ("tiny-llama");
@@ -830,6 +907,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hf-model/tiny-llama", test_tiny_llama);
   g_test_add_func ("/hf-model/tiny-qwen3", test_tiny_qwen3);
   g_test_add_func ("/hf-model/dtypes-and-shards", test_dtypes_and_shards);
+  g_test_add_func ("/hf-model/env-checkpoints", test_env_checkpoints);
   g_test_add_func ("/hf-model/error/config", test_error_config);
   g_test_add_func ("/hf-model/error/tensors", test_error_tensors);
   g_test_add_func ("/hf-model/error/path", test_error_path);
