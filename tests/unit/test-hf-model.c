@@ -18,6 +18,7 @@
 #include "amk-model-private.h"
 #include "amk-safetensors-private.h"
 #include "amk-dtype-private.h"
+#include "amk-gguf-private.h"
 
 #define REL_TOL 2e-2
 
@@ -885,6 +886,313 @@ test_error_tensors (void)
   }
 }
 
+/* The same models as GGUF files (llama.cpp's names, q/k rows of llama permuted as its
+ * converter does): the GGUF loader must give the very same logits. */
+
+static void
+put_u32 (GByteArray *b, guint32 v)
+{
+  v = GUINT32_TO_LE (v);
+  g_byte_array_append (b, (const guint8 *) &v, 4);
+}
+
+static void
+put_u64 (GByteArray *b, guint64 v)
+{
+  v = GUINT64_TO_LE (v);
+  g_byte_array_append (b, (const guint8 *) &v, 8);
+}
+
+static void
+put_str (GByteArray *b, const char *s)
+{
+  put_u64 (b, strlen (s));
+  g_byte_array_append (b, (const guint8 *) s, (guint) strlen (s));
+}
+
+static void
+kv_u32 (GByteArray *b, guint *n_kv, const char *key, guint32 v)
+{
+  put_str (b, key);
+  put_u32 (b, AMK_GGUF_TYPE_UINT32);
+  put_u32 (b, v);
+  (*n_kv)++;
+}
+
+static void
+kv_f32 (GByteArray *b, guint *n_kv, const char *key, float v)
+{
+  guint32 u;
+
+  memcpy (&u, &v, 4);
+  put_str (b, key);
+  put_u32 (b, AMK_GGUF_TYPE_FLOAT32);
+  put_u32 (b, u);
+  (*n_kv)++;
+}
+
+static void
+kv_str (GByteArray *b, guint *n_kv, const char *key, const char *v)
+{
+  put_str (b, key);
+  put_u32 (b, AMK_GGUF_TYPE_STRING);
+  put_str (b, v);
+  (*n_kv)++;
+}
+
+static void
+kv_strv (GByteArray *b, guint *n_kv, const char *key, GPtrArray *v)
+{
+  put_str (b, key);
+  put_u32 (b, AMK_GGUF_TYPE_ARRAY);
+  put_u32 (b, AMK_GGUF_TYPE_STRING);
+  put_u64 (b, v->len);
+  for (guint i = 0; i < v->len; i++)
+    put_str (b, g_ptr_array_index (v, i));
+  (*n_kv)++;
+}
+
+static void
+kv_i32v (GByteArray *b, guint *n_kv, const char *key, GArray *v)
+{
+  put_str (b, key);
+  put_u32 (b, AMK_GGUF_TYPE_ARRAY);
+  put_u32 (b, AMK_GGUF_TYPE_INT32);
+  put_u64 (b, v->len);
+  for (guint i = 0; i < v->len; i++)
+    put_u32 (b, (guint32) g_array_index (v, gint32, i));
+  (*n_kv)++;
+}
+
+/* llama.cpp's HF name of a GGUF tensor */
+static char *
+gguf_name (const char *hf)
+{
+  static const char * const map[][2] = {
+    { "input_layernorm.weight", "attn_norm.weight" },
+    { "self_attn.q_proj.weight", "attn_q.weight" },
+    { "self_attn.k_proj.weight", "attn_k.weight" },
+    { "self_attn.v_proj.weight", "attn_v.weight" },
+    { "self_attn.o_proj.weight", "attn_output.weight" },
+    { "self_attn.q_norm.weight", "attn_q_norm.weight" },
+    { "self_attn.k_norm.weight", "attn_k_norm.weight" },
+    { "post_attention_layernorm.weight", "ffn_norm.weight" },
+    { "mlp.gate_proj.weight", "ffn_gate.weight" },
+    { "mlp.up_proj.weight", "ffn_up.weight" },
+    { "mlp.down_proj.weight", "ffn_down.weight" },
+  };
+  guint layer;
+  char rest[128];
+
+  if (g_str_equal (hf, "model.embed_tokens.weight"))
+    return g_strdup ("token_embd.weight");
+  if (g_str_equal (hf, "model.norm.weight"))
+    return g_strdup ("output_norm.weight");
+  if (g_str_equal (hf, "lm_head.weight"))
+    return g_strdup ("output.weight");
+  g_assert_cmpint (sscanf (hf, "model.layers.%u.%127s", &layer, rest), ==, 2);
+  for (guint i = 0; i < G_N_ELEMENTS (map); i++)
+    if (g_str_equal (rest, map[i][0]))
+      return g_strdup_printf ("blk.%u.%s", layer, map[i][1]);
+  g_assert_not_reached ();
+}
+
+/* convert_hf_to_gguf.py's permute: within each head, the rows of the two halves
+ * interleaved. */
+static GBytes *
+permute_rows (GBytes *data, guint64 rows, guint64 cols, guint n_heads)
+{
+  gsize size;
+  const guint16 *in = g_bytes_get_data (data, &size);
+  guint16 *out = g_new (guint16, rows * cols);
+  const guint64 hd = rows / n_heads;
+
+  for (guint64 h = 0; h < n_heads; h++)
+    for (guint64 i = 0; i < hd / 2; i++)
+      for (guint64 j = 0; j < 2; j++)
+        memcpy (out + (h * hd + 2 * i + j) * cols, in + (h * hd + j * (hd / 2) + i) * cols,
+                cols * sizeof (guint16));
+  return g_bytes_new_take (out, size);
+}
+
+/* Writes dir/model.gguf from the folder's safetensors, config and tokenizer.json. */
+static char *
+write_gguf (const char *dir, const char *arch)
+{
+  g_autoptr(GPtrArray) tensors = read_tensors (dir);
+  g_autofree char *config_path = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *tok_path = g_build_filename (dir, "tokenizer.json", NULL);
+  g_autoptr(JsonParser) config = json_parser_new ();
+  g_autoptr(JsonParser) tokenizer = json_parser_new ();
+  g_autoptr(GByteArray) kv = g_byte_array_new ();
+  g_autoptr(GByteArray) info = g_byte_array_new ();
+  g_autoptr(GByteArray) data = g_byte_array_new ();
+  g_autoptr(GByteArray) file = g_byte_array_new ();
+  g_autoptr(GPtrArray) tokens = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) merges = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GArray) types = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_autoptr(GError) error = NULL;
+  const gboolean llama = g_str_equal (arch, "llama");
+  JsonObject *c, *model, *vocab;
+  JsonArray *added, *merge_list;
+  guint n_kv = 0, n_heads, n_kv_heads, vocab_size;
+  char key[128];
+  JsonObjectIter iter;
+  const char *member;
+  JsonNode *node;
+
+  g_assert_true (json_parser_load_from_file (config, config_path, &error));
+  g_assert_true (json_parser_load_from_file (tokenizer, tok_path, &error));
+  g_assert_no_error (error);
+  c = json_node_get_object (json_parser_get_root (config));
+  n_heads = (guint) json_object_get_int_member (c, "num_attention_heads");
+  n_kv_heads = (guint) json_object_get_int_member (c, "num_key_value_heads");
+  vocab_size = (guint) json_object_get_int_member (c, "vocab_size");
+
+  kv_str (kv, &n_kv, "general.architecture", arch);
+#define ARCH_KEY(k) (g_snprintf (key, sizeof key, "%s.%s", arch, k), key)
+  kv_u32 (kv, &n_kv, ARCH_KEY ("block_count"), (guint32) json_object_get_int_member (c, "num_hidden_layers"));
+  kv_u32 (kv, &n_kv, ARCH_KEY ("embedding_length"), (guint32) json_object_get_int_member (c, "hidden_size"));
+  kv_u32 (kv, &n_kv, ARCH_KEY ("feed_forward_length"), (guint32) json_object_get_int_member (c, "intermediate_size"));
+  kv_u32 (kv, &n_kv, ARCH_KEY ("attention.head_count"), n_heads);
+  kv_u32 (kv, &n_kv, ARCH_KEY ("attention.head_count_kv"), n_kv_heads);
+  kv_u32 (kv, &n_kv, ARCH_KEY ("attention.key_length"), (guint32) json_object_get_int_member (c, "head_dim"));
+  kv_f32 (kv, &n_kv, ARCH_KEY ("rope.freq_base"),
+          json_object_has_member (c, "rope_parameters")
+            ? (float) json_object_get_double_member (json_object_get_object_member (c, "rope_parameters"), "rope_theta")
+            : 10000.0f);
+  kv_f32 (kv, &n_kv, ARCH_KEY ("attention.layer_norm_rms_epsilon"),
+          (float) json_object_get_double_member (c, "rms_norm_eps"));
+#undef ARCH_KEY
+
+  /* the vocabulary by id: the BPE's, then the added (special) tokens */
+  model = json_object_get_object_member (json_node_get_object (json_parser_get_root (tokenizer)), "model");
+  vocab = json_object_get_object_member (model, "vocab");
+  g_ptr_array_set_size (tokens, (gint) vocab_size);
+  g_array_set_size (types, vocab_size);
+  json_object_iter_init (&iter, vocab);
+  while (json_object_iter_next (&iter, &member, &node))
+    {
+      gint64 id = json_node_get_int (node);
+      g_ptr_array_index (tokens, id) = g_strdup (member);
+      g_array_index (types, gint32, id) = 1;
+    }
+  added = json_object_get_array_member (json_node_get_object (json_parser_get_root (tokenizer)), "added_tokens");
+  for (guint i = 0; i < json_array_get_length (added); i++)
+    {
+      JsonObject *a = json_array_get_object_element (added, i);
+      gint64 id = json_object_get_int_member (a, "id");
+
+      g_free (g_ptr_array_index (tokens, id));
+      g_ptr_array_index (tokens, id) = g_strdup (json_object_get_string_member (a, "content"));
+      g_array_index (types, gint32, id) = 3;
+    }
+  for (guint i = 0; i < vocab_size; i++)
+    g_assert_nonnull (g_ptr_array_index (tokens, i));
+  merge_list = json_object_get_array_member (model, "merges");
+  for (guint i = 0; i < json_array_get_length (merge_list); i++)
+    {
+      JsonNode *m = json_array_get_element (merge_list, i);
+
+      if (JSON_NODE_HOLDS_ARRAY (m))
+        g_ptr_array_add (merges, g_strdup_printf ("%s %s",
+                                                  json_array_get_string_element (json_node_get_array (m), 0),
+                                                  json_array_get_string_element (json_node_get_array (m), 1)));
+      else
+        g_ptr_array_add (merges, g_strdup (json_node_get_string (m)));
+    }
+  kv_str (kv, &n_kv, "tokenizer.ggml.model", "gpt2");
+  kv_str (kv, &n_kv, "tokenizer.ggml.pre", llama ? "llama-bpe" : "qwen2");
+  kv_strv (kv, &n_kv, "tokenizer.ggml.tokens", tokens);
+  kv_strv (kv, &n_kv, "tokenizer.ggml.merges", merges);
+  kv_i32v (kv, &n_kv, "tokenizer.ggml.token_type", types);
+  kv_u32 (kv, &n_kv, "tokenizer.ggml.eos_token_id", 511);
+  if (llama)
+    kv_u32 (kv, &n_kv, "tokenizer.ggml.bos_token_id", 510);
+
+  /* the tensors: bf16, ggml's dimension order (fastest first), 32-byte aligned */
+  for (guint i = 0; i < tensors->len; i++)
+    {
+      StTensor *t = g_ptr_array_index (tensors, i);
+      g_autofree char *name = gguf_name (t->name);
+      g_autoptr(GBytes) bytes = g_bytes_ref (t->data);
+      gsize size;
+      const guint8 *p;
+
+      if (llama && g_str_has_suffix (name, "attn_q.weight"))
+        {
+          g_bytes_unref (bytes);
+          bytes = permute_rows (t->data, t->shape[0], t->shape[1], n_heads);
+        }
+      else if (llama && g_str_has_suffix (name, "attn_k.weight"))
+        {
+          g_bytes_unref (bytes);
+          bytes = permute_rows (t->data, t->shape[0], t->shape[1], n_kv_heads);
+        }
+      put_str (info, name);
+      put_u32 (info, t->n_dims);
+      for (guint d = t->n_dims; d > 0; d--)
+        put_u64 (info, t->shape[d - 1]);
+      put_u32 (info, AMK_GGML_TYPE_BF16);
+      put_u64 (info, data->len);
+      p = g_bytes_get_data (bytes, &size);
+      g_byte_array_append (data, p, (guint) size);
+      while (data->len % 32 != 0)
+        g_byte_array_append (data, (const guint8 *) "", 1);
+    }
+
+  g_byte_array_append (file, (const guint8 *) "GGUF", 4);
+  put_u32 (file, 3);
+  put_u64 (file, tensors->len);
+  put_u64 (file, n_kv);
+  g_byte_array_append (file, kv->data, kv->len);
+  g_byte_array_append (file, info->data, info->len);
+  while (file->len % 32 != 0)
+    g_byte_array_append (file, (const guint8 *) "", 1);
+  g_byte_array_append (file, data->data, data->len);
+  write_file (dir, "model.gguf", (const char *) file->data, (gssize) file->len);
+  return g_build_filename (dir, "model.gguf", NULL);
+}
+
+static void
+check_gguf (const char *name, const char *arch)
+{
+  g_autofree char *orig = data_dir (name);
+  g_autoptr(Reference) ref = load_reference (orig);
+  /* llama GGUF files carry no Llama-3 RoPE scaling parameters: compare plain RoPE */
+  g_autofree char *dir = g_str_equal (arch, "llama") ? copy_with_config ("rope_parameters", NULL)
+                                                     : copy_checkpoint (name);
+  g_autofree char *gguf = write_gguf (dir, arch);
+  g_autofree float *hf = logits_of (dir, ref);
+  g_autofree float *from_gguf = logits_of (gguf, ref);
+  g_autoptr(AmkModelBuild) build = build_ok (gguf);
+  g_autoptr(GError) error = NULL;
+  g_autofree gint32 *ids = NULL;
+  gsize n_ids;
+
+  g_assert_cmpstr (build->architecture, ==, arch);
+  g_assert_cmpint (build->eos_id, ==, 511);
+  g_assert_cmpmem (from_gguf, ref->n_tokens * ref->vocab * sizeof (float),
+                   hf, ref->n_tokens * ref->vocab * sizeof (float));
+  ids = amk_tokenizer_encode (build->tokenizer, ref->prompt, TRUE, &n_ids, &error);
+  g_assert_no_error (error);
+  if (g_str_equal (arch, "qwen3"))   /* llama's BOS comes from the template, not in GGUF */
+    g_assert_cmpmem (ids, n_ids * sizeof (gint32), ref->prompt_ids, ref->n_prompt * sizeof (gint32));
+  remove_checkpoint (dir);
+}
+
+static void
+test_gguf_llama (void)
+{
+  check_gguf ("tiny-llama", "llama");
+}
+
+static void
+test_gguf_qwen3 (void)
+{
+  check_gguf ("tiny-qwen3", "qwen3");
+}
+
 static void
 test_error_path (void)
 {
@@ -908,6 +1216,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hf-model/tiny-qwen3", test_tiny_qwen3);
   g_test_add_func ("/hf-model/dtypes-and-shards", test_dtypes_and_shards);
   g_test_add_func ("/hf-model/env-checkpoints", test_env_checkpoints);
+  g_test_add_func ("/hf-model/gguf/llama", test_gguf_llama);
+  g_test_add_func ("/hf-model/gguf/qwen3", test_gguf_qwen3);
   g_test_add_func ("/hf-model/error/config", test_error_config);
   g_test_add_func ("/hf-model/error/tensors", test_error_tensors);
   g_test_add_func ("/hf-model/error/path", test_error_path);
