@@ -95,17 +95,48 @@ check_json_shape (const char *text, gsize len, const char *file, GError **error)
   return TRUE;
 }
 
+/* Parses untrusted JSON text that must be an object; `file` names it in messages. */
+static JsonNode *
+parse_json_object (const char *text, gsize len, const char *file, GError **error)
+{
+  g_autoptr(JsonParser) parser = NULL;
+  g_autoptr(GError) local = NULL;
+  JsonNode *root;
+
+  if (len > MAX_JSON_SIZE)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("“%s” is larger than the limit of %u bytes"), file, MAX_JSON_SIZE);
+      return NULL;
+    }
+  if (text == NULL)
+    text = "";
+  if (!check_json_shape (text, len, file, error))
+    return NULL;
+  parser = json_parser_new_immutable ();
+  if (!json_parser_load_from_data (parser, text, (gssize) len, &local))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("“%s” is not valid JSON: %s"), file, local->message);
+      return NULL;
+    }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("“%s” is not a JSON object"), file);
+      return NULL;
+    }
+  return json_node_ref (root);
+}
+
 /* Reads `name` of `dir` as a JSON object. A missing optional file leaves f->root NULL. */
 static gboolean
 load_json (const char *dir, const char *name, gboolean required, JsonFile *f, GError **error)
 {
   g_autofree char *path = g_build_filename (dir, name, NULL);
   g_autoptr(GMappedFile) mapped = NULL;
-  g_autoptr(JsonParser) parser = NULL;
   g_autoptr(GError) local = NULL;
-  const char *text;
-  gsize len;
-  JsonNode *root;
 
   f->file = g_filename_display_name (path);
   if (!required && !g_file_test (path, G_FILE_TEST_EXISTS))
@@ -117,32 +148,9 @@ load_json (const char *dir, const char *name, gboolean required, JsonFile *f, GE
                    _("Cannot read “%s”: %s"), f->file, local->message);
       return FALSE;
     }
-  text = g_mapped_file_get_contents (mapped);
-  len = g_mapped_file_get_length (mapped);
-  if (len > MAX_JSON_SIZE)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("“%s” is larger than the limit of %u bytes"), f->file, MAX_JSON_SIZE);
-      return FALSE;
-    }
-  if (!check_json_shape (text != NULL ? text : "", len, f->file, error))
-    return FALSE;
-  parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, text != NULL ? text : "", (gssize) len, &local))
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("“%s” is not valid JSON: %s"), f->file, local->message);
-      return FALSE;
-    }
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("“%s” is not a JSON object"), f->file);
-      return FALSE;
-    }
-  f->root = json_node_ref (root);
-  return TRUE;
+  f->root = parse_json_object (g_mapped_file_get_contents (mapped),
+                               g_mapped_file_get_length (mapped), f->file, error);
+  return f->root != NULL;
 }
 
 /* A member that is there and not null. */
@@ -484,6 +492,36 @@ parse_config (JsonObject *config, AmkModelParams *hp, const char *file, GError *
     }
   hp->qk_norm = g_str_equal (hp->architecture, "qwen3");
   return parse_rope (config, hp, file, error);
+}
+
+/**
+ * amk_model_parse_hf_config:
+ * @text: the contents of a config.json
+ * @len: its length in bytes
+ * @file: the file's name, for messages
+ * @params: (out caller-allocates): the hyperparameters
+ * @error: return location for a #GError
+ *
+ * Parses a Hugging Face config.json (untrusted) into @params, as
+ * amk_model_build_from_hf() does; `params->architecture` is a static string.
+ *
+ * Returns: whether the config describes a model amk-glib can build
+ */
+gboolean
+amk_model_parse_hf_config (const char      *text,
+                           gsize            len,
+                           const char      *file,
+                           AmkModelParams  *params,
+                           GError         **error)
+{
+  g_autoptr(JsonNode) root = NULL;
+
+  g_return_val_if_fail (text != NULL || len == 0, FALSE);
+  g_return_val_if_fail (file != NULL, FALSE);
+  g_return_val_if_fail (params != NULL, FALSE);
+
+  root = parse_json_object (text, len, file, error);
+  return root != NULL && parse_config (json_node_get_object (root), params, file, error);
 }
 
 /* The weights */

@@ -119,6 +119,12 @@ AmkModelBuild *amk_model_build_from_hf   (const char     *dir,
                                           guint           n_queues,
                                           guint           context,
                                           GError        **error);
+/* config.json's text to hyperparameters (what the HF loader does first; fuzzed). */
+gboolean       amk_model_parse_hf_config (const char     *text,
+                                          gsize           len,
+                                          const char     *file,
+                                          AmkModelParams *params,
+                                          GError        **error);
 void           amk_model_build_free      (AmkModelBuild  *build);
 /* Appends the generated text to `out`; `n_generated` (nullable) gets the token count,
  * `generated` (nullable) the ids (g_free). */
