@@ -1,5 +1,5 @@
-/* amk-model-builder.c: a Llama decode step built with the op API from a GGUF file, and
- * greedy generation on the CPU executor or a launcher.
+/* amk-model-builder.c: the decode step of a Llama-family model built with the op API
+ * (the layer graph, shared by every loader), the GGUF loader, and greedy generation.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -15,55 +15,33 @@
 #include "amk-gguf-private.h"
 #include "amk-model-builder-private.h"
 
-typedef struct {
-  AmkGguf    *gguf;
-  AmkProgram *program;
-  const char *file;
-} Loader;
+/* The layer graph */
 
-/* Adds `name` of the file as a bf16 CONSTANT buffer of shape {rows, cols} (or {cols}
- * when rows is 0); with unpermute_heads > 0 undoes the converter's q/k permutation. */
+typedef struct {
+  AmkProgram           *program;
+  AmkModelWeightSource *source;
+  AmkModelBuild        *build;
+} Graph;
+
+/* Adds the weight as a bf16 CONSTANT buffer of shape {rows, cols} (or {cols} when rows
+ * is 0), named as in the file. */
 static gint
-load_weight (Loader     *l,
-             const char *name,
-             guint64     rows,
-             guint64     cols,
-             guint       unpermute_heads,
-             GError    **error)
+add_weight (Graph           *g,
+            AmkModelWeight   weight,
+            guint            layer,
+            guint64          rows,
+            guint64          cols,
+            GError         **error)
 {
-  const AmkGgufTensor *t = amk_gguf_find_tensor (l->gguf, name);
-  g_autofree guint16 *data = NULL;
+  g_autofree char *name = NULL;
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2];
   gsize n_dims;
   gint buf;
 
-  if (t == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                   _("The model file “%s” has no tensor “%s”"), l->file, name);
-      return -1;
-    }
-  if (t->dims[0] != cols || (rows > 0 ? t->dims[1] != rows : t->n_dims != 1) ||
-      t->n_elements != cols * MAX (rows, 1))
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The tensor “%s” of “%s” has the wrong shape (expected %" PRIu64
-                     " × %" PRIu64 ")"), name, l->file, rows, cols);
-      return -1;
-    }
-  data = g_try_new (guint16, t->n_elements);
-  if (data == NULL)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
-                   _("Out of memory loading the tensor “%s”"), name);
-      return -1;
-    }
-  if (!amk_gguf_tensor_to_bf16 (t, data, error))
+  bytes = g->source->load (g->source, weight, layer, rows, cols, &name, error);
+  if (bytes == NULL)
     return -1;
-  if (unpermute_heads > 0 && !amk_gguf_unpermute_qk (data, rows, cols, unpermute_heads, error))
-    return -1;
-
   if (rows > 0)
     {
       shape[0] = (gint64) rows;
@@ -75,13 +53,11 @@ load_weight (Loader     *l,
       shape[0] = (gint64) cols;
       n_dims = 1;
     }
-  buf = amk_program_add_buffer (l->program, name, AMK_DTYPE_BF16, shape, n_dims,
+  buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, n_dims,
                                 AMK_BUFFER_ROLE_CONSTANT, error);
-  if (buf < 0)
+  if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
     return -1;
-  bytes = g_bytes_new_take (g_steal_pointer (&data), t->n_elements * sizeof (guint16));
-  if (!amk_program_set_buffer_data (l->program, (guint) buf, bytes, error))
-    return -1;
+  g->build->weight_bytes += g_bytes_get_size (bytes);
   return buf;
 }
 
@@ -99,14 +75,6 @@ add_buffer (AmkProgram    *p,
   return amk_program_add_buffer (p, name, dtype, shape, d1 > 0 ? 2 : 1, role, error);
 }
 
-static gboolean
-get_u32 (AmkGguf *gguf, const char *arch, const char *key, guint32 *value, GError **error)
-{
-  g_autofree char *full = g_strdup_printf ("%s.%s", arch, key);
-
-  return amk_gguf_get_u32 (gguf, full, value, error);
-}
-
 void
 amk_model_build_free (AmkModelBuild *build)
 {
@@ -115,7 +83,293 @@ amk_model_build_free (AmkModelBuild *build)
   g_clear_object (&build->program);
   g_clear_object (&build->tokenizer);
   g_free (build->architecture);
+  g_free (build->eos_ids);
   g_free (build);
+}
+
+/* Hyperparameters the graph can be built from: every count positive and bounded, the
+ * heads grouped evenly and of even length. */
+static gboolean
+check_params (const AmkModelParams *hp, GError **error)
+{
+  const guint max = 1u << 20;
+
+  if (hp->n_layers == 0 || hp->n_layers > 65536 || hp->hidden == 0 || hp->hidden > max ||
+      hp->n_heads == 0 || hp->n_heads > 65536 || hp->n_kv_heads == 0 ||
+      hp->n_heads % hp->n_kv_heads != 0 || hp->head_dim < 2 || hp->head_dim % 2 != 0 ||
+      hp->head_dim > 65536 || (guint64) hp->n_heads * hp->head_dim > max ||
+      hp->ffn == 0 || hp->ffn > max || hp->vocab == 0 || hp->vocab > G_MAXINT32 ||
+      !(hp->eps >= 0.0f && hp->eps < 1.0f))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The hyperparameters of “%s” are inconsistent: %u layers, hidden size %u, "
+                     "%u query heads, %u key/value heads of %u elements, MLP size %u, vocabulary "
+                     "%" PRIu64 " (the heads must be grouped evenly and of even length)"),
+                   hp->source != NULL ? hp->source : "?", hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->ffn,
+                   hp->vocab);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * amk_model_build_graph:
+ * @params: the hyperparameters
+ * @source: where the weights come from
+ * @tokenizer: the model's tokenizer (a reference is taken)
+ * @n_queues: the program's queue count
+ * @context: the KV cache length (positions)
+ * @error: return location for a #GError
+ *
+ * Builds one compiled decode step of a Llama-family decoder: the token in element 0 of
+ * the tokens buffer at position pos goes in, the greedy next token comes out in the
+ * same element and the logits in the logits buffer; the KV caches are STATE buffers.
+ * Every layer is
+ *
+ *     q, k, v = Wq n(x), Wk n(x), Wv n(x)     (n: RMSNORM fused into the matvecs)
+ *     q, k = qn(q), kn(k) per head            (Qwen3 only)
+ *     x += Wo attention(rope(q), cache + rope(k), cache + v)
+ *     x += Wd (silu(Wg n2(x)) * Wu n2(x))
+ *
+ * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
+ */
+AmkModelBuild *
+amk_model_build_graph (const AmkModelParams  *hp,
+                       AmkModelWeightSource  *source,
+                       AmkTokenizer          *tokenizer,
+                       guint                  n_queues,
+                       guint                  context,
+                       GError               **error)
+{
+  g_autoptr(AmkModelBuild) build = NULL;
+  guint64 q_dim, kv_dim;
+  Graph g;
+  AmkProgram *p;
+  gint tokens, pos, x, q, k, v, attn, gate, up, act, logits, table, out_norm, out_w;
+
+  g_return_val_if_fail (hp != NULL, NULL);
+  g_return_val_if_fail (source != NULL && source->load != NULL, NULL);
+  g_return_val_if_fail (AMK_IS_TOKENIZER (tokenizer), NULL);
+  g_return_val_if_fail (n_queues > 0, NULL);
+  g_return_val_if_fail (context > 0, NULL);
+
+  if (!check_params (hp, error))
+    return NULL;
+  q_dim = (guint64) hp->n_heads * hp->head_dim;
+  kv_dim = (guint64) hp->n_kv_heads * hp->head_dim;
+
+  build = g_new0 (AmkModelBuild, 1);
+  build->tokenizer = g_object_ref (tokenizer);
+  build->bos_id = amk_tokenizer_get_bos_id (tokenizer);
+  build->eos_id = amk_tokenizer_get_eos_id (tokenizer);
+  build->vocab_size = (guint) hp->vocab;
+  build->context = context;
+  build->n_layers = hp->n_layers;
+  build->hidden = hp->hidden;
+  build->architecture = g_strdup (hp->architecture);
+  build->n_heads = hp->n_heads;
+  build->n_kv_heads = hp->n_kv_heads;
+  build->head_dim = hp->head_dim;
+  build->ffn = hp->ffn;
+  build->model_context = hp->model_context;
+  if (build->eos_id >= 0)
+    {
+      build->eos_ids = g_new (gint32, 1);
+      build->eos_ids[0] = build->eos_id;
+      build->n_eos_ids = 1;
+    }
+  build->program = p = amk_program_new (n_queues);
+  g.program = p;
+  g.source = source;
+  g.build = build;
+
+  if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
+      (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+      (x = add_buffer (p, "x", AMK_DTYPE_F32, hp->hidden, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
+      (q = add_buffer (p, "q", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (k = add_buffer (p, "k", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (v = add_buffer (p, "v", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (attn = add_buffer (p, "attn", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (gate = add_buffer (p, "gate", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (up = add_buffer (p, "up", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (act = add_buffer (p, "act", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (logits = add_buffer (p, "logits", AMK_DTYPE_F32, (gint64) hp->vocab, 0, AMK_BUFFER_ROLE_OUTPUT, error)) < 0)
+    return NULL;
+  build->tokens = tokens;
+  build->pos = pos;
+  build->logits = logits;
+
+  if ((table = add_weight (&g, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, hp->vocab, hp->hidden, error)) < 0)
+    return NULL;
+  if (amk_program_op_embed (p, x, table, tokens, 0, error) < 0)
+    return NULL;
+
+  for (guint i = 0; i < hp->n_layers; i++)
+    {
+      g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
+      g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
+      gint an, wq, wk, wv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
+
+      if ((an = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_NORM, i, 0, hp->hidden, error)) < 0 ||
+          (wq = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q, i, q_dim, hp->hidden, error)) < 0 ||
+          (wk = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_K, i, kv_dim, hp->hidden, error)) < 0 ||
+          (wv = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_V, i, kv_dim, hp->hidden, error)) < 0 ||
+          (wo = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, hp->hidden, q_dim, error)) < 0)
+        return NULL;
+      if (hp->qk_norm &&
+          ((qn = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, 0, hp->head_dim, error)) < 0 ||
+           (kn = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, 0, hp->head_dim, error)) < 0))
+        return NULL;
+      if ((fn = add_weight (&g, AMK_MODEL_WEIGHT_FFN_NORM, i, 0, hp->hidden, error)) < 0 ||
+          (wg = add_weight (&g, AMK_MODEL_WEIGHT_FFN_GATE, i, hp->ffn, hp->hidden, error)) < 0 ||
+          (wu = add_weight (&g, AMK_MODEL_WEIGHT_FFN_UP, i, hp->ffn, hp->hidden, error)) < 0 ||
+          (wd = add_weight (&g, AMK_MODEL_WEIGHT_FFN_DOWN, i, hp->hidden, hp->ffn, error)) < 0 ||
+          (kc = add_buffer (p, n_kc, AMK_DTYPE_BF16, context, (gint64) kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
+          (vc = add_buffer (p, n_vc, AMK_DTYPE_BF16, context, (gint64) kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0)
+        return NULL;
+
+      if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, hp->eps, error) < 0 ||
+          amk_program_op_matvec (p, k, wk, x, -1, -1, an, hp->eps, error) < 0 ||
+          amk_program_op_matvec (p, v, wv, x, -1, -1, an, hp->eps, error) < 0)
+        return NULL;
+      if (hp->qk_norm &&
+          (amk_program_op_rmsnorm (p, q, q, qn, hp->head_dim, hp->eps, error) < 0 ||
+           amk_program_op_rmsnorm (p, k, k, kn, hp->head_dim, hp->eps, error) < 0))
+        return NULL;
+      if (amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
+                                  hp->rope_theta, hp->rope_factor, hp->rope_low_freq_factor,
+                                  hp->rope_high_freq_factor, hp->rope_original_context, error) < 0 ||
+          amk_program_op_attention (p, attn, q, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
+                                    0, 1.0f / sqrtf ((float) hp->head_dim), error) < 0 ||
+          amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
+          amk_program_op_matvec (p, gate, wg, x, -1, -1, fn, hp->eps, error) < 0 ||
+          amk_program_op_matvec (p, up, wu, x, -1, -1, fn, hp->eps, error) < 0 ||
+          amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
+          amk_program_op_matvec (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
+        return NULL;
+    }
+
+  if ((out_norm = add_weight (&g, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, 0, hp->hidden, error)) < 0)
+    return NULL;
+  if (hp->tied_embeddings)
+    out_w = table;
+  else if ((out_w = add_weight (&g, AMK_MODEL_WEIGHT_OUTPUT, 0, hp->vocab, hp->hidden, error)) < 0)
+    return NULL;
+  if (amk_program_op_matvec (p, logits, out_w, x, -1, -1, out_norm, hp->eps, error) < 0 ||
+      amk_program_op_argmax (p, tokens, 0, logits, error) < 0)
+    return NULL;
+  if (!amk_program_compile (p, error))
+    return NULL;
+  return g_steal_pointer (&build);
+}
+
+/* The GGUF loader */
+
+typedef struct {
+  AmkModelWeightSource  parent;
+  AmkGguf              *gguf;
+  const char           *file;
+  guint                 unpermute_q;   /* heads; 0: the rows are in HF order already */
+  guint                 unpermute_k;
+} GgufSource;
+
+/* llama.cpp's names; the per-layer ones follow "blk.N." */
+static const char * const gguf_names[] = {
+  [AMK_MODEL_WEIGHT_TOKEN_EMBD] = "token_embd.weight",
+  [AMK_MODEL_WEIGHT_OUTPUT_NORM] = "output_norm.weight",
+  [AMK_MODEL_WEIGHT_OUTPUT] = "output.weight",
+  [AMK_MODEL_WEIGHT_ATTN_NORM] = "attn_norm.weight",
+  [AMK_MODEL_WEIGHT_ATTN_Q] = "attn_q.weight",
+  [AMK_MODEL_WEIGHT_ATTN_K] = "attn_k.weight",
+  [AMK_MODEL_WEIGHT_ATTN_V] = "attn_v.weight",
+  [AMK_MODEL_WEIGHT_ATTN_OUTPUT] = "attn_output.weight",
+  [AMK_MODEL_WEIGHT_ATTN_Q_NORM] = "attn_q_norm.weight",
+  [AMK_MODEL_WEIGHT_ATTN_K_NORM] = "attn_k_norm.weight",
+  [AMK_MODEL_WEIGHT_FFN_NORM] = "ffn_norm.weight",
+  [AMK_MODEL_WEIGHT_FFN_GATE] = "ffn_gate.weight",
+  [AMK_MODEL_WEIGHT_FFN_UP] = "ffn_up.weight",
+  [AMK_MODEL_WEIGHT_FFN_DOWN] = "ffn_down.weight",
+};
+
+/* The tensor converted to bf16, checked to be {rows, cols} (or {cols} when rows is 0);
+ * with unpermute_* undoes the converter's q/k permutation. */
+static GBytes *
+gguf_load (AmkModelWeightSource  *source,
+           AmkModelWeight         weight,
+           guint                  layer,
+           guint64                rows,
+           guint64                cols,
+           char                 **name_out,
+           GError               **error)
+{
+  GgufSource *s = (GgufSource *) source;
+  g_autofree char *name = NULL;
+  const AmkGgufTensor *t;
+  g_autofree guint16 *data = NULL;
+  guint unpermute = 0;
+
+  g_return_val_if_fail ((guint) weight < G_N_ELEMENTS (gguf_names), NULL);
+
+  name = weight >= AMK_MODEL_WEIGHT_ATTN_NORM
+           ? g_strdup_printf ("blk.%u.%s", layer, gguf_names[weight])
+           : g_strdup (gguf_names[weight]);
+  t = amk_gguf_find_tensor (s->gguf, name);
+  if (t == NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                   _("The model file “%s” has no tensor “%s”"), s->file, name);
+      return NULL;
+    }
+  if (t->dims[0] != cols || (rows > 0 ? t->dims[1] != rows : t->n_dims != 1) ||
+      t->n_elements != cols * MAX (rows, 1))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The tensor “%s” of “%s” has the wrong shape (expected %" PRIu64
+                     " × %" PRIu64 ")"), name, s->file, rows, cols);
+      return NULL;
+    }
+  data = g_try_new (guint16, t->n_elements);
+  if (data == NULL)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
+                   _("Out of memory loading the tensor “%s”"), name);
+      return NULL;
+    }
+  if (!amk_gguf_tensor_to_bf16 (t, data, error))
+    return NULL;
+  if (weight == AMK_MODEL_WEIGHT_ATTN_Q)
+    unpermute = s->unpermute_q;
+  else if (weight == AMK_MODEL_WEIGHT_ATTN_K)
+    unpermute = s->unpermute_k;
+  if (unpermute > 0 && !amk_gguf_unpermute_qk (data, rows, cols, unpermute, error))
+    return NULL;
+  *name_out = g_steal_pointer (&name);
+  return g_bytes_new_take (g_steal_pointer (&data), t->n_elements * sizeof (guint16));
+}
+
+static gboolean
+get_u32 (AmkGguf *gguf, const char *arch, const char *key, guint32 *value, GError **error)
+{
+  g_autofree char *full = g_strdup_printf ("%s.%s", arch, key);
+
+  return amk_gguf_get_u32 (gguf, full, value, error);
+}
+
+/* An optional key: `value` keeps its default when the file lacks it. */
+static gboolean
+get_opt_u32 (AmkGguf *gguf, const char *arch, const char *key, guint32 *value, GError **error)
+{
+  g_autofree char *full = g_strdup_printf ("%s.%s", arch, key);
+
+  return !amk_gguf_has_key (gguf, full) || amk_gguf_get_u32 (gguf, full, value, error);
+}
+
+static gboolean
+get_opt_f32 (AmkGguf *gguf, const char *arch, const char *key, float *value, GError **error)
+{
+  g_autofree char *full = g_strdup_printf ("%s.%s", arch, key);
+
+  return !amk_gguf_has_key (gguf, full) || amk_gguf_get_f32 (gguf, full, value, error);
 }
 
 /* A token id from the metadata: it must name a token of the vocabulary. */
@@ -164,6 +418,9 @@ load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
       if (types == NULL)
         return NULL;
     }
+  if (amk_gguf_has_key (gguf, "tokenizer.ggml.pre") &&
+      !amk_gguf_get_string (gguf, "tokenizer.ggml.pre", &pre, NULL, error))
+    return NULL;
   tok = amk_tokenizer_new_from_vocab (tokens, merges, types, n_types, pre, error);
   if (tok == NULL)
     return NULL;
@@ -190,15 +447,13 @@ load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
 
 /**
  * amk_model_build_from_gguf:
- * @path: a GGUF file of a llama-architecture model
+ * @path: a GGUF file of a "llama" or "qwen3" architecture model
  * @n_queues: the program's queue count
  * @context: the KV cache length (positions)
  * @error: return location for a #GError
  *
- * Loads every weight as a bf16 constant and builds one compiled decode step: the token
- * in element 0 of the tokens buffer at position pos goes in, the greedy next token
- * comes out in the same element and the logits in the logits buffer (an OUTPUT, for
- * sampling on the host); the KV caches are STATE buffers.
+ * Reads the hyperparameters and the tokenizer of the file and builds the decode step
+ * with amk_model_build_graph(), every weight converted to a bf16 constant.
  *
  * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
  */
@@ -209,18 +464,15 @@ amk_model_build_from_gguf (const char  *path,
                            GError     **error)
 {
   g_autoptr(AmkGguf) gguf = NULL;
-  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(AmkTokenizer) tokenizer = NULL;
   g_autofree char *file = NULL;
   const char *arch = NULL;
-  guint32 n_layers, hidden, n_heads, n_kv_heads, ffn;
-  guint32 head_dim, kv_dim, model_context = 0;
+  AmkModelParams hp = { 0 };
+  guint32 n_layers, hidden, n_heads, n_kv_heads, ffn, head_dim = 0;
   float theta = 10000.0f, eps = 1e-5f;
-  const char *output_name;
   const AmkGgufTensor *embd;
-  guint64 vocab;
-  Loader l;
-  AmkProgram *p;
-  gint tokens, pos, x, q, k, v, attn, gate, up, act, logits, table, out_norm, out_w;
+  GgufSource source = { { gguf_load }, NULL, NULL, 0, 0 };
+  gboolean qwen3;
 
   g_return_val_if_fail (path != NULL, NULL);
   g_return_val_if_fail (n_queues > 0, NULL);
@@ -232,40 +484,36 @@ amk_model_build_from_gguf (const char  *path,
     return NULL;
   if (!amk_gguf_get_string (gguf, "general.architecture", &arch, NULL, error))
     return NULL;
-  if (!g_str_equal (arch, "llama"))
+  if (!g_str_equal (arch, "llama") && !g_str_equal (arch, "qwen3"))
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                   _("The model “%s” has the architecture “%s”; only “llama” is supported"),
+                   _("The model “%s” has the architecture “%s”; only “llama” and “qwen3” are supported"),
                    file, arch);
       return NULL;
     }
+  qwen3 = g_str_equal (arch, "qwen3");
   if (!get_u32 (gguf, arch, "block_count", &n_layers, error) ||
       !get_u32 (gguf, arch, "embedding_length", &hidden, error) ||
       !get_u32 (gguf, arch, "attention.head_count", &n_heads, error) ||
       !get_u32 (gguf, arch, "feed_forward_length", &ffn, error))
     return NULL;
   n_kv_heads = n_heads;
-  if (amk_gguf_has_key (gguf, "llama.attention.head_count_kv") &&
-      !get_u32 (gguf, arch, "attention.head_count_kv", &n_kv_heads, error))
+  if (!get_opt_u32 (gguf, arch, "attention.head_count_kv", &n_kv_heads, error) ||
+      !get_opt_u32 (gguf, arch, "attention.key_length", &head_dim, error) ||
+      !get_opt_f32 (gguf, arch, "rope.freq_base", &theta, error) ||
+      !get_opt_f32 (gguf, arch, "attention.layer_norm_rms_epsilon", &eps, error) ||
+      !get_opt_u32 (gguf, arch, "context_length", &hp.model_context, error))
     return NULL;
-  if (amk_gguf_has_key (gguf, "llama.context_length") &&
-      !get_u32 (gguf, arch, "context_length", &model_context, error))
-    return NULL;
-  if (amk_gguf_has_key (gguf, "llama.rope.freq_base") &&
-      !amk_gguf_get_f32 (gguf, "llama.rope.freq_base", &theta, error))
-    return NULL;
-  if (amk_gguf_has_key (gguf, "llama.attention.layer_norm_rms_epsilon") &&
-      !amk_gguf_get_f32 (gguf, "llama.attention.layer_norm_rms_epsilon", &eps, error))
-    return NULL;
-  if (n_layers == 0 || hidden == 0 || n_heads == 0 || n_kv_heads == 0 || ffn == 0 ||
-      hidden % n_heads != 0 || n_heads % n_kv_heads != 0 || (hidden / n_heads) % 2 != 0)
+  if (head_dim == 0)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("The model “%s” has inconsistent hyperparameters"), file);
-      return NULL;
+      if (n_heads == 0 || hidden % n_heads != 0)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                       _("The model “%s” has inconsistent hyperparameters"), file);
+          return NULL;
+        }
+      head_dim = hidden / n_heads;
     }
-  head_dim = hidden / n_heads;
-  kv_dim = n_kv_heads * head_dim;
 
   embd = amk_gguf_find_tensor (gguf, "token_embd.weight");
   if (embd == NULL)
@@ -274,113 +522,69 @@ amk_model_build_from_gguf (const char  *path,
                    _("The model file “%s” has no tensor “%s”"), file, "token_embd.weight");
       return NULL;
     }
-  vocab = embd->dims[1];
-  output_name = amk_gguf_find_tensor (gguf, "output.weight") != NULL ? "output.weight"
-                                                                    : "token_embd.weight";
 
-  build = g_new0 (AmkModelBuild, 1);
-  build->tokenizer = load_tokenizer (gguf, file, error);
-  if (build->tokenizer == NULL)
+  hp.architecture = arch;
+  hp.source = file;
+  hp.n_layers = n_layers;
+  hp.hidden = hidden;
+  hp.n_heads = n_heads;
+  hp.n_kv_heads = n_kv_heads;
+  hp.head_dim = head_dim;
+  hp.ffn = ffn;
+  hp.vocab = embd->dims[1];
+  hp.eps = eps;
+  hp.rope_theta = theta;
+  hp.rope_factor = 0.0f;          /* plain RoPE */
+  hp.rope_low_freq_factor = 1.0f;
+  hp.rope_high_freq_factor = 4.0f;
+  hp.rope_original_context = 8192;
+  hp.qk_norm = qwen3;
+  hp.tied_embeddings = amk_gguf_find_tensor (gguf, "output.weight") == NULL;
+
+  tokenizer = load_tokenizer (gguf, file, error);
+  if (tokenizer == NULL)
     return NULL;
   /* every token id must have a row in the embedding (EMBED would refuse it at run time) */
-  if (amk_tokenizer_get_vocab_size (build->tokenizer) > vocab)
+  if (amk_tokenizer_get_vocab_size (tokenizer) > hp.vocab)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                    _("The model file “%s” has %u tokens in “%s” but only %" PRIu64
                      " rows in the tensor “%s”"), file,
-                   amk_tokenizer_get_vocab_size (build->tokenizer), "tokenizer.ggml.tokens",
-                   vocab, "token_embd.weight");
+                   amk_tokenizer_get_vocab_size (tokenizer), "tokenizer.ggml.tokens",
+                   hp.vocab, "token_embd.weight");
       return NULL;
     }
-  build->bos_id = amk_tokenizer_get_bos_id (build->tokenizer);
-  build->eos_id = amk_tokenizer_get_eos_id (build->tokenizer);
-  build->vocab_size = (guint) vocab;
-  build->context = context;
-  build->n_layers = n_layers;
-  build->hidden = hidden;
-  build->architecture = g_strdup (arch);
-  build->model_context = model_context;
-  build->program = p = amk_program_new (n_queues);
-  l.gguf = gguf;
-  l.program = p;
-  l.file = file;
+  source.gguf = gguf;
+  source.file = file;
+  /* llama.cpp permutes llama's q and k rows (for its interleaved RoPE), not qwen3's */
+  source.unpermute_q = qwen3 ? 0 : n_heads;
+  source.unpermute_k = qwen3 ? 0 : n_kv_heads;
+  return amk_model_build_graph (&hp, &source.parent, tokenizer, n_queues, context, error);
+}
 
-  if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
-      (x = add_buffer (p, "x", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (q = add_buffer (p, "q", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (k = add_buffer (p, "k", AMK_DTYPE_F32, kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (v = add_buffer (p, "v", AMK_DTYPE_F32, kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (attn = add_buffer (p, "attn", AMK_DTYPE_F32, hidden, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (gate = add_buffer (p, "gate", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (up = add_buffer (p, "up", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (act = add_buffer (p, "act", AMK_DTYPE_F32, ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (logits = add_buffer (p, "logits", AMK_DTYPE_F32, (gint64) vocab, 0, AMK_BUFFER_ROLE_OUTPUT, error)) < 0)
-    return NULL;
-  build->tokens = tokens;
-  build->pos = pos;
-  build->logits = logits;
+/**
+ * amk_model_build_from_path:
+ * @path: a GGUF file, or a Hugging Face checkpoint folder
+ * @n_queues: the program's queue count
+ * @context: the KV cache length (positions)
+ * @error: return location for a #GError
+ *
+ * Builds the decode step of the model at @path: a folder is read as a Hugging Face
+ * checkpoint (amk_model_build_from_hf()), anything else as a GGUF file.
+ *
+ * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
+ */
+AmkModelBuild *
+amk_model_build_from_path (const char  *path,
+                           guint        n_queues,
+                           guint        context,
+                           GError     **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
 
-  if ((table = load_weight (&l, "token_embd.weight", vocab, hidden, 0, error)) < 0)
-    return NULL;
-  if (amk_program_op_embed (p, x, table, tokens, 0, error) < 0)
-    return NULL;
-
-  for (guint32 i = 0; i < n_layers; i++)
-    {
-      g_autofree char *n_attn_norm = g_strdup_printf ("blk.%u.attn_norm.weight", i);
-      g_autofree char *n_q = g_strdup_printf ("blk.%u.attn_q.weight", i);
-      g_autofree char *n_k = g_strdup_printf ("blk.%u.attn_k.weight", i);
-      g_autofree char *n_v = g_strdup_printf ("blk.%u.attn_v.weight", i);
-      g_autofree char *n_o = g_strdup_printf ("blk.%u.attn_output.weight", i);
-      g_autofree char *n_ffn_norm = g_strdup_printf ("blk.%u.ffn_norm.weight", i);
-      g_autofree char *n_gate = g_strdup_printf ("blk.%u.ffn_gate.weight", i);
-      g_autofree char *n_up = g_strdup_printf ("blk.%u.ffn_up.weight", i);
-      g_autofree char *n_down = g_strdup_printf ("blk.%u.ffn_down.weight", i);
-      g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
-      g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
-      gint an, wq, wk, wv, wo, fn, wg, wu, wd, kc, vc;
-
-      if ((an = load_weight (&l, n_attn_norm, 0, hidden, 0, error)) < 0 ||
-          (wq = load_weight (&l, n_q, hidden, hidden, n_heads, error)) < 0 ||
-          (wk = load_weight (&l, n_k, kv_dim, hidden, n_kv_heads, error)) < 0 ||
-          (wv = load_weight (&l, n_v, kv_dim, hidden, 0, error)) < 0 ||
-          (wo = load_weight (&l, n_o, hidden, hidden, 0, error)) < 0 ||
-          (fn = load_weight (&l, n_ffn_norm, 0, hidden, 0, error)) < 0 ||
-          (wg = load_weight (&l, n_gate, ffn, hidden, 0, error)) < 0 ||
-          (wu = load_weight (&l, n_up, ffn, hidden, 0, error)) < 0 ||
-          (wd = load_weight (&l, n_down, hidden, ffn, 0, error)) < 0 ||
-          (kc = add_buffer (p, n_kc, AMK_DTYPE_BF16, context, kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-          (vc = add_buffer (p, n_vc, AMK_DTYPE_BF16, context, kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0)
-        return NULL;
-
-      if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_matvec (p, k, wk, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_matvec (p, v, wv, x, -1, -1, an, eps, error) < 0 ||
-          amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, head_dim, n_heads, n_kv_heads,
-                                  theta, 0.0f, 1.0f, 4.0f, 8192, error) < 0 ||
-          amk_program_op_attention (p, attn, q, kc, vc, pos, head_dim, n_heads, n_kv_heads,
-                                    0, 1.0f / sqrtf ((float) head_dim), error) < 0 ||
-          amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
-          amk_program_op_matvec (p, gate, wg, x, -1, -1, fn, eps, error) < 0 ||
-          amk_program_op_matvec (p, up, wu, x, -1, -1, fn, eps, error) < 0 ||
-          amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
-          amk_program_op_matvec (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
-        return NULL;
-    }
-
-  if ((out_norm = load_weight (&l, "output_norm.weight", 0, hidden, 0, error)) < 0)
-    return NULL;
-  if (g_str_equal (output_name, "token_embd.weight"))
-    out_w = table;   /* tied embeddings */
-  else if ((out_w = load_weight (&l, output_name, vocab, hidden, 0, error)) < 0)
-    return NULL;
-  if (amk_program_op_matvec (p, logits, out_w, x, -1, -1, out_norm, eps, error) < 0 ||
-      amk_program_op_argmax (p, tokens, 0, logits, error) < 0)
-    return NULL;
-  if (!amk_program_compile (p, error))
-    return NULL;
-  return g_steal_pointer (&build);
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    return amk_model_build_from_hf (path, n_queues, context, error);
+  return amk_model_build_from_gguf (path, n_queues, context, error);
 }
 
 /* One decode step's executor: the CPU executor, or a launcher holding the program. */

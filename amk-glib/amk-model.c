@@ -28,9 +28,10 @@
  * [iface@Gio.AsyncInitable]: from a binding, `Amk.Model(path=...)` followed by
  * `init()` works as well, and a generator initialises a model that is not loaded yet.
  *
- * Supported today: GGUF files of the llama architecture (SmolLM2, TinyLlama, Llama),
- * with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1. A folder (a Hugging Face
- * checkout) fails with %G_IO_ERROR_NOT_SUPPORTED for now.
+ * Supported: GGUF files of the llama and qwen3 architectures (SmolLM2, TinyLlama, Llama,
+ * Qwen3), with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1, and Hugging Face
+ * checkpoint folders of LlamaForCausalLM and Qwen3ForCausalLM (config.json,
+ * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
  * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
@@ -183,7 +184,8 @@ amk_model_class_init (AmkModelClass *klass)
   /**
    * AmkModel:path:
    *
-   * The model file (a `.gguf`) the model is loaded from.
+   * The model file (a `.gguf`) or Hugging Face checkpoint folder the model is loaded
+   * from.
    */
   properties[PROP_PATH] =
     g_param_spec_string ("path", NULL, NULL, NULL,
@@ -330,25 +332,6 @@ default_n_queues (void)
   return (guint) attr->num_sms;
 }
 
-/* The one place that knows the model formats. */
-static AmkModelBuild *
-build_from_path (const char  *path,
-                 guint        n_queues,
-                 guint        context,
-                 GError     **error)
-{
-  if (g_file_test (path, G_FILE_TEST_IS_DIR))
-    {
-      g_autofree char *display = g_filename_display_name (path);
-
-      /* Hugging Face folders: amk_model_build_from_path() will replace this function */
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                   _("“%s” is a folder: Hugging Face model folders are not supported yet; "
-                     "give a .gguf file"), display);
-      return NULL;
-    }
-  return amk_model_build_from_gguf (path, n_queues, context, error);
-}
 
 static gboolean
 amk_model_initable_init (GInitable     *initable,
@@ -376,7 +359,7 @@ amk_model_initable_init (GInitable     *initable,
 
   n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues ();
   context = self->context_length > 0 ? self->context_length : DEFAULT_CONTEXT;
-  build = build_from_path (self->path, n_queues, context, error);
+  build = amk_model_build_from_path (self->path, n_queues, context, error);
   if (build == NULL)
     return FALSE;
   if (self->context_length == 0 && build->model_context > 0 && build->model_context < context)
@@ -386,7 +369,7 @@ amk_model_initable_init (GInitable     *initable,
       g_clear_pointer (&build, amk_model_build_free);
       if (g_cancellable_set_error_if_cancelled (cancellable, error))
         return FALSE;
-      build = build_from_path (self->path, n_queues, context, error);
+      build = amk_model_build_from_path (self->path, n_queues, context, error);
       if (build == NULL)
         return FALSE;
     }
@@ -460,7 +443,7 @@ amk_model_async_initable_iface_init (GAsyncInitableIface *iface)
 
 /**
  * amk_model_new_from_file:
- * @path: (type filename): a `.gguf` model file
+ * @path: (type filename): a `.gguf` model file or a Hugging Face checkpoint folder
  * @cancellable: (nullable): a #GCancellable
  * @error: return location for a #GError
  *
@@ -470,8 +453,8 @@ amk_model_async_initable_iface_init (GAsyncInitableIface *iface)
  * work, not during it.
  *
  * A missing file fails with %G_IO_ERROR_NOT_FOUND, a file that is not a model of a
- * supported architecture with %G_IO_ERROR_INVALID_DATA or %G_IO_ERROR_NOT_SUPPORTED,
- * a folder with %G_IO_ERROR_NOT_SUPPORTED.
+ * supported architecture with %G_IO_ERROR_INVALID_DATA or %G_IO_ERROR_NOT_SUPPORTED;
+ * the message names the file and the key or tensor.
  *
  * Returns: (transfer full): the model, or %NULL with @error set
  */
@@ -489,7 +472,7 @@ amk_model_new_from_file (const char    *path,
 
 /**
  * amk_model_new_from_file_async:
- * @path: (type filename): a `.gguf` model file
+ * @path: (type filename): a `.gguf` model file or a Hugging Face checkpoint folder
  * @cancellable: (nullable): a #GCancellable
  * @callback: (scope async): called when the model is loaded or failed to load
  * @user_data: data for @callback

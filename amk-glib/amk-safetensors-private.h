@@ -51,6 +51,7 @@ typedef struct {
   const guint8        *data;       /* inside the file; no alignment promised */
   gsize                n_bytes;
   const char          *file;       /* the shard's display name, for messages */
+  GBytes              *bytes;      /* the shard's whole contents (borrowed) */
 } AmkSafetensorsTensor;
 
 /* A .safetensors file, or a folder (model.safetensors.index.json, else model.safetensors). */
@@ -73,6 +74,8 @@ const char                  *amk_safetensors_get_metadata   (AmkSafetensors  *se
                                                              const char      *key);
 const char                  *amk_safetensors_dtype_name     (AmkSafetensorsDType dtype);
 guint                        amk_safetensors_dtype_size     (AmkSafetensorsDType dtype);
+/* The tensor's data without a copy: a slice of the (mapped) shard, which it keeps. */
+GBytes                      *amk_safetensors_tensor_ref_data (const AmkSafetensorsTensor *tensor);
 /* Fills `out` (tensor->n_elements values) from BF16, F16 or F32 data, rounded (RNE). */
 gboolean                     amk_safetensors_tensor_to_bf16 (const AmkSafetensorsTensor *tensor,
                                                              guint16         *out,

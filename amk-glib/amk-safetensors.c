@@ -343,6 +343,7 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
       AmkSafetensorsTensor *t = g_ptr_array_index (mine, i);
 
       t->file = shard->name;
+      t->bytes = shard->bytes;
       g_ptr_array_add (self->tensors, t);
       g_hash_table_insert (self->index, (char *) t->name, t);
     }
@@ -580,6 +581,17 @@ amk_safetensors_get_metadata (AmkSafetensors *self,
   g_return_val_if_fail (self != NULL, NULL);
   g_return_val_if_fail (key != NULL, NULL);
   return g_hash_table_lookup (self->metadata, key);
+}
+
+GBytes *
+amk_safetensors_tensor_ref_data (const AmkSafetensorsTensor *t)
+{
+  const guint8 *base;
+
+  g_return_val_if_fail (t != NULL && t->bytes != NULL, NULL);
+
+  base = g_bytes_get_data (t->bytes, NULL);
+  return g_bytes_new_from_bytes (t->bytes, (gsize) (t->data - base), t->n_bytes);
 }
 
 gboolean

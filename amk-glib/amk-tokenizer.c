@@ -117,6 +117,7 @@ struct _AmkTokenizer
   GHashTable  *added_by_text;  /* content (owned by added) -> AddedToken index + 1 */
   GPtrArray   *steps;          /* PreStep* */
   gboolean     ignore_merges;
+  gboolean     nfc;            /* normalizer NFC (Qwen 2 and 3) */
   gint32       unk_id;
   GArray      *prefix;         /* gint32 ids the post-processor puts before the text */
   GArray      *suffix;         /* ... and after it */
@@ -1050,8 +1051,20 @@ tokenizer_from_json (JsonNode    *root,
   node = json_object_get_member (top, "normalizer");
   if (node != NULL && !JSON_NODE_HOLDS_NULL (node))
     {
-      set_unsupported_error (error, source, "normalizer", _("(not null)"));
-      return NULL;
+      JsonObject *normalizer = get_object (top, "normalizer", FALSE, source, "normalizer", error);
+      const char *kind;
+
+      if (normalizer == NULL)
+        return NULL;
+      kind = get_string (normalizer, "type", FALSE, source, "normalizer.type", error);
+      if (kind == NULL)
+        return NULL;
+      if (strcmp (kind, "NFC") != 0)
+        {
+          set_unsupported_error (error, source, "normalizer.type", kind);
+          return NULL;
+        }
+      self->nfc = TRUE;
     }
 
   model = get_object (top, "model", FALSE, source, "model", error);
@@ -1305,7 +1318,8 @@ amk_tokenizer_new_from_json_data (const char  *data,
  * `"a b"` strings or `["a", "b"]` pairs, `ignore_merges`, `unk_token`), `added_tokens`
  * (with their `special`, `lstrip`, `rstrip`, `single_word` and `normalized` flags), a
  * `pre_tokenizer` made of `ByteLevel`, `Split` (behavior `Isolated`) and `Digits`, alone
- * or in a `Sequence` (what GPT-2, SmolLM2, Llama 3 and Qwen 2 ship), no `normalizer`, and
+ * or in a `Sequence` (what GPT-2, SmolLM2, Llama 3 and Qwen 2 ship), no `normalizer` or an
+ * `NFC` one (Qwen 2 and 3: applied between the non-normalized added tokens), and
  * a `post_processor` that is `ByteLevel`, `TemplateProcessing` or a `Sequence` of them.
  *
  * A file that is not such a tokenizer fails with %G_IO_ERROR_INVALID_DATA (a message
@@ -1902,6 +1916,7 @@ amk_tokenizer_encode (AmkTokenizer  *self,
 {
   g_autoptr(GArray) out = g_array_new (FALSE, FALSE, sizeof (gint32));
   g_autoptr(GArray) segments = g_array_new (FALSE, FALSE, sizeof (Segment));
+  g_autoptr(GPtrArray) normalized = g_ptr_array_new_with_free_func (g_free);
   const char *end = NULL;
   gsize len;
 
@@ -1933,6 +1948,23 @@ amk_tokenizer_encode (AmkTokenizer  *self,
     g_array_append_val (segments, all);
   }
   split_added (self, segments, FALSE);
+  if (self->nfc)
+    {
+      /* the normalizer sees the text between the non-normalized added tokens */
+      for (guint s = 0; s < segments->len; s++)
+        {
+          Segment *seg = &g_array_index (segments, Segment, s);
+          char *normal;
+
+          if (seg->id >= 0 || seg->len == 0)
+            continue;
+          normal = g_utf8_normalize (seg->start, (gssize) seg->len, G_NORMALIZE_NFC);
+          g_assert (normal != NULL);   /* the text is valid UTF-8 */
+          g_ptr_array_add (normalized, normal);
+          seg->start = normal;
+          seg->len = strlen (normal);
+        }
+    }
   split_added (self, segments, TRUE);
   for (guint s = 0; s < segments->len; s++)
     {

@@ -1057,8 +1057,9 @@ cmd_generate (char ***args)
   guint queues = 4, progress_id = 0, sigint_id = 0, n_generated;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
-      N_("The GGUF model file (default: $AMK_MODEL, else SmolLM2-135M-Instruct.Q4_1.gguf "
-         "in ~/.cache/amk, which tools/fetch-model.sh downloads)"), N_("FILE") },
+      N_("The model: a GGUF file or a Hugging Face checkpoint folder (default: $AMK_MODEL, "
+         "else SmolLM2-135M-Instruct.Q4_1.gguf in ~/.cache/amk, which tools/fetch-model.sh "
+         "downloads)"), N_("PATH") },
     { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
       N_("The most tokens to generate (default: 32)"), N_("N") },
     { "temperature", 't', 0, G_OPTION_ARG_DOUBLE, &temperature,
@@ -1078,10 +1079,11 @@ cmd_generate (char ***args)
     G_OPTION_ENTRY_NULL
   };
 
-  g_option_context_set_summary (context, _("Generates text from a prompt with a llama-architecture "
-                                           "GGUF model and streams it as it comes: one megakernel "
-                                           "launch per token on the GPU, or the CPU executor where "
-                                           "there is none."));
+  g_option_context_set_summary (context, _("Generates text from a prompt with a Llama or Qwen3 "
+                                           "model (a GGUF file or a Hugging Face checkpoint folder) "
+                                           "and streams it as it comes: one megakernel launch per "
+                                           "token on the GPU, or the CPU executor where there is "
+                                           "none."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!parse_options (context, "generate", args))
     return EXIT_USAGE;
@@ -1107,8 +1109,8 @@ cmd_generate (char ***args)
           g_autofree char *display = g_filename_display_name (model);
 
           g_printerr (_("amk generate: there is no model at %s: run tools/fetch-model.sh to "
-                        "download SmolLM2-135M-Instruct (94 MB) there, or give a GGUF file "
-                        "with --model FILE\n"), display);
+                        "download SmolLM2-135M-Instruct (94 MB) there, or give a model "
+                        "with --model PATH\n"), display);
           return 1;
         }
     }

@@ -40,11 +40,12 @@ def test_missing_file():
     io_error(info, Gio.IOErrorEnum.NOT_FOUND)
 
 
-def test_folder_not_supported(tmp_path):
+def test_empty_folder(tmp_path):
+    # a folder is read as a Hugging Face checkpoint: an empty one lacks config.json
     with pytest.raises(GLib.Error) as info:
         Amk.Model.new_from_file(str(tmp_path), None)
-    io_error(info, Gio.IOErrorEnum.NOT_SUPPORTED)
-    assert 'folder' in info.value.message
+    io_error(info, Gio.IOErrorEnum.NOT_FOUND)
+    assert 'config.json' in info.value.message
 
 
 def test_bad_settings_without_loading():
