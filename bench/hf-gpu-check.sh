@@ -1,0 +1,33 @@
+#!/bin/bash
+# Random-weight checkpoints of real model shapes on the GPU machine: writes them with
+# transformers (and its reference logits of a greedy run), checks amk's decode step
+# against them on the megakernel (test-hf-model), then times amk generate and the
+# PyTorch baseline on the Llama-3.2-1B one.
+#   bash bench/hf-gpu-check.sh BUILD OUTDIR [TOKENS]
+set -uo pipefail
+B=${1:-build-gpu}
+O=${2:-/tmp/amk-hf-check}
+N=${3:-64}
+PY=${TORCH_PYTHON:-/opt/torch/.venv/bin/python3}
+mkdir -p "$O"
+status=0
+step () { echo "== $1"; shift; "$@" || { echo "FAILED: $*"; status=1; }; }
+
+for preset in llama-3.2-1b qwen3-0.6b; do
+  step "checkpoint $preset" timeout 400 "$PY" tools/make-random-checkpoint.py "$preset" "/tmp/$preset" \
+    --reference --device cuda --new-tokens "$N" > "$O/make-$preset.log" 2>&1
+  tail -2 "$O/make-$preset.log"
+done
+step "amk vs transformers (megakernel)" env AMK_TEST_HF_CHECKPOINTS=/tmp/llama-3.2-1b:/tmp/qwen3-0.6b \
+  G_TEST_SRCDIR="$PWD/tests" timeout 400 bash .gpu/run.sh "$B/tests/unit/test-hf-model" \
+  -p /hf-model/env-checkpoints --verbose > "$O/test-hf-model.log" 2>&1
+grep -vE "^# (Start|End) of" "$O/test-hf-model.log" | tail -12
+for preset in llama-3.2-1b qwen3-0.6b; do
+  step "amk generate $preset" timeout 200 bash .gpu/run.sh "$B/tools/amk" generate -m "/tmp/$preset" \
+    -n "$N" "The capital of France is" > "$O/generate-$preset.log" 2>&1
+  tail -1 "$O/generate-$preset.log"
+done
+step "PyTorch llama-3.2-1b" timeout 500 "$PY" bench/torch_decode.py /tmp/llama-3.2-1b --tokens "$N" \
+  > "$O/torch-decode.log" 2>&1
+grep TORCH_DECODE "$O/torch-decode.log"
+exit $status
