@@ -1,8 +1,9 @@
 #!/bin/bash
 # Random-weight checkpoints of real model shapes on the GPU machine: writes them with
 # transformers (and its reference logits of a greedy run), checks amk's decode step
-# against them on the megakernel (test-hf-model), then times amk generate and the
-# PyTorch baseline on the Llama-3.2-1B one.
+# against them on the megakernel (test-hf-model), then times amk generate on both and
+# the PyTorch baseline of the Llama-3.2-1B step (bench/torch_layer.py --model: the same
+# shapes in PyTorch, replayed as a CUDA graph).
 #   bash bench/hf-gpu-check.sh BUILD OUTDIR [TOKENS]
 set -uo pipefail
 B=${1:-build-gpu}
@@ -27,7 +28,7 @@ for preset in llama-3.2-1b qwen3-0.6b; do
     -n "$N" "The capital of France is" > "$O/generate-$preset.log" 2>&1
   tail -1 "$O/generate-$preset.log"
 done
-step "PyTorch llama-3.2-1b" timeout 500 "$PY" bench/torch_decode.py /tmp/llama-3.2-1b --tokens "$N" \
-  > "$O/torch-decode.log" 2>&1
-grep TORCH_DECODE "$O/torch-decode.log"
+step "PyTorch llama-3.2-1b" timeout 300 "$PY" bench/torch_layer.py --model --pos "$N" \
+  > "$O/torch-model.log" 2>&1
+grep TORCH_MODEL "$O/torch-model.log"
 exit $status

@@ -6,6 +6,12 @@ scaling) as one decode step in PyTorch, captured once as a CUDA graph and replay
 
 Run on the GPU machine with the PyTorch virtual environment:
     /opt/torch/.venv/bin/python3 bench/torch_layer.py [--repeats 200] [--compile]
+    /opt/torch/.venv/bin/python3 bench/torch_layer.py --model [--pos 64]
+
+--model times the whole decode step of a Llama-3.2-1B-shaped model instead: the token's
+embedding row, 16 such layers (each with its own weights and caches, attending to
+positions 0 .. --pos), the final norm, the 128256 x 2048 output matrix and the argmax,
+captured as one CUDA graph and replayed.
 
 Activations are bf16 (the usual decode setting; amk keeps them in fp32), matmuls go
 through cuBLAS (F.linear), attention through scaled_dot_product_attention with GQA.
@@ -42,10 +48,12 @@ def inv_freq(c):
 
 
 class Layer:
-    def __init__(self, dev):
+    def __init__(self, dev, seed=1, pos=None):
         c = CFG
         h, nq, nkv, hd, f, ctx = (c[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "context"))
-        g = torch.Generator(device=dev).manual_seed(1)
+        if pos is not None:
+            ctx = pos + 1      # the cache holds exactly the attended positions
+        g = torch.Generator(device=dev).manual_seed(seed)
         w = lambda r, k: (torch.randn(r, k, device=dev, generator=g) / math.sqrt(k)).to(torch.bfloat16)
         self.wq, self.wk, self.wv, self.wo = w(nq * hd, h), w(nkv * hd, h), w(nkv * hd, h), w(h, nq * hd)
         self.wg, self.wu, self.wd = w(f, h), w(f, h), w(h, f)
@@ -54,6 +62,7 @@ class Layer:
         self.kc = torch.randn(1, nkv, ctx, hd, device=dev, generator=g).to(torch.bfloat16)
         self.vc = torch.randn(1, nkv, ctx, hd, device=dev, generator=g).to(torch.bfloat16)
         self.x = torch.randn(1, h, device=dev, generator=g).to(torch.bfloat16)
+        self.ctx = ctx
         self.pos = torch.tensor([ctx - 1], device=dev)
         ang = (ctx - 1) * inv_freq(c)
         self.cos = torch.cat([ang.cos(), ang.cos()]).to(dev, torch.float32)
@@ -65,7 +74,7 @@ class Layer:
 
     def bytes_moved(self):
         c = CFG
-        return self.weight_bytes() + 2 * 2 * c["context"] * c["kv_heads"] * c["head_dim"]
+        return self.weight_bytes() + 2 * 2 * self.ctx * c["kv_heads"] * c["head_dim"]
 
     def rope(self, t):
         hd = CFG["head_dim"]
@@ -86,6 +95,29 @@ class Layer:
         x = x + F.linear(a.reshape(1, nq * hd), self.wo)
         xn = F.rms_norm(x, (c["hidden"],), self.n2, 1e-5)
         return x + F.linear(F.silu(F.linear(xn, self.wg)) * F.linear(xn, self.wu), self.wd)
+
+
+class Model:
+    """Embedding, 16 layers, final norm, output matrix, argmax: one decode step."""
+    VOCAB, LAYERS = 128256, 16
+
+    def __init__(self, dev, pos):
+        h = CFG["hidden"]
+        g = torch.Generator(device=dev).manual_seed(99)
+        self.layers = [Layer(dev, seed=i + 1, pos=pos) for i in range(self.LAYERS)]
+        self.embed = (torch.randn(self.VOCAB, h, device=dev, generator=g) / 4).to(torch.bfloat16)
+        self.norm = torch.ones(h, device=dev, dtype=torch.bfloat16)
+        self.token = torch.tensor([7], device=dev)
+
+    def bytes_moved(self):
+        return sum(l.bytes_moved() for l in self.layers) + 2 * self.embed.numel() + 2 * 2048
+
+    def step(self, token):
+        x = self.embed[token]
+        for layer in self.layers:
+            x = layer.step(x)
+        x = F.rms_norm(x, (CFG["hidden"],), self.norm, 1e-5)
+        return torch.argmax(F.linear(x, self.embed), dim=-1)   # tied, as Llama-3.2-1B
 
 
 def graph_time_us(fn, x, repeats):
@@ -134,11 +166,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--model", action="store_true")
+    ap.add_argument("--pos", type=int, default=64)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_layer: no CUDA device")
         return 77
     dev = torch.device("cuda")
+    if args.model:
+        model = Model(dev, args.pos)
+        print(f"device: {torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+        with torch.no_grad():
+            us = graph_time_us(model.step, model.token, max(args.repeats // 10, 10))
+        tbps = model.bytes_moved() / (us * 1e-6) / 1e12
+        print(f"TORCH_MODEL eager, CUDA graph: {us / 1000:.3f} ms per decode step at position "
+              f"{args.pos}, {tbps:.2f} TB/s over {model.bytes_moved() / 1e6:.1f} MB")
+        return 0
     layer = Layer(dev)
     mb = layer.bytes_moved() / 1e6
     copy = copy_tbps(dev)
