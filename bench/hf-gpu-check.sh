@@ -11,6 +11,8 @@ O=${2:-/tmp/amk-hf-check}
 N=${3:-64}
 PY=${TORCH_PYTHON:-/opt/torch/.venv/bin/python3}
 mkdir -p "$O"
+export GI_TYPELIB_PATH=$PWD/$B/introspection${GI_TYPELIB_PATH:+:$GI_TYPELIB_PATH}
+export LD_LIBRARY_PATH=$PWD/$B/amk-glib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 status=0
 step () { echo "== $1"; shift; "$@" || { echo "FAILED: $*"; status=1; }; }
 
@@ -28,6 +30,8 @@ for preset in llama-3.2-1b qwen3-0.6b; do
     -n "$N" "The capital of France is" > "$O/generate-$preset.log" 2>&1
   tail -1 "$O/generate-$preset.log"
 done
+step "trace of one llama-3.2-1b step" timeout 200 bash .gpu/run.sh python3 bench/model-trace.py \
+  /tmp/llama-3.2-1b "$O/llama-3.2-1b-trace.json"
 step "PyTorch llama-3.2-1b" timeout 300 "$PY" bench/torch_layer.py --model --pos "$N" \
   > "$O/torch-model.log" 2>&1
 grep TORCH_MODEL "$O/torch-model.log"
