@@ -18,8 +18,10 @@
  *     outside [0, max_ctx)) and the number of barriers are uniform over the block even if
  *     a warp's wait failed. ATTN_DECODE has further block barriers; ATTN_REDUCE none.
  *
- * ATTN_DECODE. Head dimension D <= 256 (AMK_ATTN_MAX_HEAD_DIM). A cache row of D
- * elements is NC chunks of VE elements (VE = 8 for bf16 / 4 for f32: 16-byte loads, when
+ * ATTN_DECODE. Short splits (the decode case: D of 32 to 256 and a split that fits the
+ * staging area) take amk_attn_decode_short, two exact passes with three barriers; the
+ * general path below takes the rest. Head dimension D <= 256 (AMK_ATTN_MAX_HEAD_DIM).
+ * General path: a cache row of D elements is NC chunks of VE elements (VE = 8 for bf16 / 4 for f32: 16-byte loads, when
  * D allows; otherwise VE = 2); L = the power of two >= NC (at most 32) lanes share a
  * position, lane i of the group taking chunks i, i + L, ...; a warp works on P = 32 / L
  * positions at once, warp w on positions start + w P + k nw P. Per position a lane loads
@@ -53,6 +55,7 @@
 #define AMK_ATTN_HEADS        2    /* query heads per ATTN_DECODE pass */
 #define AMK_ATTN_STAGE        2048 /* floats of shared staging (q, then the warps' acc) */
 #define AMK_ATTN_MAX_WARPS    16   /* 512 threads, __launch_bounds__ */
+#define AMK_ATTN_SHORT_REGS   8    /* ATTN_DECODE short path: query floats per lane */
 
 static_assert (AMK_ATTN_STAGE >= AMK_ATTN_HEADS * AMK_ATTN_MAX_HEAD_DIM, "q must fit the stage");
 static_assert (AMK_ATTN_STAGE / AMK_ATTN_MAX_WARPS >= 1, "a round must hold an element per warp");
@@ -642,6 +645,136 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
     }
 }
 
+/* ATTN_DECODE for a short split (the decode case): two exact passes instead of an online
+ * softmax per warp and a merge of the warps' partial results, whose serial loops made
+ * the instruction cost several microseconds even with no position at all. Lane l holds
+ * elements l E .. l E + E - 1 of a row (E = D / 32) and the group's query heads in
+ * registers. (1) warp w scores positions w, w + nw, ...: one K load, a dot per head,
+ * a warp sum; the scores go to shared memory. (2) warp h takes head h's maximum m and
+ * sum l of e^(s - m), and leaves e^(s - m) in place. (3) thread (slice, h, c) sums
+ * e^(s_t - m) V[t][c] over the positions t = slice, slice + S, ... (S = nt / (G D)), and
+ * thread (h, c) adds the slices in order. Three barriers, the K and V loads of a thread
+ * independent of each other. Same partial layout as amk_attn_decode_run. */
+template <bool BF, int E>
+static __device__ __noinline__ void
+amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float *q,
+                       const unsigned char *kc, const unsigned char *vc, int32_t start,
+                       int32_t end, bool run, int tid, int nt, float *s_stage, float *s_ml)
+{
+  constexpr int ES = BF ? 2 : 4;
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4], split = p.i[5], n_splits = p.i[6];
+  const float scale = p.f[7];
+  const int group = nq / nkv;
+  const int lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+  const int n = end - start;
+  const uint64_t rowb = (uint64_t) nkv * d * ES;
+  const int64_t qh0 = (int64_t) g * group;
+  float *s_sc = s_stage;                /* [group][n] scores, then e^(s - m) */
+  float *s_sum = s_stage + group * n;   /* [S][group D] partial sums */
+  float qv[AMK_ATTN_SHORT_REGS];
+
+  /* (1) scores */
+#pragma unroll
+  for (int i = 0; i < AMK_ATTN_SHORT_REGS; i++)
+    qv[i] = i / E < group ? q[(qh0 + i / E) * d + lane * E + i % E] : 0.0f;
+  if (run)
+    for (int t = w; t < n; t += nw)
+      {
+        const unsigned char *kp = kc + (uint64_t) (start + t) * rowb + ((uint64_t) g * d + lane * E) * ES;
+        float k[E];
+#pragma unroll
+        for (int e = 0; e < E; e++)
+          k[e] = BF ? __uint_as_float ((uint32_t) reinterpret_cast<const uint16_t *> (kp)[e] << 16)
+                    : reinterpret_cast<const float *> (kp)[e];
+#pragma unroll
+        for (int h = 0; h < AMK_ATTN_SHORT_REGS / E; h++)
+          if (h < group)
+            {
+              float part = 0.0f;
+#pragma unroll
+              for (int e = 0; e < E; e++)
+                part = fmaf (qv[h * E + e], k[e], part);
+              part = amk_attn_warp_sum (part);
+              if (lane == 0)
+                s_sc[h * n + t] = part * scale;
+            }
+      }
+  __syncthreads ();
+
+  /* (2) softmax statistics, a warp per head */
+  if (run)
+    for (int h = w; h < group; h += nw)
+      {
+        float m = -INFINITY, l = 0.0f;
+        for (int t = lane; t < n; t += 32)
+          m = fmaxf (m, s_sc[h * n + t]);
+        m = amk_attn_warp_max (m);
+        for (int t = lane; t < n; t += 32)
+          {
+            const float e = expf (s_sc[h * n + t] - m);
+            s_sc[h * n + t] = e;
+            l += e;
+          }
+        l = amk_attn_warp_sum (l);
+        if (lane == 0)
+          {
+            s_ml[2 * h] = m;
+            s_ml[2 * h + 1] = l;
+          }
+      }
+  __syncthreads ();
+
+  /* (3) e^(s - m) V, in slices of the positions, then the slices in order */
+  const int G = group * d;
+  const int S = max (1, nt / G);
+  if (run)
+    for (int k = tid; k < S * G; k += nt)
+      {
+        const int slice = k / G, j = k - slice * G, h = j / d, c = j - h * d;
+        const unsigned char *vp = vc + ((uint64_t) g * d + c) * ES;
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int t = slice; t < n; t += S)
+          {
+            const unsigned char *v = vp + (uint64_t) (start + t) * rowb;
+            const float x = BF ? __uint_as_float ((uint32_t) *reinterpret_cast<const uint16_t *> (v) << 16)
+                               : *reinterpret_cast<const float *> (v);
+            acc = fmaf (s_sc[h * n + t], x, acc);
+          }
+        s_sum[slice * G + j] = acc;
+      }
+  __syncthreads ();
+  if (run)
+    for (int j = tid; j < G; j += nt)
+      {
+        const int h = j / d, c = j - h * d;
+        float acc = 0.0f;
+        for (int slice = 0; slice < S; slice++)
+          acc += s_sum[slice * G + j];
+        float *out = partial + ((uint64_t) (qh0 + h) * n_splits + split) * (d + 2);
+        out[c] = acc;
+        if (c == 0)
+          {
+            out[d] = s_ml[2 * h];
+            out[d + 1] = s_ml[2 * h + 1];
+          }
+      }
+}
+
+/* Whether amk_attn_decode_short takes the instruction: D of 32, 64, 128 or 256, the group's
+ * query heads in AMK_ATTN_SHORT_REGS registers per lane, the scores and the slices in
+ * the staging area, at most 16 heads (s_ml). */
+static __device__ __forceinline__ bool
+amk_attn_short_fits (int32_t d, int32_t group, int32_t n, int nt)
+{
+  const int32_t e = d / 32;
+
+  return d % 32 == 0 && (e == 1 || e == 2 || e == 4 || e == 8) && group >= 1 && group <= 16 &&
+         group * (d / 32) <= AMK_ATTN_SHORT_REGS &&
+         (int64_t) group * n + max (nt, group * d) <= AMK_ATTN_STAGE;
+}
+
 static __device__ __forceinline__ int
 amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
                       bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
@@ -672,6 +805,27 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   const int32_t start = (int32_t) min ((int64_t) split * chunk, n);
   const int32_t end = (int32_t) min ((int64_t) start + chunk, n);
 
+  const int32_t group = p.i[1] / p.i[2];
+  if (amk_attn_short_fits (d, group, end - start, nt))
+    {
+      const bool bf = ctx->dtype == AMK_ABI_DTYPE_BF16;
+      switch (d / 32)
+        {
+        case 2:  if (bf) amk_attn_decode_short<true, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 break;
+        case 4:  if (bf) amk_attn_decode_short<true, 4> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 4> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 break;
+        case 8:  if (bf) amk_attn_decode_short<true, 8> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 8> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 break;
+        default: if (bf) amk_attn_decode_short<true, 1> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 1> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 break;
+        }
+      return AMK_ABORT_NONE;
+    }
   if (ctx->dtype == AMK_ABI_DTYPE_BF16)
     {
       if (d % 8 == 0)
