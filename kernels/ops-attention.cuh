@@ -22,8 +22,9 @@
  * staging area) take amk_attn_decode_short, two exact passes with three barriers; the
  * general path below takes the rest. Head dimension D <= 256 (AMK_ATTN_MAX_HEAD_DIM).
  * General path: a cache row of D elements is NC chunks of VE elements (VE = 8 for
- * bf16 / 4 for f32: 16-byte loads, when D allows; otherwise VE = 2); L = the power of two >= NC (at most 32) lanes share a
- * position, lane i of the group taking chunks i, i + L, ...; a warp works on P = 32 / L
+ * bf16 / 4 for f32: 16-byte loads, when D allows; otherwise VE = 2); L = the power of
+ * two >= NC (at most 32) lanes share a position, lane i of the group taking chunks i,
+ * i + L, ...; a warp works on P = 32 / L
  * positions at once, warp w on positions start + w P + k nw P. Per position a lane loads
  * its K and V chunks, dots K with the staged q of up to AMK_ATTN_HEADS query heads (q is
  * copied to shared memory once per pass), the group sums with xor shuffles, and every
