@@ -380,8 +380,8 @@ compare_ranges (gconstpointer a, gconstpointer b)
   return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-/* After op `o`: retires from `list` the accesses of earlier ops that the union of o's
- * writes covers entirely. A later access that overlaps such an access overlaps one of
+/* After op `o`: retires from `list` the accesses of earlier ops that o's writes cover
+ * entirely, one tile's or several together. A later access that overlaps such an access overlaps one of
  * o's write tiles, which waited for it, so the edge would be implied. Without this the
  * readers of a residual stream (whole-vector reads, written back tile by tile) pile up
  * layer after layer and every later write waits for all of them. */
@@ -398,8 +398,8 @@ retire_covered (Tile *tiles, guint o, guint t0, guint t1, gint32 buffer, GArray 
           guint64 span[2] = { tiles[t].access[a].start, tiles[t].access[a].end };
           g_array_append_vals (spans, span, 1);
         }
-  if (spans->len < 2)
-    return;  /* a single write tile retired what it covers already */
+  if (spans->len == 0)
+    return;
   g_array_sort (spans, compare_ranges);
   for (guint i = 0; i < spans->len; i++)  /* merge touching spans in place */
     {
@@ -433,13 +433,14 @@ retire_covered (Tile *tiles, guint o, guint t0, guint t1, gint32 buffer, GArray 
 }
 
 /* Dependencies from the accesses, in op order: a read waits for the earlier writers of
- * its range, a write for the earlier readers and writers. A write retires the accesses
- * it covers entirely, and so do the writes of one op together (retire_covered), so the
- * lists stay short and the edges direct. */
+ * its range, a write for the earlier readers and writers. The writes of an op retire
+ * the earlier accesses they cover entirely (retire_covered), so the lists stay short
+ * and the edges direct. */
 static void
 derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
 {
   g_autoptr(GPtrArray) live = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autoptr(GArray) written = g_array_new (FALSE, FALSE, sizeof (gint32));
 
   for (guint b = 0; b < self->buffers->len; b++)
     g_ptr_array_add (live, g_array_new (FALSE, FALSE, sizeof (guint) * 2)); /* (tile, access) */
@@ -467,41 +468,27 @@ derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
         for (guint a = 0; a < tiles[t].n_access; a++)
           {
             const Access *acc = &tiles[t].access[a];
-            GArray *list = g_ptr_array_index (live, acc->buffer);
             guint entry[2] = { t, a };
 
-            if (acc->write)
-              for (guint l = list->len; l-- > 0;)
-                {
-                  const guint *e = &g_array_index (list, guint, 2 * l);
-                  const Access *prev = &tiles[e[0]].access[e[1]];
-                  if (tiles[e[0]].op != o && prev->start >= acc->start && prev->end <= acc->end)
-                    g_array_remove_index_fast (list, l);
-                }
-            g_array_append_vals (list, entry, 1);
+            g_array_append_vals (g_ptr_array_index (live, acc->buffer), entry, 1);
           }
 
-      /* once per buffer the op writes (its tiles write the same few buffers) */
-      {
-        gint32 done[6];
-        guint n_done = 0;
+      /* once per buffer the op writes */
+      g_array_set_size (written, 0);
+      for (guint t = t0; t < t1; t++)
+        for (guint a = 0; a < tiles[t].n_access; a++)
+          {
+            const Access *acc = &tiles[t].access[a];
+            gboolean seen = FALSE;
 
-        for (guint t = t0; t < t1; t++)
-          for (guint a = 0; a < tiles[t].n_access; a++)
-            {
-              const Access *acc = &tiles[t].access[a];
-              gboolean seen = FALSE;
-
-              if (!acc->write)
-                continue;
-              for (guint d = 0; d < n_done; d++)
-                seen = seen || done[d] == acc->buffer;
-              if (seen || n_done == G_N_ELEMENTS (done))
-                continue;
-              done[n_done++] = acc->buffer;
-              retire_covered (tiles, o, t0, t1, acc->buffer, g_ptr_array_index (live, acc->buffer));
-            }
-      }
+            for (guint w = 0; w < written->len && !seen; w++)
+              seen = g_array_index (written, gint32, w) == acc->buffer;
+            if (acc->write && !seen)
+              {
+                g_array_append_val (written, acc->buffer);
+                retire_covered (tiles, o, t0, t1, acc->buffer, g_ptr_array_index (live, acc->buffer));
+              }
+          }
     }
 }
 
