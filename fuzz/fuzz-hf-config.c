@@ -18,39 +18,20 @@
 #include <gio/gio.h>
 #include "amk-model-builder-private.h"
 
-int LLVMFuzzerInitialize (int *argc, char ***argv);
-int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
-
-static void G_GNUC_NORETURN
-fail (const char *what, const GError *error)
-{
-  fprintf (stderr, "fuzz-hf-config: %s%s%s\n", what, error != NULL ? ": " : "",
-           error != NULL ? error->message : "");
-  abort ();
-}
-
-int
-LLVMFuzzerInitialize (int *argc, char ***argv)
-{
-  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
-  return 0;
-}
+#define FUZZ_TARGET "fuzz-hf-config"
+#include "fuzz-common.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   g_autoptr(GError) error = NULL;
   AmkModelParams hp;
+  gboolean accepted;
 
-  if (!amk_model_parse_hf_config ((const char *) data, size, "config.json", &hp, &error))
-    {
-      if (error == NULL || error->domain != G_IO_ERROR ||
-          (error->code != G_IO_ERROR_INVALID_DATA && error->code != G_IO_ERROR_NOT_SUPPORTED))
-        fail ("parse failed without INVALID_DATA or NOT_SUPPORTED", error);
-      return 0;
-    }
-  if (error != NULL)
-    fail ("parse succeeded with an error set", error);
+  accepted = amk_model_parse_hf_config ((const char *) data, size, "config.json", &hp, &error);
+  check_parse_error (accepted, error);
+  if (!accepted)
+    return 0;
   if (hp.architecture == NULL || hp.n_layers == 0 || hp.hidden == 0 || hp.n_heads == 0 ||
       hp.n_kv_heads == 0 || hp.n_heads % hp.n_kv_heads != 0 || hp.head_dim == 0 ||
       hp.head_dim % 2 != 0 || hp.ffn == 0 || hp.vocab == 0 || !isfinite (hp.eps) ||

@@ -16,6 +16,9 @@
 #include <amk-glib/amk-glib.h>
 #include "amk-abi.h"
 
+#define FUZZ_TARGET "fuzz-image"
+#include "fuzz-common.h"
+
 /* Run only programs this small on the CPU executor, so one input stays fast. */
 #define MAX_RUN_INSTRUCTIONS 10000u
 #define MAX_RUN_BYTES        (16u << 20)   /* all buffers plus the scratch arena */
@@ -24,17 +27,6 @@
 /* The image's GVariant type, as amk-image.c writes it; used only to estimate the
  * work of a run from the raw instruction table. */
 #define IMAGE_TYPE "(suuta(syyaxtmay)amsayaai)"
-
-int LLVMFuzzerInitialize (int *argc, char ***argv);
-int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
-
-static void G_GNUC_NORETURN
-fail (const char *what, const GError *error)
-{
-  fprintf (stderr, "fuzz-image: %s%s%s\n", what, error != NULL ? ": " : "",
-           error != NULL ? error->message : "");
-  abort ();
-}
 
 /* Elements the instructions of @image touch, or G_MAXUINT64 if it cannot tell. */
 static guint64
@@ -116,14 +108,6 @@ run_on_cpu (AmkProgram *program)
           !amk_cpu_executor_upload (executor, b, contents, &error))
         fail ("upload of a buffer's own contents failed", error);
     }
-}
-
-int
-LLVMFuzzerInitialize (int *argc, char ***argv)
-{
-  /* a critical or a warning from the library is a bug, like a crash */
-  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
-  return 0;
 }
 
 int

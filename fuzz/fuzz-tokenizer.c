@@ -20,28 +20,13 @@
 
 #include <amk-glib/amk-glib.h>
 
-int LLVMFuzzerInitialize (int *argc, char ***argv);
-int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+#define FUZZ_TARGET "fuzz-tokenizer"
+#include "fuzz-common.h"
 
 static const char *sample_texts[] = {
   "Hello world! It's 2024: <|im_start|>user\n  x = [1, 2]\t\tñ 日本 😀\n",
   "<s></s>  \n\n abc ab ca",
 };
-
-static void G_GNUC_NORETURN
-fail (const char *what, const GError *error)
-{
-  fprintf (stderr, "fuzz-tokenizer: %s%s%s\n", what, error != NULL ? ": " : "",
-           error != NULL ? error->message : "");
-  abort ();
-}
-
-int
-LLVMFuzzerInitialize (int *argc, char ***argv)
-{
-  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
-  return 0;
-}
 
 static void
 check_text (AmkTokenizer *tok,
