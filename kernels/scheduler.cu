@@ -94,7 +94,7 @@ amk_atom_add_acq_rel (uint32_t *p, uint32_t v)
 /* ---- abort ---------------------------------------------------------------------------- */
 
 /* First aborter wins the record; everybody raises the flag. Cold path, out of line. */
-static __device__ __forceinline__ void
+static __device__ __noinline__ void
 amk_raise_abort (int32_t *abort_flag, amk_abort_record_t *rec,
                  int32_t code, int32_t queue, int32_t instruction,
                  int32_t counter, uint32_t observed, uint32_t target, int32_t detail)
