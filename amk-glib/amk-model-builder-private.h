@@ -130,14 +130,9 @@ gboolean       amk_model_parse_hf_config (const char     *text,
                                           AmkModelParams *params,
                                           GError        **error);
 void           amk_model_build_free      (AmkModelBuild  *build);
-/* Appends the generated text to `out`; `n_generated` (nullable) gets the token count,
- * `generated` (nullable) the ids (g_free). */
-gboolean       amk_model_generate_cpu    (AmkModelBuild  *build,
-                                          const char     *prompt,
-                                          guint           max_tokens,
-                                          GString        *out,
-                                          GError        **error);
-/* With a launcher (which loads the program) on the GPU, else on a new CPU executor. */
+/* Greedy generation with a launcher (which loads the program) on the GPU, else on a new
+ * CPU executor: appends the generated text to `out`; `n_generated` (nullable) gets the
+ * token count, `generated` (nullable) the ids (g_free). */
 gboolean       amk_model_generate_full   (AmkModelBuild *build,
                                           AmkLauncher   *launcher,
                                             const char    *prompt,

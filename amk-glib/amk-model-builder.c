@@ -711,26 +711,3 @@ amk_model_generate_full (AmkModelBuild  *build,
     *generated = (gint32 *) g_array_free (g_steal_pointer (&gen), FALSE);
   return TRUE;
 }
-
-/**
- * amk_model_generate_cpu:
- * @build: a model build
- * @prompt: the prompt text
- * @max_tokens: the most tokens to generate
- * @out: where the generated text is appended
- * @error: return location for a #GError
- *
- * Greedy generation on a new #AmkCpuExecutor: runs the step for every prompt token,
- * then feeds each argmax back until EOS or @max_tokens tokens.
- *
- * Returns: whether it worked
- */
-gboolean
-amk_model_generate_cpu (AmkModelBuild  *build,
-                        const char     *prompt,
-                        guint           max_tokens,
-                        GString        *out,
-                        GError        **error)
-{
-  return amk_model_generate_full (build, NULL, prompt, max_tokens, out, NULL, NULL, NULL, error);
-}
