@@ -133,6 +133,51 @@ use_buffers (Tile *t, const AmkOpInfo *op, guint n)
     t->ins.buffers[i] = op->buffers[i];
 }
 
+/* Whether MATVEC ops a and b can run side by side as siblings: they read the same x
+ * through the same fused norm (or none), and neither writes what the other reads or
+ * writes. (Every MATVEC's y differs from its own x, bias and norm: the op API checks.) */
+static gboolean
+matvec_siblings (const AmkOpInfo *a, const AmkOpInfo *b)
+{
+  if (a->opcode != AMK_ABI_OP_MATVEC || b->opcode != AMK_ABI_OP_MATVEC ||
+      a->buffers[2] != b->buffers[2] || a->buffers[5] != b->buffers[5])
+    return FALSE;
+  for (guint i = 0; i < 6; i++)
+    if ((b->buffers[i] != AMK_NO_BUFFER && b->buffers[i] == a->buffers[0]) ||
+        (a->buffers[i] != AMK_NO_BUFFER && a->buffers[i] == b->buffers[0]))
+      return FALSE;
+  return TRUE;
+}
+
+#define MATVEC_GROUP_MAX 8u
+
+/* The rows of op o's sibling group: the run of consecutive recorded MATVEC ops around o
+ * that are pairwise siblings (a layer's q, k and v projections, or its gate and up).
+ * Siblings become ready together, so they share the queues in proportion to their rows:
+ * one round of tiles for the whole group rather than one round per op, each after the
+ * other on the same queues. */
+static guint64
+matvec_group_rows (AmkProgram *self, guint o)
+{
+  const AmkOpInfo *ops = (const AmkOpInfo *) self->ops->data;
+  guint members[MATVEC_GROUP_MAX] = { o }, n = 1;
+  guint64 rows = 0;
+
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (gint64 c = (gint64) o + dir; c >= 0 && c < self->ops->len && n < MATVEC_GROUP_MAX; c += dir)
+      {
+        gboolean ok = TRUE;
+        for (guint m = 0; m < n && ok; m++)
+          ok = matvec_siblings (&ops[members[m]], &ops[c]);
+        if (!ok)
+          break;
+        members[n++] = (guint) c;
+      }
+  for (guint m = 0; m < n; m++)
+    rows += info (self, ops[members[m]].buffers[1])->shape[0];
+  return rows;
+}
+
 /* Splits op `o` into tiles appended to `tiles`. */
 static void
 lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
@@ -145,9 +190,10 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
     case AMK_ABI_OP_MATVEC:
       /* at most one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
        * (bench/amk-matvec-bench, docs/performance.md), since every tile start costs
-       * about one memory latency before its first weights arrive */
+       * about one memory latency before its first weights arrive; siblings share the
+       * queues (matvec_group_rows) */
       n = info (self, op->buffers[1])->shape[0];
-      n_tiles = MAX (1, MIN (n / MATVEC_MIN_ROWS, (guint64) queues));
+      n_tiles = MAX (1, MIN (n / MATVEC_MIN_ROWS, (guint64) queues * n / matvec_group_rows (self, o)));
       break;
     case AMK_ABI_OP_RMSNORM:     /* vectors (heads) */
       n = info (self, op->buffers[1])->n_elements / op->ints[0];

@@ -251,6 +251,51 @@ test_matvec_spreads (void)
     }
 }
 
+/* Sibling matvecs (one x, one fused norm: a layer's q, k, v, or its gate and up) share
+ * the queues in proportion to their rows: every queue runs exactly one tile of the
+ * group, none runs two one after the other. A matvec reading another x stays alone. */
+static void
+test_matvec_siblings (void)
+{
+  const guint queues = 132;
+  const gint64 groups[][3] = { { 2048, 512, 512 }, { 8192, 8192, 0 } };
+
+  for (guint s = 0; s < G_N_ELEMENTS (groups); s++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkProgram) p = amk_program_new (queues);
+      gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 2048, AMK_BUFFER_ROLE_INPUT);
+      gint g = test_add_buffer (p, "g", AMK_DTYPE_BF16, 2048, AMK_BUFFER_ROLE_CONSTANT);
+      gint ys[3] = { -1, -1, -1 }, tiles = 0;
+
+      for (guint m = 0; m < 3 && groups[s][m] > 0; m++)
+        {
+          gint64 shape[2] = { groups[s][m], 2048 };
+          g_autofree char *wn = g_strdup_printf ("w%u", m), *yn = g_strdup_printf ("y%u", m);
+          gint w = amk_program_add_buffer (p, wn, AMK_DTYPE_BF16, shape, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+          ys[m] = test_add_buffer (p, yn, AMK_DTYPE_F32, groups[s][m], AMK_BUFFER_ROLE_OUTPUT);
+          g_assert_cmpint (amk_program_op_matvec (p, ys[m], w, x, -1, -1, g, 1e-5f, &error), >=, 0);
+        }
+      g_assert_true (amk_program_compile (p, &error));
+      g_assert_no_error (error);
+      for (guint q = 0; q < queues; q++)
+        {
+          GArray *queue = g_ptr_array_index (p->queues, q);
+          guint here = 0;
+          for (guint k = 0; k < queue->len; k++)
+            here += g_array_index (p->instructions, amk_instruction_t,
+                                   g_array_index (queue, gint32, k)).opcode == AMK_OPCODE_MATVEC;
+          g_assert_cmpuint (here, ==, 1);
+          tiles += here;
+        }
+      g_assert_cmpint (tiles, ==, queues);
+      /* each op's share of the queues follows its rows */
+      for (guint m = 0; m < 3 && ys[m] >= 0; m++)
+        g_assert_cmpuint (queues_used (p, AMK_OPCODE_MATVEC, ys[m]), ==,
+                          queues * groups[s][m] / (groups[s][0] + groups[s][1] + groups[s][2]));
+    }
+}
+
 /* A layer-like chain: norm + matvec, residual, a wide matvec, an add, a matvec back. */
 static void
 test_makespan_near_bound (void)
@@ -353,6 +398,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/amk/compiler/random-graphs", test_random_graphs);
   g_test_add_func ("/amk/compiler/matvec-spreads", test_matvec_spreads);
+  g_test_add_func ("/amk/compiler/matvec-siblings", test_matvec_siblings);
   g_test_add_func ("/amk/compiler/makespan-near-bound", test_makespan_near_bound);
   g_test_add_func ("/amk/compiler/op-errors", test_op_errors);
   g_test_add_func ("/amk/compiler/compile-errors", test_compile_errors);

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""model-step.py: where the time of one decode step of a whole model goes, on the megakernel.
+
+For each MATVEC pipeline (direct loads with no dynamic shared memory, and the cp.async
+ring with AMK_MATVEC_SMEM_BYTES), loads the model (a GGUF file or a Hugging Face checkpoint
+folder) on one queue per SM with 512 threads, times a greedy run (ms per decode step, the
+prompt's steps excluded), then traces one step and prints a profile of one layer from the
+middle of the model: per 1 us bin, how many SMs run which op. The traces are written to
+OUTDIR/step-<bytes>.json (tools/amk-trace-to-png.py draws them).
+
+Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS]"""
+import json
+import os
+import sys
+import time
+
+import gi
+gi.require_version("Amk", "1.0")
+from gi.repository import Amk  # noqa: E402
+
+RING_BYTES = 512 * 16 * 16 + 4 * 16384   # AMK_MATVEC_SMEM_BYTES (kernels/amk-abi.h)
+PROMPT = "The capital of France is"
+
+
+def step_ms(model, launcher, tokens):
+    """ms per decode step of a greedy run: (time of prompt + tokens) - (time of the prompt
+    alone), over the tokens generated."""
+    generator = Amk.Generator.new(model, launcher)
+    generator.generate(PROMPT, 2, None)                 # warm-up: load, first launches
+    generator.reset()
+    t0 = time.perf_counter()
+    generator.prefill(PROMPT, None)
+    prefill = time.perf_counter() - t0
+    generator.reset()
+    t0 = time.perf_counter()
+    text = generator.generate(PROMPT, tokens, None)
+    total = time.perf_counter() - t0
+    n = generator.props.generated_tokens
+    return (total - prefill) * 1e3 / n, n, text
+
+
+def layer_profile(events, n_layers):
+    """Per 1 us bin of the middle layer: the SMs busy with each op."""
+    starts = sorted({round(e["ts"]) for e in events if e["name"] == "attn-decode"})
+    # layer boundaries: the ATTN_DECODE phases, one per layer, separated by > 5 us
+    phases = []
+    for s in starts:
+        if not phases or s - phases[-1][-1] > 5:
+            phases.append([s])
+        else:
+            phases[-1].append(s)
+    if len(phases) < 3:
+        return ["(fewer than 3 attention phases: no layer profile)"]
+    mid = len(phases) // 2
+    t0, t1 = phases[mid - 1][0], phases[mid][0]      # attention to attention: one layer
+    bins = {}
+    for e in events:
+        a, b = e["ts"], e["ts"] + e["dur"]
+        if b < t0 or a > t1:
+            continue
+        for t in range(int(max(a, t0)), int(min(b, t1)) + 1):
+            bins.setdefault(t - int(t0), {}).setdefault(e["name"], set()).add(e["tid"])
+    lines = [f"layer {mid} of {len(phases)} attention phases, {t1 - t0:.1f} us from one "
+             f"attention phase to the next; SMs busy per op, per us:"]
+    prev = None
+    run_start = 0
+    for t in range(int(t1 - t0) + 2):
+        cur = tuple(sorted((k, len(v)) for k, v in bins.get(t, {}).items()))
+        if cur != prev:
+            if prev is not None:
+                lines.append(f"  {run_start:4d}-{t - 1:4d} us  " +
+                             (", ".join(f"{k} {n}" for k, n in prev) or "idle"))
+            prev, run_start = cur, t
+    return lines
+
+
+def main(model_path, outdir, tokens):
+    os.makedirs(outdir, exist_ok=True)
+    model = Amk.Model.new_from_file(model_path, None)
+    print(f"{model_path}: {model.props.architecture}, {model.props.n_layers} layers, "
+          f"{model.props.weight_bytes / 1e6:.0f} MB of weights, "
+          f"{model.props.program.get_num_queues()} queues")
+    for smem in (0, RING_BYTES):
+        launcher = Amk.Launcher(device=0)
+        launcher.props.threads_per_block = 512
+        launcher.props.dynamic_shared_memory = smem
+        ms, n, text = step_ms(model, launcher, tokens)
+        floor_ms = model.props.weight_bytes / 4.16e12 * 1e3
+        print(f"STEP smem {smem:6d}: {ms:.3f} ms per decode step ({n} tokens), "
+              f"{floor_ms / ms * 100:.0f} % of the copy-bandwidth floor {floor_ms:.3f} ms; "
+              f"text {text[:40]!r}")
+        launcher.props.trace = True
+        generator = Amk.Generator.new(model, launcher)
+        generator.generate(PROMPT, 3, None)
+        trace = launcher.get_trace_json()
+        with open(os.path.join(outdir, f"step-{smem}.json"), "w") as f:
+            f.write(trace)
+        events = json.loads(trace)["traceEvents"]
+        end = max(e["ts"] + e["dur"] for e in events)
+        print(f"  traced step: {len(events)} instructions, {end:.1f} us span")
+        for line in layer_profile(events, model.props.n_layers):
+            print("  " + line)
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64)
