@@ -538,6 +538,60 @@ derive_dependencies (AmkProgram *self, Tile *tiles, OpTiles *ops)
     }
 }
 
+#define IMPLIED_DEPTH   4u     /* predecessor levels searched for implied waits */
+#define IMPLIED_VISITS  4096u  /* tiles visited per tile, at most */
+
+/* Drops each tile's predecessors that another of its predecessors already waited for,
+ * directly or up to IMPLIED_DEPTH levels back. A layer's o projection waits for the
+ * attention merge, which ran after the attention, after RoPE, after q, k and v: its
+ * write-after-read waits on q, k and v (they read x, which it overwrites) are implied.
+ * Fewer waits mean fewer polls and fewer NOP wait carriers. Completion is transitive
+ * (a chain of release signals and acquire waits), so a dropped wait still holds when the
+ * tile starts; a search cut short by IMPLIED_VISITS only keeps some waits it could drop.
+ * Tiles are numbered in program order, so every predecessor has a smaller index. */
+static void
+drop_implied_preds (Tile *tiles, guint n_tiles)
+{
+  g_autofree guint *stamp = g_new0 (guint, n_tiles); /* t + 1: reached while reducing t */
+  g_autoptr(GArray) frontier = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GArray) next = g_array_new (FALSE, FALSE, sizeof (guint));
+
+  for (guint t = 0; t < n_tiles; t++)
+    {
+      GArray *preds = tiles[t].preds;
+      guint visits = 0;
+
+      if (preds->len < 2)
+        continue;
+      g_array_set_size (frontier, 0);
+      g_array_append_vals (frontier, preds->data, preds->len);
+      for (guint depth = 0; depth < IMPLIED_DEPTH && frontier->len > 0 && visits < IMPLIED_VISITS; depth++)
+        {
+          g_array_set_size (next, 0);
+          for (guint i = 0; i < frontier->len && visits < IMPLIED_VISITS; i++)
+            {
+              const GArray *up = tiles[g_array_index (frontier, guint, i)].preds;
+              for (guint j = 0; j < up->len; j++)
+                {
+                  const guint a = g_array_index (up, guint, j);
+                  if (stamp[a] == t + 1)
+                    continue;
+                  stamp[a] = t + 1;
+                  g_array_append_val (next, a);
+                  visits++;
+                }
+            }
+          g_array_set_size (frontier, 0);
+          g_array_append_vals (frontier, next->data, next->len);
+        }
+      for (guint i = 0; i < preds->len;)
+        if (stamp[g_array_index (preds, guint, i)] == t + 1)
+          g_array_remove_index (preds, i);
+        else
+          i++;
+    }
+}
+
 /* A producer op whose consumers each need at most FINE_GRAINED_MAX of its tiles gets one
  * counter per tile (consumers start as soon as their rows exist); otherwise one counter
  * for the op, which consumers wait on for all its tiles. */
@@ -872,6 +926,7 @@ amk_program_compile (AmkProgram  *self,
   n_tiles = tile_array->len;
 
   derive_dependencies (self, tiles, ops);
+  drop_implied_preds (tiles, n_tiles);
   assign_counters (self, tiles, n_tiles, ops);
   order = schedule (self, tiles, n_tiles);
   for (guint q = 0; q < self->num_queues && ok; q++)
