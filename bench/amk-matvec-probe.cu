@@ -140,16 +140,23 @@ __global__ void __launch_bounds__ (NT, 1) mv_direct (Job j)
 
 /* ---- RING (cp.async, 16 slots per thread) ------------------------------------------------ */
 #define RD 16
+/* INTER: block b takes rows b, b + G, b + 2 G, ... (G blocks) instead of one contiguous
+ * run, so that at any moment the blocks read neighbouring rows */
+template <bool INTER>
 __global__ void __launch_bounds__ (NT, 1) mv_ring (Job j)
 {
   extern __shared__ __align__ (16) unsigned char sm[];
   float *xs = reinterpret_cast<float *> (sm + NT * RD * 16);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C = j.k / 8, J = C / 32;
   const uint32_t ring = (uint32_t) __cvta_generic_to_shared (sm);
+  const int G = gridDim.x, b = blockIdx.x;
+  const size_t rstride = INTER ? (size_t) G * j.k : (size_t) j.k;
   for (int m = 0; m < j.nmat; m++)
     {
       int r0, n;
       tile_of (j, r0, n);
+      if (INTER)
+        r0 = b, n = (j.n - b + G - 1) / G;
       const uint16_t *w = j.w + ((size_t) m * j.n + r0) * j.k;
       const int T = n > warp ? ((n - 1 - warp) / 16 + 1) * J : 0;
       auto issue = [&] (int tt) {
@@ -158,7 +165,7 @@ __global__ void __launch_bounds__ (NT, 1) mv_ring (Job j)
             const int row = warp + 16 * (tt / J), c = lane + 32 * (tt % J);
             asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
                           : : "r"(ring + ((tt & (RD - 1)) * NT + threadIdx.x) * 16),
-                              "l"(w + (size_t) row * j.k + c * 8) : "memory");
+                              "l"(w + (size_t) row * rstride + c * 8) : "memory");
           }
         asm volatile ("cp.async.commit_group;" : : : "memory");
       };
@@ -180,7 +187,7 @@ __global__ void __launch_bounds__ (NT, 1) mv_ring (Job j)
             {
               acc = warp_sum (acc);
               if (lane == 0)
-                j.y[(size_t) m * j.n + r0 + warp + 16 * (tt / J)] = acc;
+                j.y[(size_t) m * j.n + r0 + (size_t) (warp + 16 * (tt / J)) * (INTER ? G : 1)] = acc;
               acc = 0.0f;
             }
         }
@@ -418,10 +425,14 @@ int main (void)
       t = time_ms ([&] { mv_direct<16><<<sms, NT>>> (j); });
       if (check ("direct16")) report ("direct, 16 in flight", t);
       const int ring_smem = NT * RD * 16 + 4 * sh.k;
-      CK (cudaFuncSetAttribute (mv_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_smem));
+      CK (cudaFuncSetAttribute (mv_ring<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_smem));
+      CK (cudaFuncSetAttribute (mv_ring<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_smem));
       CK (cudaMemset (dy, 0xff, (size_t) sh.nmat * sh.n * 4));
-      t = time_ms ([&] { mv_ring<<<sms, NT, ring_smem>>> (j); });
+      t = time_ms ([&] { mv_ring<false><<<sms, NT, ring_smem>>> (j); });
       if (check ("ring")) report ("cp.async ring, 15 ahead", t);
+      CK (cudaMemset (dy, 0xff, (size_t) sh.nmat * sh.n * 4));
+      t = time_ms ([&] { mv_ring<true><<<sms, NT, ring_smem>>> (j); });
+      if (check ("ring, rows interleaved")) report ("ring, rows interleaved", t);
       const int rows_max = (sh.n + sms - 1) / sms;
 #define BULK(NST, MODE)                                                                     \
       {                                                                                     \
