@@ -71,6 +71,7 @@ struct _AmkLauncher
   gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
   amk_buffer_t *table;       /* host copy of the device buffer table */
   guint64     d_table, d_instructions, d_flat, d_off, d_len, d_scratch, d_trace;
+  gboolean    checked;        /* the records behind d_instructions match the table */
   guint64     d_control;     /* abort record, abort flag, grid barrier, counters: see CONTROL_* */
   gboolean    trace_valid;   /* the last launch ran with tracing */
 
@@ -805,9 +806,27 @@ static gboolean
 upload_table (AmkLauncher *self, GError **error)
 {
   char msg[MSG_LEN] = "";
+
+  self->checked = FALSE; /* the operands resolved at the last check may have moved */
   return cuda_error (amk_cuda_upload (self->device, self->d_table, self->table,
                                       self->n_buffers * sizeof (amk_buffer_t), msg, sizeof msg),
                      msg, error);
+}
+
+/* The instruction table, followed by room for the check kernel's records
+ * (AMK_PROGRAM_CHECKED), which it fills before the first launch. */
+static gboolean
+alloc_instructions (AmkLauncher *self, AmkProgram *program, GError **error)
+{
+  char msg[MSG_LEN] = "";
+  const gsize n = program->instructions->len;
+  const gsize bytes = n * sizeof (amk_instruction_t);
+
+  self->checked = FALSE;
+  return alloc_upload (self, &self->d_instructions, NULL, bytes + n * AMK_CHECKED_RECORD_BYTES, error) &&
+         (n == 0 || cuda_error (amk_cuda_upload (self->device, self->d_instructions,
+                                                 program->instructions->data, bytes, msg, sizeof msg),
+                                msg, error));
 }
 
 static gboolean
@@ -854,8 +873,7 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
   return alloc_upload (self, &self->d_table, self->table, n_buffers * sizeof (amk_buffer_t), error) &&
          alloc_upload (self, &self->d_control, NULL,
                        CONTROL_COUNTERS + program->counter_names->len * sizeof (amk_counter_t), error) &&
-         alloc_upload (self, &self->d_instructions, program->instructions->data,
-                       program->instructions->len * sizeof (amk_instruction_t), error) &&
+         alloc_instructions (self, program, error) &&
          alloc_upload (self, &self->d_flat, flat->data, flat->len * sizeof (gint32), error) &&
          alloc_upload (self, &self->d_off, offsets->data, offsets->len * sizeof (gint32), error) &&
          alloc_upload (self, &self->d_len, lengths->data, lengths->len * sizeof (gint32), error);
@@ -1127,6 +1145,14 @@ amk_launcher_launch (AmkLauncher   *self,
   prog.n_instructions = (int32_t) self->n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
   prog.l2_prefetch = self->l2_prefetch;
+  if (!self->checked)
+    {
+      /* the device-side checks, once for this image and buffer table */
+      if (!cuda_error (amk_cuda_check_program (self->device, &prog, msg, sizeof msg), msg, error))
+        return FALSE;
+      self->checked = TRUE;
+    }
+  prog.flags = AMK_PROGRAM_CHECKED;
 
   memset (&self->last_abort, 0, sizeof self->last_abort);
   if (cancellable != NULL)

@@ -197,8 +197,17 @@ typedef struct {
   uint32_t                 l2_prefetch;    /* instructions whose weights stream into L2
                                             * ahead: 0 none, 1 the current one before its
                                             * waits, 2 also the next (AMK_L2_PREFETCH_MAX) */
-  uint32_t                 reserved;
+  uint32_t                 flags;          /* AMK_PROGRAM_* */
 } amk_device_program;
+
+/* amk_device_program.flags. CHECKED: the instruction table is followed by n_instructions
+ * records of AMK_CHECKED_RECORD_BYTES that amk_check_program (scheduler.cu) wrote for
+ * this buffer table: each instruction's verdict and resolved operands. The megakernel
+ * then reads them (prefetched with the instruction) instead of checking every
+ * instruction again in every launch; the verdicts are the same, so a bad instruction
+ * still aborts the launch when its queue reaches it. */
+#define AMK_PROGRAM_CHECKED      1u
+#define AMK_CHECKED_RECORD_BYTES 48
 
 #define AMK_L2_PREFETCH_MAX 2
 

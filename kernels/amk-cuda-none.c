@@ -76,6 +76,12 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
 }
 
 amk_cuda_status
+amk_cuda_check_program (int device, const amk_device_program *prog, char *msg, size_t msg_len)
+{
+  return no_cuda (msg, msg_len);
+}
+
+amk_cuda_status
 amk_cuda_launch_empty (int device, int grid, int threads, char *msg, size_t msg_len)
 {
   return no_cuda (msg, msg_len);

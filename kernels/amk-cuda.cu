@@ -19,6 +19,7 @@
 
 /* the kernel, defined in scheduler.cu */
 extern "C" __global__ void amk_megakernel (amk_device_program prog);
+extern "C" __global__ void amk_check_program (amk_device_program prog);
 
 /* baseline for the launch-overhead bench */
 static __global__ void
@@ -708,6 +709,38 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
       amk_describe_record (&rec, prog->watchdog_ns, msg, msg_len);
       return AMK_CUDA_ABORTED;
     }
+}
+
+extern "C" amk_cuda_status
+amk_cuda_check_program (int device, const amk_device_program *prog, char *msg, size_t msg_len)
+{
+  amk_device_state *st = NULL;
+  amk_cuda_status s;
+
+  if ((s = amk_enter (device, msg, msg_len)) != AMK_CUDA_OK)
+    return s;
+  if (prog == NULL || prog->n_instructions < 0 || (prog->n_instructions > 0 && prog->instructions == NULL))
+    {
+      amk_msg (msg, msg_len, "no instruction table to check");
+      return AMK_CUDA_REJECTED;
+    }
+  if (prog->n_instructions == 0)
+    return AMK_CUDA_OK;
+  if ((s = amk_state (device, &st, msg, msg_len)) != AMK_CUDA_OK)
+    return s;
+
+  std::lock_guard<std::mutex> launch_guard (*st->launch_lock);
+  amk_device_program copy = *prog;
+  void *args[] = { &copy };
+  const unsigned threads = 128, blocks = ((unsigned) prog->n_instructions + threads - 1) / threads;
+  cudaError_t e = cudaLaunchKernel ((const void *) amk_check_program, dim3 (blocks), dim3 (threads),
+                                    args, 0, st->stream);
+  if (e != cudaSuccess)
+    return amk_fail (e, msg, msg_len, "launching the check kernel");
+  e = cudaStreamSynchronize (st->stream);
+  if (e != cudaSuccess)
+    return amk_fail (e, msg, msg_len, "waiting for the check kernel");
+  return AMK_CUDA_OK;
 }
 
 extern "C" amk_cuda_status

@@ -73,6 +73,12 @@ amk_cuda_status amk_cuda_launch                 (int device, const amk_device_pr
                                                  amk_abort_record_t *record,
                                                  char *msg, size_t msg_len);
 
+/* Checks every instruction of `prog` once, for its buffer table as it is now, into the
+ * records behind the instruction table (AMK_PROGRAM_CHECKED in amk-abi.h: the table must
+ * have room for them) and waits. */
+amk_cuda_status amk_cuda_check_program          (int device, const amk_device_program *prog,
+                                                 char *msg, size_t msg_len);
+
 /* Launches an empty kernel of `grid` x `threads` and waits: the baseline for launch
  * overhead benchmarks. */
 amk_cuda_status amk_cuda_launch_empty           (int device, int grid, int threads,

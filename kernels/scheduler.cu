@@ -258,17 +258,46 @@ amk_fetch_chunk (const amk_device_program &prog, int32_t *qidx, int32_t qoff, in
     }
 }
 
-/* Lanes 0..7 of the fetch warp start copying instruction `pos` of the queue (its index
- * already in the shared ring) into its ring slot. */
-static __device__ __forceinline__ void
-amk_fetch_position (const amk_device_program &prog, amk_instruction_t *ring, int32_t *ring_idx,
-                    const int32_t *qidx, int32_t pos, int lane)
+/* What amk_check_program found for one instruction (AMK_PROGRAM_CHECKED). */
+struct __align__ (16) amk_checked_t {
+  amk_op_ctx ctx;
+  int32_t    code;   /* AMK_ABORT_NONE or the check's abort code */
+  int32_t    detail;
+};
+static_assert (sizeof (amk_checked_t) == AMK_CHECKED_RECORD_BYTES, "checked record size");
+#define AMK_CHECKED_LANES (AMK_CHECKED_RECORD_BYTES / 16)
+
+static __device__ __forceinline__ const amk_checked_t *
+amk_checked_table (const amk_device_program &prog)
 {
-  if (lane >= AMK_PREFETCH_LANES)
+  return reinterpret_cast<const amk_checked_t *> (prog.instructions + prog.n_instructions);
+}
+
+/* Lanes 0..7 of the fetch warp start copying instruction `pos` of the queue (its index
+ * already in the shared ring) into its ring slot; with AMK_PROGRAM_CHECKED, lanes 8..10
+ * copy its checked record too. */
+static __device__ __forceinline__ void
+amk_fetch_position (const amk_device_program &prog, amk_instruction_t *ring,
+                    amk_checked_t *checked, int32_t *ring_idx, const int32_t *qidx, int32_t pos,
+                    int lane)
+{
+  const bool record = (prog.flags & AMK_PROGRAM_CHECKED) != 0;
+  if (lane >= AMK_PREFETCH_LANES + (record ? AMK_CHECKED_LANES : 0))
     return;
   const int32_t idx = qidx[pos % (2 * AMK_CHUNK)];
   if (idx >= 0 && idx < prog.n_instructions)
-    amk_fetch_part (&ring[pos % AMK_RING], prog.instructions, idx, lane);
+    {
+      if (lane < AMK_PREFETCH_LANES)
+        amk_fetch_part (&ring[pos % AMK_RING], prog.instructions, idx, lane);
+      else
+        {
+          const int part = lane - AMK_PREFETCH_LANES;
+          const uint32_t dst = (uint32_t) __cvta_generic_to_shared (reinterpret_cast<int4 *> (&checked[pos % AMK_RING]) + part);
+          asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
+                        : : "r"(dst), "l"(reinterpret_cast<const int4 *> (amk_checked_table (prog) + idx) + part)
+                        : "memory");
+        }
+    }
   if (lane == 0)
     ring_idx[pos % AMK_RING] = idx;
 }
@@ -382,6 +411,24 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
   return amk_utility_check (ins, prog.buffers, prog.n_buffers, ctx, detail);
 }
 
+/* ---- the check kernel ------------------------------------------------------------------- */
+
+/* One thread per instruction, once per loaded program and buffer table: amk_check's
+ * verdict and the resolved operands into the table behind the instructions, where the
+ * megakernel fetches them with the instruction (AMK_PROGRAM_CHECKED). Checking every
+ * instruction in every thread of every launch cost 1.5 to 5 us per instruction on a
+ * loaded H200 (docs/performance.md). */
+extern "C" __global__ void
+amk_check_program (amk_device_program prog)
+{
+  const int32_t i = (int32_t) (blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= prog.n_instructions)
+    return;
+  amk_checked_t r = {};
+  r.code = amk_check (prog, prog.instructions + i, i, &r.ctx, &r.detail);
+  const_cast<amk_checked_t *> (amk_checked_table (prog))[i] = r;
+}
+
 /* ---- the kernel ----------------------------------------------------------------------- */
 
 extern "C" __global__ void __launch_bounds__ (512)
@@ -390,6 +437,7 @@ amk_megakernel (amk_device_program launched)
   __shared__ __align__ (16) amk_buffer_t s_buffers[AMK_SMEM_BUFFERS]; /* the buffer table */
   __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */
   __shared__ int32_t s_idx[AMK_RING];                          /* their table indices */
+  __shared__ amk_checked_t s_chk[AMK_RING];                    /* their checked records */
   __shared__ int32_t s_qidx[2 * AMK_CHUNK];                    /* ring of queue entries */
   __shared__ int s_go;
   __shared__ int s_abort;
@@ -442,7 +490,7 @@ amk_megakernel (amk_device_program launched)
       amk_fetch_wait ();
       __syncwarp ();
       for (int32_t pos = 0; pos < AMK_DEPTH && pos < qlen; ++pos)
-        amk_fetch_position (prog, s_ins, s_idx, s_qidx, pos, pf);
+        amk_fetch_position (prog, s_ins, s_chk, s_idx, s_qidx, pos, pf);
       amk_fetch_commit ();
       amk_fetch_wait ();
     }
@@ -467,7 +515,7 @@ amk_megakernel (amk_device_program launched)
           if (k % AMK_CHUNK == 0 && k > 0)
             amk_fetch_chunk (prog, s_qidx, qoff, qlen, k / AMK_CHUNK + 1, pf);
           if (k + AMK_DEPTH < qlen)
-            amk_fetch_position (prog, s_ins, s_idx, s_qidx, k + AMK_DEPTH, pf);
+            amk_fetch_position (prog, s_ins, s_chk, s_idx, s_qidx, k + AMK_DEPTH, pf);
           amk_fetch_commit ();
 
           /* Weights into L2 ahead of their instruction (l2-prefetch.cuh) */
@@ -479,7 +527,16 @@ amk_megakernel (amk_device_program launched)
       const amk_signal_t sig = ins->signal;
       amk_op_ctx ctx;
       int32_t detail = 0;
-      int code = amk_check (prog, ins, s_idx[cur], &ctx, &detail);
+      int code;
+      if ((prog.flags & AMK_PROGRAM_CHECKED) != 0 && s_idx[cur] >= 0 && s_idx[cur] < prog.n_instructions)
+        {
+          /* checked once at load: the same verdict, without the per-launch cost */
+          ctx = s_chk[cur].ctx;
+          code = s_chk[cur].code;
+          detail = s_chk[cur].detail;
+        }
+      else
+        code = amk_check (prog, ins, s_idx[cur], &ctx, &detail);
       uint64_t t_start = 0;
 
       if (code == AMK_ABORT_NONE && opcode == AMK_ABI_OP_TRAP)
