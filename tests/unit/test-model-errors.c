@@ -52,6 +52,9 @@ typedef struct {
   guint32     eos_id;
   guint64     offset_shift;    /* added to the last tensor's data offset */
   gboolean    bad_merge;       /* a merge of unknown tokens */
+  const float *rope_freqs;     /* a rope_freqs.weight table of n_rope_freqs values */
+  guint       n_rope_freqs;
+  guint32     rope_context;    /* llama.rope.scaling.original_context_length (0: none) */
 } Mod;
 
 typedef struct {
@@ -81,6 +84,12 @@ tensor_list (const Mod *m, Tensor *t)
   g_snprintf (t[n].name, sizeof t[n].name, "output_norm.weight");
   t[n].cols = HIDDEN;
   t[n++].rows = 0;
+  if (m->n_rope_freqs > 0)
+    {
+      g_snprintf (t[n].name, sizeof t[n].name, "rope_freqs.weight");
+      t[n].cols = m->n_rope_freqs;
+      t[n++].rows = 0;
+    }
   return n;
 }
 
@@ -146,6 +155,8 @@ make_model (const Mod *m, gsize sections[3])
   w_str (meta, "llama.rope.freq_base"); w_u32 (meta, T_F32); w_f32 (meta, 10000.0f); n_kv++;
   w_str (meta, "llama.attention.layer_norm_rms_epsilon"); w_u32 (meta, T_F32);
   w_f32 (meta, 1e-5f); n_kv++;
+  if (m->rope_context != 0)
+    kv_u32 (meta, &n_kv, m, "llama.rope.scaling.original_context_length", m->rope_context);
   kv_strings (meta, &n_kv, m, "tokenizer.ggml.tokens", tokens, VOCAB);
   if (m->bad_merge)
     kv_strings (meta, &n_kv, m, "tokenizer.ggml.merges", bad_merges, G_N_ELEMENTS (bad_merges));
@@ -202,8 +213,11 @@ make_model (const Mod *m, gsize sections[3])
       if (g_strcmp0 (m->skip_tensor, t[i].name) == 0)
         continue;
       for (guint64 e = 0; e < elements; e++)
-        w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
-                                  : (float) g_rand_double_range (rand, -0.5, 0.5));
+        if (g_str_equal (t[i].name, "rope_freqs.weight"))
+          w_f32 (b, m->rope_freqs[e]);
+        else
+          w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
+                                    : (float) g_rand_double_range (rand, -0.5, 0.5));
       while (b->len % 32 != 0)
         w_bytes (b, "", 1);
     }
@@ -600,6 +614,61 @@ test_bad_special_ids (Fixture *f, gconstpointer data)
   expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.eos_token_id", "1000");
 }
 
+/* A rope_freqs.weight table (Llama 3.x RoPE scaling) that is broken, or matches no
+ * scaling amk knows. The heads have 4 elements: 2 frequencies, both high enough that
+ * Llama 3.1's scaling leaves them alone (divisors 1). */
+static void
+test_rope_freqs (Fixture *f, gconstpointer data)
+{
+  static const float ones[] = { 1.0f, 1.0f, 1.0f };
+  static const float nan_value[] = { 1.0f, NAN };
+  static const float negative[] = { 1.0f, -2.0f };
+  static const float zero[] = { 0.0f, 1.0f };
+  static const float other[] = { 1.0f, 2.0f };
+  Mod m = { 0 };
+
+  /* the control: Llama 3.1's table builds */
+  m.rope_freqs = ones;
+  m.n_rope_freqs = 2;
+  write_model (f, &m);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (build);
+  }
+
+  m.n_rope_freqs = 3;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "3 values, not 2");
+  m.n_rope_freqs = 2;
+  m.i32_tensor = "rope_freqs.weight";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "I32");
+  m.i32_tensor = NULL;
+  m.rope_freqs = nan_value;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "index 1");
+  m.rope_freqs = negative;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "-2 at index 1");
+  m.rope_freqs = zero;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "0 at index 0");
+  m.rope_freqs = other;
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "rope_freqs.weight", "Llama 3");
+
+  /* the scaling keys are read (and must have their type) where there is a table */
+  m.rope_freqs = ones;
+  m.rope_context = 4096;
+  m.string_key = "llama.rope.scaling.original_context_length";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "llama.rope.scaling.original_context_length",
+                      "string");
+}
+
 static void
 test_prompt_too_long (Fixture *f, gconstpointer data)
 {
@@ -681,6 +750,7 @@ main (int argc, char **argv)
   ADD ("huge-counts", test_huge_counts);
   ADD ("bad-tokenizer", test_bad_tokenizer);
   ADD ("bad-special-ids", test_bad_special_ids);
+  ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
 #undef ADD
