@@ -206,6 +206,7 @@ test_generator_properties (void)
   g_assert_cmpuint (amk_generator_get_position (gen), ==, 0);
   g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, 0);
   g_assert_cmpuint (amk_generator_get_prompt_tokens (gen), ==, 0);
+  g_assert_cmpfloat (amk_generator_get_prefill_tokens_per_second (gen), ==, 0.0);
   g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), ==, 0.0);
   amk_generator_get_tokens (gen, &n_tokens);
   g_assert_cmpuint (n_tokens, ==, 0);
@@ -431,7 +432,9 @@ test_generator_greedy (void)
   g_autofree char *text = NULL;
   const gint32 *tokens;
   gsize n_expected = 0, n_tokens = 0;
-  guint n_prompt = 0;
+  guint n_prompt = 0, generate_steps;
+  gdouble prefill_rate, rate;
+  gint64 start, usec;
   Collected c;
 
   if (model == NULL)
@@ -445,7 +448,9 @@ test_generator_greedy (void)
   gen = amk_generator_new (model, NULL);
   collected_init (&c);
   g_signal_connect (gen, "token", G_CALLBACK (on_token), &c);
+  start = g_get_monotonic_time ();
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
+  usec = g_get_monotonic_time () - start;
   g_assert_no_error (error);
   g_assert_nonnull (text);
   tokens = amk_generator_get_tokens (gen, &n_tokens);
@@ -457,9 +462,34 @@ test_generator_greedy (void)
   g_assert_cmpuint (amk_generator_get_prompt_tokens (gen), ==, n_prompt);
   /* the last token is generated but not fed yet */
   g_assert_cmpuint (amk_generator_get_position (gen), ==, n_prompt + n_tokens - 1);
-  g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), >, 0.0);
-  g_test_message ("\"%s%s\" at %.2f tokens/s", PROMPT, text,
-                  amk_generator_get_tokens_per_second (gen));
+
+  /* the speeds: the prefill's steps (one per prompt token) and the generation's (one
+   * per generated token after the first, which the prompt's last step computed) take
+   * no more than the whole call together */
+  g_assert_cmpuint (n_tokens, ==, 4);
+  generate_steps = (guint) n_tokens - 1;
+  prefill_rate = amk_generator_get_prefill_tokens_per_second (gen);
+  rate = amk_generator_get_tokens_per_second (gen);
+  g_assert_cmpfloat (prefill_rate, >, 0.0);
+  g_assert_cmpfloat (rate, >, 0.0);
+  g_assert_cmpfloat (n_prompt / prefill_rate + generate_steps / rate, <=, usec / 1e6 + 1e-6);
+  {
+    gdouble prefill_prop = 0, rate_prop = 0;
+
+    g_object_get (gen, "prefill-tokens-per-second", &prefill_prop, "tokens-per-second", &rate_prop,
+                  NULL);
+    g_assert_cmpfloat (prefill_prop, ==, prefill_rate);
+    g_assert_cmpfloat (rate_prop, ==, rate);
+  }
+  g_test_message ("\"%s%s\": prompt %u tokens at %.2f tokens/s, generation at %.2f tokens/s "
+                  "(the call: %.3f s)", PROMPT, text, n_prompt, prefill_rate, rate, usec / 1e6);
+
+  /* one token: no step after the prompt's, no generation speed */
+  g_free (amk_generator_generate (gen, " It", 1, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, 1);
+  g_assert_cmpfloat (amk_generator_get_prefill_tokens_per_second (gen), >, 0.0);
+  g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), ==, 0.0);
   collected_clear (&c);
 }
 
