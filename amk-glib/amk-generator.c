@@ -251,7 +251,8 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * AmkGenerator:model:
    *
    * The model that generates. A model that is not loaded yet is loaded (initialised)
-   * by the first call that needs it.
+   * by the first call that needs it, for the generator's executor: without a launcher
+   * its default [property@Amk.Model:n-queues] is the CPU executor's.
    */
   properties[PROP_MODEL] =
     g_param_spec_object ("model", NULL, NULL, AMK_TYPE_MODEL,
@@ -990,7 +991,8 @@ prepare (AmkGenerator  *self,
 {
   AmkModelBuild *build;
 
-  if (!g_initable_init (G_INITABLE (self->model), cancellable, error))
+  /* (a model not loaded yet gets the queue count of the executor that runs it) */
+  if (!amk_model_load_for_executor (self->model, self->launcher == NULL, cancellable, error))
     return FALSE;
   build = amk_model_get_build (self->model);
   if (self->launcher != NULL)

@@ -1054,7 +1054,7 @@ cmd_generate (char ***args)
   gint max_tokens = 32, top_k = 0;
   gdouble temperature = 0.0, top_p = 1.0;
   gint64 seed = 0, generate_start;
-  guint queues = 4, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
+  guint queues = 1, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
   gdouble prefill_rate, rate;
   g_autofree char *generated_part = NULL;
   g_autofree char *prompt_part = NULL;
@@ -1118,6 +1118,8 @@ cmd_generate (char ***args)
         }
     }
 
+  /* the CPU executor: one queue (AmkModel's choice for it, more only add work); the GPU:
+   * one per SM */
   launcher = choose_device ("generate", force_cpu, &device_name, NULL);
   if (launcher != NULL)
     {

@@ -650,6 +650,34 @@ test_generator_context_full (void)
   g_assert_nonnull (strstr (error->message, "8"));
 }
 
+/* A generator without a launcher loads a model with the CPU executor's default queue
+ * count (1), even where there is a GPU; an explicit count stays. */
+static void
+test_generator_cpu_queues (void)
+{
+  g_autoptr(GError) error = NULL;
+  const char *path = model_path ();
+  const guint asked[] = { 0, 3 }, expected[] = { 1, 3 };
+
+  if (path == NULL)
+    {
+      g_test_skip (SKIP_MESSAGE);
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (asked); i++)
+    {
+      g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", path, "context-length", 8,
+                                                "n-queues", asked[i], NULL);
+      g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
+
+      g_assert_false (amk_model_get_loaded (model));
+      g_assert_true (amk_generator_prefill (gen, "Hi", NULL, &error));
+      g_assert_no_error (error);
+      g_assert_true (amk_model_get_loaded (model));
+      g_assert_cmpuint (amk_model_get_n_queues (model), ==, expected[i]);
+    }
+}
+
 typedef struct {
   Collected     tokens;
   guint         tokens_at_callback;
@@ -737,6 +765,7 @@ main (int argc, char **argv)
   g_test_add_func ("/generator/sampler", test_sampler);
   g_test_add_func ("/model/loaded", test_model_loaded);
   g_test_add_func ("/generator/greedy", test_generator_greedy);
+  g_test_add_func ("/generator/cpu-queues", test_generator_cpu_queues);
   g_test_add_func ("/generator/sampling", test_generator_sampling);
   g_test_add_func ("/generator/session", test_generator_session);
   g_test_add_func ("/generator/stop-string", test_generator_stop_string);
