@@ -19,6 +19,7 @@
 #include "amk-safetensors-private.h"
 #include "amk-dtype-private.h"
 #include "amk-gguf-private.h"
+#include "amk-test-generate.h"
 
 #define REL_TOL 2e-2
 
@@ -212,10 +213,8 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   g_autofree gint32 *ids = NULL;
   g_autofree gint32 *argmax = NULL;
   g_autofree float *logits = NULL;
-  g_autofree gint32 *generated = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
   g_autofree char *name = g_path_get_basename (dir);
-  gsize n_ids = 0, n_generated = 0;
+  gsize n_ids = 0;
   gboolean all_exact = TRUE;
   double worst = 0;
   gint64 t0 = g_get_monotonic_time (), t1;
@@ -291,11 +290,15 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   /* greedy generation through the model API gives transformers' continuation */
   if (all_exact)
     {
-      g_assert_true (amk_model_generate_full (build, launcher, ref->prompt, (guint) ref->n_generated,
-                                              text, &generated, &n_generated, NULL, &error));
+      g_autoptr(AmkModel) model = test_load_model (dir, n_queues, (guint) ref->n_tokens + 16);
+      g_autoptr(GArray) generated = NULL;
+      g_autofree char *text = test_generate (model, launcher, ref->prompt, (guint) ref->n_generated,
+                                             &generated, NULL, &error);
+
       g_assert_no_error (error);
-      g_assert_cmpmem (generated, n_generated * sizeof (gint32),
-                       ref->generated, n_generated * sizeof (gint32));
+      g_assert_nonnull (text);
+      g_assert_cmpmem (generated->data, generated->len * sizeof (gint32),
+                       ref->generated, generated->len * sizeof (gint32));
     }
   return g_steal_pointer (&build);
 }

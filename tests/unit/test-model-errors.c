@@ -10,7 +10,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include "amk-gguf-private.h"
-#include "amk-model-private.h"
+#include "amk-model-builder-private.h"
+#include "amk-test-generate.h"
 
 /* ---- a tiny GGUF v3 writer ------------------------------------------------------------ */
 
@@ -300,9 +301,9 @@ test_valid (Fixture *f, gconstpointer data)
   const Mod m = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkModelBuild) build = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
-  g_autofree gint32 *ids = NULL;
-  gsize n_ids = 0;
+  g_autoptr(AmkModel) model = NULL;
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
   guint n_prompt = 0;
 
   write_model (f, &m);
@@ -314,15 +315,16 @@ test_valid (Fixture *f, gconstpointer data)
   g_assert_cmpuint (build->hidden, ==, HIDDEN);
   g_assert_cmpint (build->bos_id, ==, 7);
   g_assert_cmpint (build->eos_id, ==, 8);
-  g_assert_true (amk_model_generate_full (build, NULL, "abc ab", 4, out, &ids, &n_ids,
-                                          &n_prompt, &error));
+  model = test_load_model (f->path, 2, 16);
+  text = test_generate (model, NULL, "abc ab", 4, &ids, &n_prompt, &error);
   g_assert_no_error (error);
+  g_assert_nonnull (text);
   g_assert_cmpuint (n_prompt, ==, 2);   /* abc, Ġab: the file says add no BOS */
-  g_assert_cmpuint (n_ids, <=, 4);
-  for (gsize i = 0; i < n_ids; i++)
+  g_assert_cmpuint (ids->len, <=, 4);
+  for (guint i = 0; i < ids->len; i++)
     {
-      g_assert_cmpint (ids[i], >=, 0);
-      g_assert_cmpint (ids[i], <, VOCAB);
+      g_assert_cmpint (g_array_index (ids, gint32, i), >=, 0);
+      g_assert_cmpint (g_array_index (ids, gint32, i), <, VOCAB);
     }
 }
 
@@ -669,51 +671,47 @@ test_rope_freqs (Fixture *f, gconstpointer data)
                       "string");
 }
 
+/* Prompts the generator refuses, and one whose continuation fills the context. */
 static void
 test_prompt_too_long (Fixture *f, gconstpointer data)
 {
   const Mod m = { 0 };
   g_autoptr(GError) error = NULL;
-  g_autoptr(AmkModelBuild) build = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
+  g_autoptr(AmkModel) model = NULL;
   g_autoptr(GString) prompt = g_string_new (NULL);
-  g_autofree gint32 *ids = NULL;
-  gsize n_ids = 99;
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
+  guint n_prompt = 99;
 
   write_model (f, &m);
-  build = amk_model_build_from_gguf (f->path, 2, 8, &error);
-  g_assert_no_error (error);
+  model = test_load_model (f->path, 2, 8);
   for (guint i = 0; i < 9; i++)
     g_string_append (prompt, "abc ");
 
   /* the prompt alone is longer than the context */
-  g_assert_false (amk_model_generate_full (build, NULL, prompt->str, 1, out, &ids, &n_ids,
-                                           NULL, &error));
+  g_assert_null (test_generate (model, NULL, prompt->str, 1, &ids, &n_prompt, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   assert_has (error, "context of 8");
   g_test_message ("%s", error->message);
   g_assert_null (ids);
-  g_assert_cmpuint (n_ids, ==, 99);
-  g_assert_cmpstr (out->str, ==, "");
+  g_assert_cmpuint (n_prompt, ==, 99);
   g_clear_error (&error);
 
-  /* the prompt fits, the new tokens do not */
-  g_assert_false (amk_model_generate_full (build, NULL, "abc", 8, out, NULL, NULL, NULL, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
-  assert_has (error, "context");
-  g_clear_error (&error);
-
-  /* exactly the context: fine */
-  g_assert_true (amk_model_generate_full (build, NULL, "abc", 7, out, NULL, NULL, NULL, &error));
+  /* the prompt fits, the new tokens do not: generation stops when the context is full
+   * (the last token is generated, not fed) */
+  text = test_generate (model, NULL, "abc", 100, &ids, &n_prompt, &error);
   g_assert_no_error (error);
+  g_assert_nonnull (text);
+  g_assert_cmpuint (n_prompt, ==, 1);
+  g_assert_cmpuint (ids->len, <=, 8);
 
-  /* an empty prompt encodes to nothing */
-  g_assert_false (amk_model_generate_full (build, NULL, "", 1, out, NULL, NULL, NULL, &error));
+  /* an empty prompt */
+  g_assert_null (test_generate (model, NULL, "", 1, NULL, NULL, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
 
   /* invalid UTF-8 */
-  g_assert_false (amk_model_generate_full (build, NULL, "ab\xff", 1, out, NULL, NULL, NULL, &error));
+  g_assert_null (test_generate (model, NULL, "ab\xff", 1, NULL, NULL, &error));
   g_assert_nonnull (error);
 }
 
