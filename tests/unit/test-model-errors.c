@@ -627,6 +627,20 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   static const float negative[] = { 1.0f, -2.0f };
   static const float zero[] = { 0.0f, 1.0f };
   static const float other[] = { 1.0f, 2.0f };
+  static const struct {
+    const float *values;
+    guint        n;
+    gboolean     i32;
+    gint         code;
+    const char  *needle;
+  } cases[] = {
+    { ones, 3, FALSE, G_IO_ERROR_INVALID_DATA, "3 values, not 2" },
+    { ones, 2, TRUE, G_IO_ERROR_INVALID_DATA, "I32" },
+    { nan_value, 2, FALSE, G_IO_ERROR_INVALID_DATA, "index 1" },
+    { negative, 2, FALSE, G_IO_ERROR_INVALID_DATA, "-2 at index 1" },
+    { zero, 2, FALSE, G_IO_ERROR_INVALID_DATA, "0 at index 0" },
+    { other, 2, FALSE, G_IO_ERROR_NOT_SUPPORTED, "Llama 3" },
+  };
   Mod m = { 0 };
 
   /* the control: Llama 3.1's table builds */
@@ -641,29 +655,19 @@ test_rope_freqs (Fixture *f, gconstpointer data)
     g_assert_nonnull (build);
   }
 
-  m.n_rope_freqs = 3;
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "3 values, not 2");
-  m.n_rope_freqs = 2;
-  m.i32_tensor = "rope_freqs.weight";
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "I32");
-  m.i32_tensor = NULL;
-  m.rope_freqs = nan_value;
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "index 1");
-  m.rope_freqs = negative;
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "-2 at index 1");
-  m.rope_freqs = zero;
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "rope_freqs.weight", "0 at index 0");
-  m.rope_freqs = other;
-  write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "rope_freqs.weight", "Llama 3");
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      m.rope_freqs = cases[i].values;
+      m.n_rope_freqs = cases[i].n;
+      m.i32_tensor = cases[i].i32 ? "rope_freqs.weight" : NULL;
+      write_model (f, &m);
+      expect_build_error (f, cases[i].code, "rope_freqs.weight", cases[i].needle);
+    }
 
   /* the scaling keys are read (and must have their type) where there is a table */
   m.rope_freqs = ones;
+  m.n_rope_freqs = 2;
+  m.i32_tensor = NULL;
   m.rope_context = 4096;
   m.string_key = "llama.rope.scaling.original_context_length";
   write_model (f, &m);
