@@ -3,11 +3,12 @@
  * before fast: one head, one position at a time; sums in double, results stored as fp32
  * (bf16 caches with round-to-nearest-even).
  *
- * The RoPE angle is computed in fp32 step by step like HF transformers (inv_freq, the
- * Llama-3 scaling, pos * inv_freq), with one exception: theta^e is evaluated in double
- * and rounded once, where torch's fp32 pow may be an ulp off. cos and sin of the fp32
- * angle are the correctly rounded fp32 values. The GPU (kernels/ops-attention.cuh) does
- * the very same operations, so the rotated vectors agree to the bit.
+ * The RoPE angle is computed in fp32 step by step like HF transformers (inv_freq and the
+ * Llama-3 scaling in amk-rope.c, then pos * inv_freq), with one exception: theta^e is
+ * evaluated in double and rounded once, where torch's fp32 pow may be an ulp off. cos and
+ * sin of the fp32 angle are the correctly rounded fp32 values. The GPU
+ * (kernels/ops-attention.cuh) does the very same operations, so the rotated vectors agree
+ * to the bit.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -18,13 +19,7 @@
 
 #include "amk-cpu-ops-private.h"
 #include "amk-dtype-private.h"
-
-/* The fp32 steps below must not be fused into FMAs (the GPU rounds every one of them). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define AMK_NO_CONTRACT __attribute__ ((optimize ("fp-contract=off")))
-#else
-#define AMK_NO_CONTRACT
-#endif
+#include "amk-rope-private.h"
 
 static gint32
 load_i32 (const AmkCpuBuffer *b, guint64 index)
@@ -46,35 +41,11 @@ store_f32 (AmkCpuBuffer *b, guint64 index, float v)
   amk_dtype_store (b->info->dtype, b->data, index, v);
 }
 
-/* inv_freq[c] of head dimension d, as HF's _compute_default_rope_parameters and
- * _compute_llama3_parameters compute it (fp32). */
-static float AMK_NO_CONTRACT
+/* inv_freq[c] of head dimension d with the ROPE_KV instruction's parameters. */
+static float
 rope_inv_freq (gint32 c, gint32 d, const amk_params_t *p)
 {
-  const float theta = p->f[6], factor = p->f[7], low = p->f[8], high = p->f[9];
-  const float exponent = (float) (2 * c) / (float) d;
-  const float base_pow = (float) pow ((double) theta, (double) exponent);
-  float inv = 1.0f / base_pow;
-
-  if (factor > 0.0f)
-    {
-      const gint32 old_ctx = p->i[10];
-      const float wavelen = (float) (2.0 * G_PI) / inv;
-      const float low_freq_wavelen = (float) ((double) old_ctx / (double) low);
-      const float high_freq_wavelen = (float) ((double) old_ctx / (double) high);
-
-      if (wavelen > low_freq_wavelen)
-        inv = inv / factor;
-      else if (!(wavelen < high_freq_wavelen))
-        {
-          const float smooth = ((float) old_ctx / wavelen - low) / (high - low);
-          const float a = (1.0f - smooth) * inv;
-          const float b = a / factor;
-          const float s = smooth * inv;
-          inv = b + s;
-        }
-    }
-  return inv;
+  return amk_rope_inv_freq (c, d, p->f[6], p->f[7], p->f[8], p->f[9], p->i[10]);
 }
 
 /* The position, or -1 (with *detail) when it is outside [0, max_ctx). */

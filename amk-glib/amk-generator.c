@@ -79,6 +79,7 @@ struct _AmkGenerator
   /* the last successful call */
   GArray         *tokens;        /* gint32 */
   guint           prompt_tokens;
+  gdouble         prefill_tokens_per_second;
   gdouble         tokens_per_second;
 };
 
@@ -94,6 +95,7 @@ enum {
   PROP_POSITION,
   PROP_PROMPT_TOKENS,
   PROP_GENERATED_TOKENS,
+  PROP_PREFILL_TOKENS_PER_SECOND,
   PROP_TOKENS_PER_SECOND,
   N_PROPS
 };
@@ -177,6 +179,9 @@ amk_generator_get_property (GObject    *object,
     case PROP_GENERATED_TOKENS:
       g_value_set_uint (value, self->tokens->len);
       break;
+    case PROP_PREFILL_TOKENS_PER_SECOND:
+      g_value_set_double (value, self->prefill_tokens_per_second);
+      break;
     case PROP_TOKENS_PER_SECOND:
       g_value_set_double (value, self->tokens_per_second);
       break;
@@ -246,7 +251,8 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * AmkGenerator:model:
    *
    * The model that generates. A model that is not loaded yet is loaded (initialised)
-   * by the first call that needs it.
+   * by the first call that needs it, for the generator's executor: without a launcher
+   * its default [property@Amk.Model:n-queues] is the CPU executor's.
    */
   properties[PROP_MODEL] =
     g_param_spec_object ("model", NULL, NULL, AMK_TYPE_MODEL,
@@ -351,10 +357,27 @@ amk_generator_class_init (AmkGeneratorClass *klass)
                        G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
+   * AmkGenerator:prefill-tokens-per-second:
+   *
+   * The prefill speed of the last successful call: the tokens it fed in before
+   * generating ([property@Amk.Generator:prompt-tokens]) per second of wall-clock time
+   * from the first of their decode steps to the end of the last (one launch each). The
+   * prompt's last step computes the first generated token.
+   */
+  properties[PROP_PREFILL_TOKENS_PER_SECOND] =
+    g_param_spec_double ("prefill-tokens-per-second", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
    * AmkGenerator:tokens-per-second:
    *
-   * The speed of the last successful call: decode steps (one per prompt token and one
-   * per generated token, each one launch) per second of the call's wall-clock time.
+   * The generation speed of the last successful call, the prefill left out: the decode
+   * steps after the prompt's (one launch each, computing one token from the token
+   * before) per second of wall-clock time from the end of the prefill to the end of the
+   * call, choosing, decoding and emitting the tokens included. The inverse is the time
+   * per generated token. 0 when the call ran no step after the prompt's (it generated
+   * one token, or none). The prefill's speed is
+   * [property@Amk.Generator:prefill-tokens-per-second].
    */
   properties[PROP_TOKENS_PER_SECOND] =
     g_param_spec_double ("tokens-per-second", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
@@ -732,12 +755,28 @@ amk_generator_get_generated_tokens (AmkGenerator *self)
 }
 
 /**
+ * amk_generator_get_prefill_tokens_per_second:
+ * @self: a generator
+ *
+ * Gets [property@Amk.Generator:prefill-tokens-per-second].
+ *
+ * Returns: the prompt tokens fed in per second by the last call
+ */
+gdouble
+amk_generator_get_prefill_tokens_per_second (AmkGenerator *self)
+{
+  g_return_val_if_fail (AMK_IS_GENERATOR (self), 0.0);
+
+  return self->prefill_tokens_per_second;
+}
+
+/**
  * amk_generator_get_tokens_per_second:
  * @self: a generator
  *
  * Gets [property@Amk.Generator:tokens-per-second].
  *
- * Returns: the decode steps per second of the last call
+ * Returns: the tokens generated per second by the last call, its prefill left out
  */
 gdouble
 amk_generator_get_tokens_per_second (AmkGenerator *self)
@@ -819,7 +858,8 @@ typedef struct {
   GArray       *tokens;
   guint         prompt_tokens;
   guint         steps;
-  gint64        usec;
+  gint64        prefill_usec;   /* the prompt's steps */
+  gint64        generate_usec;  /* from there to the end of the generation */
   char         *text;
 } Run;
 
@@ -951,7 +991,8 @@ prepare (AmkGenerator  *self,
 {
   AmkModelBuild *build;
 
-  if (!g_initable_init (G_INITABLE (self->model), cancellable, error))
+  /* (a model not loaded yet gets the queue count of the executor that runs it) */
+  if (!amk_model_load_for_executor (self->model, self->launcher == NULL, cancellable, error))
     return FALSE;
   build = amk_model_get_build (self->model);
   if (self->launcher != NULL)
@@ -1151,6 +1192,8 @@ run_execute (AmkGenerator  *self,
     if (!step (self, run, g_array_index (feed, gint32, i), cancellable, error))
       return FALSE;
   run->pending = -1;
+  run->prefill_usec = g_get_monotonic_time () - start;
+  start += run->prefill_usec;
 
   while (run->generate)
     {
@@ -1195,7 +1238,7 @@ run_execute (AmkGenerator  *self,
       if (!step (self, run, run->temperature == 0.0 ? -1 : token, cancellable, error))
         return FALSE;
     }
-  run->usec = g_get_monotonic_time () - start;
+  run->generate_usec = g_get_monotonic_time () - start;
 
   if (stop_at >= 0)
     run->text = g_strndup (emitted->str, (gsize) stop_at);
@@ -1250,12 +1293,17 @@ run_commit (AmkGenerator *self,
     }
   if (run->generate)
     {
+      const guint generate_steps = run->steps - run->prompt_tokens;
+
       g_array_set_size (self->tokens, 0);
       g_array_append_vals (self->tokens, run->tokens->data, run->tokens->len);
       self->prompt_tokens = run->prompt_tokens;
-      self->tokens_per_second = run->steps / MAX (run->usec / 1e6, 1e-9);
+      self->prefill_tokens_per_second = run->prompt_tokens / MAX (run->prefill_usec / 1e6, 1e-9);
+      self->tokens_per_second = generate_steps > 0
+                                  ? generate_steps / MAX (run->generate_usec / 1e6, 1e-9) : 0.0;
       g_object_notify_by_pspec (object, properties[PROP_PROMPT_TOKENS]);
       g_object_notify_by_pspec (object, properties[PROP_GENERATED_TOKENS]);
+      g_object_notify_by_pspec (object, properties[PROP_PREFILL_TOKENS_PER_SECOND]);
       g_object_notify_by_pspec (object, properties[PROP_TOKENS_PER_SECOND]);
     }
   g_object_thaw_notify (object);

@@ -71,6 +71,8 @@ guint         amk_generator_get_prompt_tokens    (AmkGenerator        *self);
 AMK_AVAILABLE_IN_1_0
 guint         amk_generator_get_generated_tokens (AmkGenerator        *self);
 AMK_AVAILABLE_IN_1_0
+gdouble       amk_generator_get_prefill_tokens_per_second (AmkGenerator *self);
+AMK_AVAILABLE_IN_1_0
 gdouble       amk_generator_get_tokens_per_second (AmkGenerator       *self);
 AMK_AVAILABLE_IN_1_0
 const gint32 *amk_generator_get_tokens           (AmkGenerator        *self,

@@ -17,6 +17,7 @@
 
 #include "amk-gguf-private.h"
 #include "amk-dtype-private.h"
+#include "amk-loader-private.h"
 
 typedef struct {
   char         *key;
@@ -141,24 +142,8 @@ rdf64 (const guint8 *p)
   return f;
 }
 
-static gboolean fail (GError **error, gint code, const char *file, const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static gboolean
-fail (GError     **error,
-      gint         code,
-      const char  *file,
-      const char  *format,
-      ...)
-{
-  g_autofree char *detail = NULL;
-  va_list args;
-
-  va_start (args, format);
-  detail = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, G_IO_ERROR, code, _("Cannot read the GGUF file “%s”: %s"), file, detail);
-  return FALSE;
-}
+/* A malformed file: "Cannot read the GGUF file “file”: detail". */
+#define fail(error, code, file, ...) amk_loader_fail (error, code, "GGUF", file, __VA_ARGS__)
 
 /* ---- the bounds-checked reader ------------------------------------------------------ */
 

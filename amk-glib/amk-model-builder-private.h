@@ -1,6 +1,6 @@
 /* amk-model-builder-private.h: builds a decode-step program from a model (a GGUF file
- * or a Hugging Face checkpoint folder) and runs greedy generation. Private: the public
- * face is AmkModel and AmkGenerator; the `amk` tool and the unit tests link the builder
+ * or a Hugging Face checkpoint folder). Private: the public face is AmkModel (and
+ * AmkGenerator, which runs the step); the unit tests and fuzz targets link the builder
  * directly (amk-glib-internal).
  *
  * The layer graph (the op sequence of one decode step) is written once, in
@@ -130,18 +130,6 @@ gboolean       amk_model_parse_hf_config (const char     *text,
                                           AmkModelParams *params,
                                           GError        **error);
 void           amk_model_build_free      (AmkModelBuild  *build);
-/* Greedy generation with a launcher (which loads the program) on the GPU, else on a new
- * CPU executor: appends the generated text to `out`; `n_generated` (nullable) gets the
- * token count, `generated` (nullable) the ids (g_free). */
-gboolean       amk_model_generate_full   (AmkModelBuild *build,
-                                          AmkLauncher   *launcher,
-                                            const char    *prompt,
-                                            guint          max_tokens,
-                                            GString       *out,
-                                            gint32       **generated,
-                                            gsize         *n_generated,
-                                            guint         *n_prompt,
-                                            GError       **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkModelBuild, amk_model_build_free)
 

@@ -1,5 +1,5 @@
 /* amk-model-builder.c: the decode step of a Llama-family model built with the op API
- * (the layer graph, shared by every loader), the GGUF loader, and greedy generation.
+ * (the layer graph, shared by every loader), and the GGUF loader. AmkGenerator runs it.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -14,6 +14,7 @@
 #include "amk-glib.h"
 #include "amk-gguf-private.h"
 #include "amk-model-builder-private.h"
+#include "amk-rope-private.h"
 
 /* The layer graph */
 
@@ -372,6 +373,128 @@ get_opt_f32 (AmkGguf *gguf, const char *arch, const char *key, float *value, GEr
   return !amk_gguf_has_key (gguf, full) || amk_gguf_get_f32 (gguf, full, value, error);
 }
 
+/* Llama 3.x RoPE scaling. llama.cpp's converter keeps no parameters of it but the
+ * tensor "rope_freqs.weight": head_dim / 2 F32 values, the divisor of each inverse
+ * frequency. The parameters are found back by trying the sets that models use, the
+ * file's own rope.scaling keys first: the first set whose divisors (computed as ROPE_KV
+ * computes the frequencies) match the table within ROPE_FREQS_TOLERANCE is taken. */
+#define ROPE_FREQS_NAME       "rope_freqs.weight"
+#define ROPE_FREQS_TOLERANCE  1e-4
+
+typedef struct {
+  float   factor;
+  float   low_freq_factor;
+  float   high_freq_factor;
+  guint32 original_context;
+} RopeScaling;
+
+static gboolean
+rope_scaling_matches (const AmkModelParams *hp,
+                      const RopeScaling    *scaling,
+                      const float          *divisors)
+{
+  for (guint c = 0; c < hp->head_dim / 2; c++)
+    {
+      const float plain = amk_rope_inv_freq ((gint32) c, (gint32) hp->head_dim, hp->rope_theta,
+                                             0.0f, 0.0f, 0.0f, 0);
+      const float scaled = amk_rope_inv_freq ((gint32) c, (gint32) hp->head_dim, hp->rope_theta,
+                                              scaling->factor, scaling->low_freq_factor,
+                                              scaling->high_freq_factor,
+                                              (gint32) scaling->original_context);
+      const double divisor = (double) plain / (double) scaled;
+
+      if (!(fabs (divisor - divisors[c]) <= ROPE_FREQS_TOLERANCE * divisors[c]))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Sets hp's Llama-3 scaling from the file's rope_freqs table, if it has one. */
+static gboolean
+read_rope_freqs (AmkGguf         *gguf,
+                 const char      *arch,
+                 const char      *file,
+                 AmkModelParams  *hp,
+                 GError         **error)
+{
+  RopeScaling candidates[3] = {
+    { 0.0f, 1.0f, 4.0f, 8192 },    /* the file's rope.scaling keys, when it has them */
+    { 8.0f, 1.0f, 4.0f, 8192 },    /* Llama 3.1 */
+    { 32.0f, 1.0f, 4.0f, 8192 },   /* Llama 3.2 */
+  };
+  g_autofree float *divisors = NULL;
+  g_autofree char *factor_key = g_strdup_printf ("%s.rope.scaling.factor", arch);
+  g_autofree char *context_key = g_strdup_printf ("%s.rope.scaling.original_context_length", arch);
+  const AmkGgufTensor *t = amk_gguf_find_tensor (gguf, ROPE_FREQS_NAME);
+  const guint n = hp->head_dim / 2;
+
+  if (t == NULL)
+    return TRUE;
+  if (t->type != AMK_GGML_TYPE_F32)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The tensor “%s” of “%s” is %s: a table of RoPE frequency divisors must "
+                     "be F32"), ROPE_FREQS_NAME, file, amk_ggml_type_name (t->type));
+      return FALSE;
+    }
+  if (t->n_elements != n || t->n_bytes != (gsize) n * sizeof (float))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("The tensor “%s” of “%s” has %" PRIu64 " values, not %u: it must hold "
+                     "one RoPE frequency divisor per pair of elements of a head of %u"),
+                   ROPE_FREQS_NAME, file, t->n_elements, n, hp->head_dim);
+      return FALSE;
+    }
+  divisors = g_new (float, n);
+  for (guint c = 0; c < n; c++)
+    {
+      guint32 bits;
+
+      memcpy (&bits, t->data + (gsize) c * sizeof bits, sizeof bits);
+      bits = GUINT32_FROM_LE (bits);
+      memcpy (&divisors[c], &bits, sizeof bits);
+      if (!isfinite (divisors[c]) || divisors[c] <= 0.0f)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                       _("The tensor “%s” of “%s” holds %g at index %u: RoPE frequency "
+                         "divisors must be finite and positive"),
+                       ROPE_FREQS_NAME, file, (double) divisors[c], c);
+          return FALSE;
+        }
+    }
+
+  if (amk_gguf_has_key (gguf, factor_key) || amk_gguf_has_key (gguf, context_key))
+    {
+      candidates[0].factor = 8.0f;
+      if (!get_opt_f32 (gguf, arch, "rope.scaling.factor", &candidates[0].factor, error) ||
+          !get_opt_u32 (gguf, arch, "rope.scaling.original_context_length",
+                        &candidates[0].original_context, error))
+        return FALSE;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (candidates); i++)
+    {
+      const RopeScaling *s = &candidates[i];
+
+      /* (what the ROPE_KV op accepts; the keys' values may be anything) */
+      if (!(s->factor > 0.0f && s->factor <= 1e6f) || s->original_context == 0 ||
+          s->original_context > G_MAXINT32 || !rope_scaling_matches (hp, s, divisors))
+        continue;
+      hp->rope_factor = s->factor;
+      hp->rope_low_freq_factor = s->low_freq_factor;
+      hp->rope_high_freq_factor = s->high_freq_factor;
+      hp->rope_original_context = s->original_context;
+      return TRUE;
+    }
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+               _("The tensor “%s” of “%s” matches no Llama 3 RoPE scaling that amk supports "
+                 "(Llama 3.1’s factor 8 or Llama 3.2’s factor 32 with an original context of "
+                 "8192, or the values of the file’s keys “%s” and “%s”; low and high frequency "
+                 "factors 1 and 4): load the model’s Hugging Face checkpoint folder instead, "
+                 "whose config.json states the scaling"),
+               ROPE_FREQS_NAME, file, factor_key, context_key);
+  return FALSE;
+}
+
 /* A token id from the metadata: it must name a token of the vocabulary. */
 static gboolean
 get_token_id (AmkGguf      *gguf,
@@ -453,7 +576,9 @@ load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
  * @error: return location for a #GError
  *
  * Reads the hyperparameters and the tokenizer of the file and builds the decode step
- * with amk_model_build_graph(), every weight converted to a bf16 constant.
+ * with amk_model_build_graph(), every weight converted to a bf16 constant. A
+ * "rope_freqs.weight" table (Llama 3.x, from llama.cpp's converter) gives the Llama-3
+ * RoPE scaling whose frequencies it reproduces, or a %G_IO_ERROR_NOT_SUPPORTED error.
  *
  * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
  */
@@ -540,6 +665,10 @@ amk_model_build_from_gguf (const char  *path,
   hp.rope_original_context = 8192;
   hp.qk_norm = qwen3;
   hp.tied_embeddings = amk_gguf_find_tensor (gguf, "output.weight") == NULL;
+  /* (the table's length depends on head_dim: the hyperparameters are checked first) */
+  if (amk_gguf_find_tensor (gguf, ROPE_FREQS_NAME) != NULL &&
+      (!check_params (&hp, error) || !read_rope_freqs (gguf, arch, file, &hp, error)))
+    return NULL;
 
   tokenizer = load_tokenizer (gguf, file, error);
   if (tokenizer == NULL)
@@ -585,129 +714,4 @@ amk_model_build_from_path (const char  *path,
   if (g_file_test (path, G_FILE_TEST_IS_DIR))
     return amk_model_build_from_hf (path, n_queues, context, error);
   return amk_model_build_from_gguf (path, n_queues, context, error);
-}
-
-/* One decode step's executor: the CPU executor, or a launcher holding the program. */
-typedef struct {
-  AmkCpuExecutor *cpu;
-  AmkLauncher    *gpu;
-} Runner;
-
-static gboolean
-upload_i32 (Runner *r, gint buffer, gint32 value, GError **error)
-{
-  g_autoptr(GBytes) bytes = g_bytes_new (&value, sizeof value);
-
-  return r->gpu != NULL ? amk_launcher_upload (r->gpu, (guint) buffer, bytes, error)
-                        : amk_cpu_executor_upload (r->cpu, (guint) buffer, bytes, error);
-}
-
-static gboolean
-run_step (Runner *r, GError **error)
-{
-  return r->gpu != NULL ? amk_launcher_launch (r->gpu, NULL, error)
-                        : amk_cpu_executor_run (r->cpu, error);
-}
-
-static GBytes *
-download (Runner *r, gint buffer, GError **error)
-{
-  return r->gpu != NULL ? amk_launcher_download (r->gpu, (guint) buffer, error)
-                        : amk_cpu_executor_download (r->cpu, (guint) buffer, error);
-}
-
-gboolean
-amk_model_generate_full (AmkModelBuild  *build,
-                         AmkLauncher    *launcher,
-                             const char     *prompt,
-                             guint           max_tokens,
-                             GString        *out,
-                             gint32        **generated,
-                             gsize          *n_generated,
-                             guint          *n_prompt,
-                             GError        **error)
-{
-  g_autoptr(AmkCpuExecutor) ex = NULL;
-  Runner r = { NULL, launcher };
-  g_autofree gint32 *ids = NULL;
-  g_autoptr(GArray) gen = g_array_new (FALSE, FALSE, sizeof (gint32));
-  g_autofree char *text = NULL;
-  gsize n_ids = 0;
-  gint32 token = 0;
-
-  g_return_val_if_fail (build != NULL, FALSE);
-  g_return_val_if_fail (prompt != NULL, FALSE);
-  g_return_val_if_fail (out != NULL, FALSE);
-
-  ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n_ids, error);
-  if (ids == NULL)
-    return FALSE;
-  if (n_ids == 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   _("The prompt encodes to no tokens"));
-      return FALSE;
-    }
-  if (n_ids + max_tokens > build->context)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   _("The prompt (%zu tokens) and %u new tokens do not fit in the "
-                     "context of %u tokens"), n_ids, max_tokens, build->context);
-      return FALSE;
-    }
-  if (n_prompt != NULL)
-    *n_prompt = (guint) n_ids;
-
-  if (launcher != NULL)
-    {
-      if (!amk_launcher_load (launcher, build->program, error))
-        return FALSE;
-    }
-  else
-    {
-      ex = amk_cpu_executor_new (build->program, error);
-      if (ex == NULL)
-        return FALSE;
-      r.cpu = ex;
-    }
-
-  for (gsize i = 0; i < n_ids + max_tokens; i++)
-    {
-      g_autoptr(GBytes) result = NULL;
-      gsize size;
-      const gint32 *data;
-
-      if (i < n_ids)
-        token = ids[i];
-      if (i >= n_ids && (guint) gen->len >= max_tokens)
-        break;
-      /* a generated token is already where EMBED reads it: ARGMAX wrote it there */
-      if ((i < n_ids && !upload_i32 (&r, build->tokens, token, error)) ||
-          !upload_i32 (&r, build->pos, (gint32) i, error) ||
-          !run_step (&r, error))
-        return FALSE;
-      if (i + 1 < n_ids)
-        continue;   /* the prompt's next token is known */
-      result = download (&r, build->tokens, error);
-      if (result == NULL)
-        return FALSE;
-      data = g_bytes_get_data (result, &size);
-      g_assert (size == sizeof (gint32));
-      token = data[0];
-      if (build->eos_id >= 0 && token == build->eos_id)
-        break;
-      g_array_append_val (gen, token);
-      if (gen->len >= max_tokens)
-        break;
-    }
-
-  text = amk_tokenizer_decode (build->tokenizer, (const gint32 *) gen->data, gen->len, error);
-  if (text == NULL)
-    return FALSE;
-  g_string_append (out, text);
-  if (n_generated != NULL)
-    *n_generated = gen->len;
-  if (generated != NULL)
-    *generated = (gint32 *) g_array_free (g_steal_pointer (&gen), FALSE);
-  return TRUE;
 }

@@ -10,6 +10,12 @@
 G_BEGIN_DECLS
 
 /* The loaded build (program, tokenizer, buffer indices), or NULL before loading. */
-AmkModelBuild *amk_model_get_build (AmkModel *self);
+AmkModelBuild *amk_model_get_build         (AmkModel      *self);
+/* g_initable_init() for a given executor: with cpu_executor an n-queues of 0 chooses the
+ * CPU executor's queue count even where there is a GPU. */
+gboolean       amk_model_load_for_executor (AmkModel      *self,
+                                            gboolean       cpu_executor,
+                                            GCancellable  *cancellable,
+                                            GError       **error);
 
 G_END_DECLS

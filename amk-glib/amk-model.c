@@ -29,7 +29,8 @@
  * `init()` works as well, and a generator initialises a model that is not loaded yet.
  *
  * Supported: GGUF files of the llama and qwen3 architectures (SmolLM2, TinyLlama, Llama,
- * Qwen3), with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1, and Hugging Face
+ * Qwen3), with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1 (Llama 3.1 and 3.2 with the
+ * RoPE scaling that llama.cpp's rope_freqs table holds), and Hugging Face
  * checkpoint folders of LlamaForCausalLM and Qwen3ForCausalLM (config.json,
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
@@ -40,8 +41,13 @@
 
 /* The KV cache length when none is asked for (the model's own when that is smaller). */
 #define DEFAULT_CONTEXT 2048
-/* Queues of a program for the CPU executor: more only add scheduling. */
-#define CPU_QUEUES 4
+/* Queues of a program for the CPU executor. It runs one instruction at a time, so more
+ * queues only cut the ops finer and add scheduling. SmolLM2-135M, 16 tokens after "Hello"
+ * on 2 cores (`amk generate --cpu --max-tokens 16 "Hello"` with the count patched in, and
+ * Amk.Model(n_queues=N) from Python): 366-392 ms per token with 1 queue, 369-391 with 2,
+ * 375-391 with 4, 377-399 with 8, 380-388 with 16, 403-427 with 132 (an H200's SMs); with
+ * sibling matvecs (3dd0cbf) 393-403, 395-396 and 420-427 for 1, 4, 132. 1 is as fast. */
+#define CPU_QUEUES 1
 /* Threads per block the GPU queue count is chosen for (what `amk generate` launches
  * with: MATVEC keeps the most loads in flight with 512). */
 #define GPU_THREADS 512
@@ -197,8 +203,13 @@ amk_model_class_init (AmkModelClass *klass)
    *
    * The queues of the decode step: thread blocks of the launch on a GPU. 0 (the
    * default) chooses when loading: one queue per multiprocessor of CUDA device 0 (for
-   * launchers with 512 threads per block, 132 on an H200), or 4 without a usable GPU.
-   * Once loaded, the program's queue count.
+   * launchers with 512 threads per block, 132 on an H200) where a GPU can run the
+   * model; 1 for the CPU executor, that is without a usable GPU (none, or one that
+   * cannot launch cooperative kernels) or when a [class@Amk.Generator] without a
+   * launcher loads the model. The CPU executor runs one instruction at a time, so more
+   * queues only add work there: with SmolLM2-135M (`amk generate --cpu`) 1 to 4 queues
+   * take the same time per token within the noise, 132 queues 6 to 9% longer. Once
+   * loaded, the program's queue count.
    */
   properties[PROP_N_QUEUES] =
     g_param_spec_uint ("n-queues", NULL, NULL, 0, 65535, 0,
@@ -311,17 +322,24 @@ amk_model_init (AmkModel *self)
 {
 }
 
-/* One queue per SM of device 0 where a GPU can run the model, else CPU_QUEUES. */
+/* For the CPU executor CPU_QUEUES; else one queue per SM of device 0 where a GPU can run
+ * the model (a cooperative launch), and CPU_QUEUES where none can. */
 static guint
-default_n_queues (void)
+default_n_queues (gboolean cpu_executor)
 {
   g_autoptr(AmkLauncher) launcher = NULL;
   g_autoptr(AmkKernelAttributes) attr = NULL;
   g_autoptr(GError) error = NULL;
 
-  if (amk_launcher_get_device_count () <= 0)
+  if (cpu_executor || amk_launcher_get_device_count () <= 0)
     return CPU_QUEUES;
   launcher = amk_launcher_new (0);
+  if (!amk_launcher_supports_cooperative (launcher, &error))
+    {
+      g_debug ("CUDA device 0 cannot launch the megakernel (%s); using %u queues",
+               error != NULL ? error->message : "no cooperative launch", CPU_QUEUES);
+      return CPU_QUEUES;
+    }
   attr = amk_launcher_kernel_attributes (launcher, GPU_THREADS, 0, &error);
   if (attr == NULL || attr->num_sms <= 0)
     {
@@ -333,17 +351,20 @@ default_n_queues (void)
 }
 
 
-static gboolean
-amk_model_initable_init (GInitable     *initable,
-                         GCancellable  *cancellable,
-                         GError       **error)
+/* Loads the model unless it is loaded (GInitable's init), with the default queue count
+ * of the executor that will run it: the CPU executor, or a GPU where there is one. */
+gboolean
+amk_model_load_for_executor (AmkModel      *self,
+                             gboolean       cpu_executor,
+                             GCancellable  *cancellable,
+                             GError       **error)
 {
-  AmkModel *self = AMK_MODEL (initable);
   g_autoptr(AmkModelBuild) build = NULL;
   AmkProgram *program;
   guint n_queues, context;
   guint64 weight_bytes = 0;
 
+  g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (self->build != NULL)
@@ -357,7 +378,7 @@ amk_model_initable_init (GInitable     *initable,
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 
-  n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues ();
+  n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues (cpu_executor);
   context = self->context_length > 0 ? self->context_length : DEFAULT_CONTEXT;
   build = amk_model_build_from_path (self->path, n_queues, context, error);
   if (build == NULL)
@@ -386,6 +407,14 @@ amk_model_initable_init (GInitable     *initable,
   self->weight_bytes = weight_bytes;
   self->build = g_steal_pointer (&build);
   return TRUE;
+}
+
+static gboolean
+amk_model_initable_init (GInitable     *initable,
+                         GCancellable  *cancellable,
+                         GError       **error)
+{
+  return amk_model_load_for_executor (AMK_MODEL (initable), FALSE, cancellable, error);
 }
 
 static void

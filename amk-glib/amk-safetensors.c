@@ -17,6 +17,7 @@
 
 #include "amk-safetensors-private.h"
 #include "amk-dtype-private.h"
+#include "amk-loader-private.h"
 
 #define MAX_JSON_DEPTH 8
 
@@ -65,24 +66,8 @@ amk_safetensors_dtype_size (AmkSafetensorsDType dtype)
   return (guint) dtype < G_N_ELEMENTS (dtypes) ? dtypes[dtype].size : 0;
 }
 
-static gboolean fail (GError **error, gint code, const char *file, const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-static gboolean
-fail (GError     **error,
-      gint         code,
-      const char  *file,
-      const char  *format,
-      ...)
-{
-  g_autofree char *detail = NULL;
-  va_list args;
-
-  va_start (args, format);
-  detail = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, G_IO_ERROR, code, _("Cannot read the safetensors file “%s”: %s"), file, detail);
-  return FALSE;
-}
+/* A malformed file: "Cannot read the safetensors file “file”: detail". */
+#define fail(error, code, file, ...) amk_loader_fail (error, code, "safetensors", file, __VA_ARGS__)
 
 static void
 shard_free (Shard *shard)

@@ -31,6 +31,8 @@ generator.generate_async(prompt, 6, null, (gen, result) => {
 });
 loop.run();
 print(`${prompt}${text}`);
-print(`${generator.generated_tokens} tokens, ${generator.tokens_per_second.toFixed(1)} tokens/s`);
+print(`${generator.generated_tokens} tokens; prompt ${generator.prompt_tokens} tokens at ` +
+      `${generator.prefill_tokens_per_second.toFixed(1)} tokens/s, ` +
+      `generation at ${generator.tokens_per_second.toFixed(1)} tokens/s`);
 if (text !== streamed)
     throw new Error('the streamed pieces are not the text');

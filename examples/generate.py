@@ -31,6 +31,7 @@ def on_token(gen, token_id, piece):
 generator.connect('token', on_token)
 print(prompt, end='', flush=True)
 text = generator.generate(prompt, 6, None)     # greedy (temperature 0), at most 6 tokens
-print(f'\n{generator.props.generated_tokens} tokens, '
+print(f'\n{generator.props.generated_tokens} tokens; prompt {generator.props.prompt_tokens} '
+      f'tokens at {generator.props.prefill_tokens_per_second:.1f} tokens/s, generation at '
       f'{generator.props.tokens_per_second:.1f} tokens/s', file=sys.stderr)
 assert ''.join(streamed) == text

@@ -20,8 +20,9 @@ int main (string[] args) {
         });
         print ("%s", prompt);
         string text = generator.generate (prompt, 6);    /* greedy, at most 6 tokens */
-        printerr ("\n%u tokens, %.1f tokens/s\n", generator.generated_tokens,
-                  generator.tokens_per_second);
+        printerr ("\n%u tokens; prompt %u tokens at %.1f tokens/s, generation at %.1f tokens/s\n",
+                  generator.generated_tokens, generator.prompt_tokens,
+                  generator.prefill_tokens_per_second, generator.tokens_per_second);
         return text == streamed.str ? 0 : 1;
     } catch (Error e) {
         printerr ("%s\n", e.message);

@@ -1053,8 +1053,11 @@ cmd_generate (char ***args)
   gboolean force_cpu = FALSE, chat = FALSE;
   gint max_tokens = 32, top_k = 0;
   gdouble temperature = 0.0, top_p = 1.0;
-  gint64 seed = 0;
-  guint queues = 4, progress_id = 0, sigint_id = 0, n_generated;
+  gint64 seed = 0, generate_start;
+  guint queues = 1, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
+  gdouble prefill_rate, rate;
+  g_autofree char *generated_part = NULL;
+  g_autofree char *prompt_part = NULL;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
       N_("The model: a GGUF file or a Hugging Face checkpoint folder (default: $AMK_MODEL, "
@@ -1115,6 +1118,8 @@ cmd_generate (char ***args)
         }
     }
 
+  /* the CPU executor: one queue (AmkModel's choice for it, more only add work); the GPU:
+   * one per SM */
   launcher = choose_device ("generate", force_cpu, &device_name, NULL);
   if (launcher != NULL)
     {
@@ -1191,6 +1196,7 @@ cmd_generate (char ***args)
       fflush (stdout);
     }
   g_signal_connect (generator, "token", G_CALLBACK (on_token_print), NULL);
+  generate_start = g_get_monotonic_time ();
   amk_generator_generate_async (generator, prompt, (guint) max_tokens, cancellable, on_generated, &s);
   g_main_loop_run (loop);
   g_clear_handle_id (&sigint_id, g_source_remove);
@@ -1205,16 +1211,32 @@ cmd_generate (char ***args)
     }
   g_free (s.text);
 
+  /* the last line: the tokens and the time of the whole call, then the prefill's and
+   * the generation's speeds apart (one decode step per token each), then what ran it */
   n_generated = amk_generator_get_generated_tokens (generator);
-  /* TRANSLATORS: the last line of amk generate: tokens generated, then the time of one
-   * decode step (one launch per prompt and per generated token) and steps per second,
-   * then what ran it ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
-  g_printerr (g_dngettext (GETTEXT_PACKAGE,
-                           "%u token, %.2f ms per decode step (%.1f tokens/s), %s\n",
-                           "%u tokens, %.2f ms per decode step (%.1f tokens/s), %s\n",
-                           n_generated),
-              n_generated, 1000.0 / MAX (amk_generator_get_tokens_per_second (generator), 1e-9),
-              amk_generator_get_tokens_per_second (generator), where);
+  n_prompt = amk_generator_get_prompt_tokens (generator);
+  prefill_rate = amk_generator_get_prefill_tokens_per_second (generator);
+  rate = amk_generator_get_tokens_per_second (generator);
+  /* TRANSLATORS: the start of the last line of amk generate: the tokens generated and
+   * the seconds the whole generation took (e.g. "16 tokens in 0.42 s") */
+  generated_part = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%u token in %.2f s",
+                                                 "%u tokens in %.2f s", n_generated),
+                                    n_generated, (g_get_monotonic_time () - generate_start) / 1e6);
+  /* TRANSLATORS: the prompt's tokens and how fast they were fed in (the prefill), e.g.
+   * "prompt 6 tokens at 410.2 tokens/s" */
+  prompt_part = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "prompt %u token at %.1f tokens/s",
+                                              "prompt %u tokens at %.1f tokens/s", n_prompt),
+                                 n_prompt, prefill_rate);
+  if (rate > 0.0)
+    /* TRANSLATORS: the last line of amk generate: the two parts above, the speed of the
+     * generation after the prompt and the time of one generated token, then what ran it
+     * ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
+    g_printerr (_("%s: %s, generation at %.1f tokens/s (%.2f ms per token), %s\n"),
+                generated_part, prompt_part, rate, 1000.0 / rate, where);
+  else
+    /* TRANSLATORS: the last line of amk generate when it ran no step after the prompt
+     * (one token or none generated): the two parts above, then what ran it */
+    g_printerr (_("%s: %s, %s\n"), generated_part, prompt_part, where);
   return 0;
 }
 

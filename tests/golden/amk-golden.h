@@ -18,7 +18,7 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 #include <amk-glib/amk-glib.h>
-#include "amk-model-private.h"
+#include "../unit/amk-test-generate.h"
 
 typedef struct {
   char   *prompt;
@@ -189,11 +189,12 @@ golden_token_at (Golden *g, GoldenPrompt *p, guint step)
   return g->eos_id;
 }
 
-/* Generates each prompt's continuation with `launcher` (NULL: the CPU executor) and
- * compares it with the golden one. Returns the number of prompts that matched in full
- * (the others stopped at an accepted near-tie); fails the test on a real mismatch. */
+/* Generates each prompt's continuation with AmkGenerator on `launcher` (NULL: the CPU
+ * executor) and compares it with the golden one. Returns the number of prompts that
+ * matched in full (the others stopped at an accepted near-tie); fails the test on a
+ * real mismatch. */
 static guint
-golden_check (Golden *g, AmkModelBuild *build, AmkLauncher *launcher)
+golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
 {
   guint exact = 0;
 
@@ -201,17 +202,19 @@ golden_check (Golden *g, AmkModelBuild *build, AmkLauncher *launcher)
     {
       GoldenPrompt *p = g_ptr_array_index (g->prompts, i);
       g_autoptr(GError) error = NULL;
-      g_autoptr(GString) out = g_string_new (NULL);
+      g_autoptr(GArray) generated = NULL;
       g_autofree gint32 *prompt_ids = NULL;
-      g_autofree gint32 *ids = NULL;
+      g_autofree char *text = NULL;
       g_autofree char *got = NULL, *want = NULL;
+      const gint32 *ids;
       gsize n_prompt_ids = 0, n_ids = 0;
       guint n_prompt = 0, n_compare;
       gint64 t0, t1;
       gboolean full = TRUE;
 
       /* the prompt encodes to the same ids (amk adds BOS where the file says so) */
-      prompt_ids = amk_tokenizer_encode (build->tokenizer, p->prompt, TRUE, &n_prompt_ids, &error);
+      prompt_ids = amk_tokenizer_encode (amk_model_get_tokenizer (model), p->prompt, TRUE,
+                                         &n_prompt_ids, &error);
       g_assert_no_error (error);
       got = golden_ids_string (prompt_ids, n_prompt_ids);
       want = golden_ids_string ((const gint32 *) p->prompt_ids->data, p->prompt_ids->len);
@@ -222,16 +225,18 @@ golden_check (Golden *g, AmkModelBuild *build, AmkLauncher *launcher)
       g_clear_pointer (&want, g_free);
 
       t0 = g_get_monotonic_time ();
-      g_assert_true (amk_model_generate_full (build, launcher, p->prompt, g->max_new_tokens, out,
-                                              &ids, &n_ids, &n_prompt, &error));
+      text = test_generate (model, launcher, p->prompt, g->max_new_tokens, &generated, &n_prompt,
+                            &error);
       g_assert_no_error (error);
       t1 = g_get_monotonic_time ();
+      ids = (const gint32 *) generated->data;
+      n_ids = generated->len;
       g_assert_cmpuint (n_prompt, ==, p->prompt_ids->len);
       got = golden_ids_string (ids, n_ids);
       want = golden_ids_string ((const gint32 *) p->generated->data, p->generated->len);
       g_test_message ("prompt %u “%s”: %zu tokens in %.1f s", i, p->prompt, n_ids,
                       (t1 - t0) / 1e6);
-      g_test_message ("  amk:          [%s] “%s”", got, out->str);
+      g_test_message ("  amk:          [%s] “%s”", got, text);
       g_test_message ("  transformers: [%s] “%s”", want, p->text);
 
       /* compare up to the first difference; amk's stop at EOS is a token too */

@@ -19,7 +19,7 @@ run_golden (guint queues, guint threads)
   const char *path = golden_model_path ();
   g_autoptr(Golden) g = NULL;
   g_autoptr(AmkLauncher) launcher = NULL;
-  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(AmkModel) model = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *name = NULL;
   guint exact;
@@ -50,10 +50,8 @@ run_golden (guint queues, guint threads)
   name = amk_launcher_get_device_name (launcher, NULL);
   g_test_message ("%s: %u queues of %u threads", name != NULL ? name : "GPU", queues, threads);
 
-  build = amk_model_build_from_gguf (path, queues, 256, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (build);
-  exact = golden_check (g, build, launcher);
+  model = test_load_model (path, queues, 256);
+  exact = golden_check (g, model, launcher);
   g_test_message ("%u of %u prompts equal transformers' continuation in full", exact,
                   g->prompts->len);
 }

@@ -103,6 +103,7 @@ def test_greedy_streams_tokens(model):
     assert text.startswith(' Paris')
     assert g.props.prompt_tokens == len(model.props.tokenizer.encode(PROMPT, True))
     assert g.props.position == g.props.prompt_tokens + 2
+    assert g.props.prefill_tokens_per_second > 0
     assert g.props.tokens_per_second > 0
     # a second call continues the session: the last token, then ' Its'
     position = g.props.position

@@ -1,7 +1,8 @@
 #!/bin/sh
 # `amk generate`: without a model it says how to get one; with AMK_TEST_GGUF (else the
 # rest is skipped: exit 77) it streams the text after the prompt and ends with the
-# token count, the speed and the executor on stderr.
+# token count and time, the prefill's and the generation's speeds and the executor on
+# stderr.
 # Usage: test-amk-generate.sh PATH/TO/amk
 # SPDX-License-Identifier: LGPL-2.1-or-later
 set -eu
@@ -37,5 +38,5 @@ fi
   >"$tmp/out" 2>"$tmp/err" || fail "amk generate failed"
 grep -q "^The capital of France is Paris" "$tmp/out" || fail "not the greedy text"
 grep -q "^Loaded " "$tmp/err" || fail "no loading line"
-tail -n 1 "$tmp/err" | grep -Eq "^3 tokens, [0-9.]+ ms per decode step \([0-9.]+ tokens/s\), CPU executor$" || fail "no summary line"
+tail -n 1 "$tmp/err" | grep -Eq "^3 tokens in [0-9.]+ s: prompt [0-9]+ tokens at [0-9.]+ tokens/s, generation at [0-9.]+ tokens/s \([0-9.]+ ms per token\), CPU executor$" || fail "no summary line"
 echo "ok: $(head -n 1 "$tmp/out"); $(tail -n 1 "$tmp/err")"

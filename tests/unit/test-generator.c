@@ -7,7 +7,6 @@
 #include "amk-test-common.h"
 #include <glib/gstdio.h>
 #include <gio/gio.h>
-#include "amk-model-builder-private.h"
 #include "amk-sampler-private.h"
 
 #define PROMPT "The capital of France is"
@@ -206,6 +205,7 @@ test_generator_properties (void)
   g_assert_cmpuint (amk_generator_get_position (gen), ==, 0);
   g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, 0);
   g_assert_cmpuint (amk_generator_get_prompt_tokens (gen), ==, 0);
+  g_assert_cmpfloat (amk_generator_get_prefill_tokens_per_second (gen), ==, 0.0);
   g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), ==, 0.0);
   amk_generator_get_tokens (gen, &n_tokens);
   g_assert_cmpuint (n_tokens, ==, 0);
@@ -418,48 +418,132 @@ collected_clear (Collected *c)
   g_string_free (c->text, TRUE);
 }
 
-/* Greedy: the same tokens as the model builder's own loop, one ::token per token. */
+/* Greedy decoding by hand, as a reference: every token uploaded, the argmax of the
+ * downloaded logits taken on the host (the generator leaves the token on the device,
+ * where the step's ARGMAX wrote it). The ids until EOS or max_tokens. */
+static GArray *
+reference_greedy (AmkModel   *model,
+                  const char *prompt,
+                  guint       max_tokens,
+                  guint      *n_prompt)
+{
+  AmkProgram *program = amk_model_get_program (model);
+  AmkTokenizer *tok = amk_model_get_tokenizer (model);
+  const gint tokens = amk_program_find_buffer (program, "tokens");
+  const gint pos = amk_program_find_buffer (program, "pos");
+  const gint logits = amk_program_find_buffer (program, "logits");
+  g_autoptr(AmkCpuExecutor) ex = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gint32 *ids = NULL;
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (gint32));
+  gsize n_ids = 0;
+  gint32 token = -1;
+
+  g_assert_true (tokens >= 0 && pos >= 0 && logits >= 0);
+  ids = amk_tokenizer_encode (tok, prompt, TRUE, &n_ids, &error);
+  g_assert_no_error (error);
+  ex = amk_cpu_executor_new (program, &error);
+  g_assert_no_error (error);
+  for (gsize i = 0; out->len < max_tokens; i++)
+    {
+      g_autoptr(GBytes) in = g_bytes_new (i < n_ids ? &ids[i] : &token, sizeof (gint32));
+      g_autoptr(GBytes) at = g_bytes_new (&(gint32) { (gint32) i }, sizeof (gint32));
+      g_autoptr(GBytes) scores = NULL;
+      const float *v;
+      gsize size;
+
+      g_assert_true (amk_cpu_executor_upload (ex, (guint) tokens, in, &error));
+      g_assert_true (amk_cpu_executor_upload (ex, (guint) pos, at, &error));
+      g_assert_true (amk_cpu_executor_run (ex, &error));
+      g_assert_no_error (error);
+      if (i + 1 < n_ids)
+        continue;
+      scores = amk_cpu_executor_download (ex, (guint) logits, &error);
+      g_assert_no_error (error);
+      v = g_bytes_get_data (scores, &size);
+      token = 0;
+      for (gsize t = 1; t < size / sizeof (float); t++)
+        if (v[t] > v[token])
+          token = (gint32) t;
+      if (token == amk_tokenizer_get_eos_id (tok))
+        break;
+      g_array_append_val (out, token);
+    }
+  *n_prompt = (guint) n_ids;
+  return out;
+}
+
+/* Greedy: the same tokens as the reference loop above, one ::token per token. */
 static void
 test_generator_greedy (void)
 {
   AmkModel *model = get_model ();
-  g_autoptr(AmkModelBuild) build = NULL;
   g_autoptr(AmkGenerator) gen = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
   g_autoptr(GError) error = NULL;
-  g_autofree gint32 *expected = NULL;
+  g_autoptr(GArray) reference = NULL;
+  g_autofree char *expected_text = NULL;
   g_autofree char *text = NULL;
-  const gint32 *tokens;
+  const gint32 *tokens, *expected;
   gsize n_expected = 0, n_tokens = 0;
-  guint n_prompt = 0;
+  guint n_prompt = 0, generate_steps;
+  gdouble prefill_rate, rate;
+  gint64 start, usec;
   Collected c;
 
   if (model == NULL)
     return;
-  build = amk_model_build_from_gguf (model_path (), amk_model_get_n_queues (model), 64, &error);
-  g_assert_no_error (error);
-  g_assert_true (amk_model_generate_full (build, NULL, PROMPT, 4, out, &expected, &n_expected,
-                                          &n_prompt, &error));
+  reference = reference_greedy (model, PROMPT, 4, &n_prompt);
+  expected = (const gint32 *) reference->data;
+  n_expected = reference->len;
+  expected_text = amk_tokenizer_decode (amk_model_get_tokenizer (model), expected, n_expected,
+                                        &error);
   g_assert_no_error (error);
 
   gen = amk_generator_new (model, NULL);
   collected_init (&c);
   g_signal_connect (gen, "token", G_CALLBACK (on_token), &c);
+  start = g_get_monotonic_time ();
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
+  usec = g_get_monotonic_time () - start;
   g_assert_no_error (error);
   g_assert_nonnull (text);
   tokens = amk_generator_get_tokens (gen, &n_tokens);
   assert_tokens_equal (tokens, n_tokens, expected, n_expected);
-  g_assert_cmpstr (text, ==, out->str);
+  g_assert_cmpstr (text, ==, expected_text);
   assert_tokens_equal ((const gint32 *) c.ids->data, c.ids->len, expected, n_expected);
   g_assert_cmpstr (c.text->str, ==, text);
   g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, n_tokens);
   g_assert_cmpuint (amk_generator_get_prompt_tokens (gen), ==, n_prompt);
   /* the last token is generated but not fed yet */
   g_assert_cmpuint (amk_generator_get_position (gen), ==, n_prompt + n_tokens - 1);
-  g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), >, 0.0);
-  g_test_message ("\"%s%s\" at %.2f tokens/s", PROMPT, text,
-                  amk_generator_get_tokens_per_second (gen));
+
+  /* the speeds: the prefill's steps (one per prompt token) and the generation's (one
+   * per generated token after the first, which the prompt's last step computed) take
+   * no more than the whole call together */
+  g_assert_cmpuint (n_tokens, ==, 4);
+  generate_steps = (guint) n_tokens - 1;
+  prefill_rate = amk_generator_get_prefill_tokens_per_second (gen);
+  rate = amk_generator_get_tokens_per_second (gen);
+  g_assert_cmpfloat (prefill_rate, >, 0.0);
+  g_assert_cmpfloat (rate, >, 0.0);
+  g_assert_cmpfloat (n_prompt / prefill_rate + generate_steps / rate, <=, usec / 1e6 + 1e-6);
+  {
+    gdouble prefill_prop = 0, rate_prop = 0;
+
+    g_object_get (gen, "prefill-tokens-per-second", &prefill_prop, "tokens-per-second", &rate_prop,
+                  NULL);
+    g_assert_cmpfloat (prefill_prop, ==, prefill_rate);
+    g_assert_cmpfloat (rate_prop, ==, rate);
+  }
+  g_test_message ("\"%s%s\": prompt %u tokens at %.2f tokens/s, generation at %.2f tokens/s "
+                  "(the call: %.3f s)", PROMPT, text, n_prompt, prefill_rate, rate, usec / 1e6);
+
+  /* one token: no step after the prompt's, no generation speed */
+  g_free (amk_generator_generate (gen, " It", 1, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (amk_generator_get_generated_tokens (gen), ==, 1);
+  g_assert_cmpfloat (amk_generator_get_prefill_tokens_per_second (gen), >, 0.0);
+  g_assert_cmpfloat (amk_generator_get_tokens_per_second (gen), ==, 0.0);
   collected_clear (&c);
 }
 
@@ -620,6 +704,34 @@ test_generator_context_full (void)
   g_assert_nonnull (strstr (error->message, "8"));
 }
 
+/* A generator without a launcher loads a model with the CPU executor's default queue
+ * count (1), even where there is a GPU; an explicit count stays. */
+static void
+test_generator_cpu_queues (void)
+{
+  g_autoptr(GError) error = NULL;
+  const char *path = model_path ();
+  const guint asked[] = { 0, 3 }, expected[] = { 1, 3 };
+
+  if (path == NULL)
+    {
+      g_test_skip (SKIP_MESSAGE);
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (asked); i++)
+    {
+      g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", path, "context-length", 8,
+                                                "n-queues", asked[i], NULL);
+      g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
+
+      g_assert_false (amk_model_get_loaded (model));
+      g_assert_true (amk_generator_prefill (gen, "Hi", NULL, &error));
+      g_assert_no_error (error);
+      g_assert_true (amk_model_get_loaded (model));
+      g_assert_cmpuint (amk_model_get_n_queues (model), ==, expected[i]);
+    }
+}
+
 typedef struct {
   Collected     tokens;
   guint         tokens_at_callback;
@@ -707,6 +819,7 @@ main (int argc, char **argv)
   g_test_add_func ("/generator/sampler", test_sampler);
   g_test_add_func ("/model/loaded", test_model_loaded);
   g_test_add_func ("/generator/greedy", test_generator_greedy);
+  g_test_add_func ("/generator/cpu-queues", test_generator_cpu_queues);
   g_test_add_func ("/generator/sampling", test_generator_sampling);
   g_test_add_func ("/generator/session", test_generator_session);
   g_test_add_func ("/generator/stop-string", test_generator_stop_string);

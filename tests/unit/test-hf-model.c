@@ -19,6 +19,7 @@
 #include "amk-safetensors-private.h"
 #include "amk-dtype-private.h"
 #include "amk-gguf-private.h"
+#include "amk-test-generate.h"
 
 #define REL_TOL 2e-2
 
@@ -212,10 +213,8 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   g_autofree gint32 *ids = NULL;
   g_autofree gint32 *argmax = NULL;
   g_autofree float *logits = NULL;
-  g_autofree gint32 *generated = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
   g_autofree char *name = g_path_get_basename (dir);
-  gsize n_ids = 0, n_generated = 0;
+  gsize n_ids = 0;
   gboolean all_exact = TRUE;
   double worst = 0;
   gint64 t0 = g_get_monotonic_time (), t1;
@@ -291,11 +290,15 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   /* greedy generation through the model API gives transformers' continuation */
   if (all_exact)
     {
-      g_assert_true (amk_model_generate_full (build, launcher, ref->prompt, (guint) ref->n_generated,
-                                              text, &generated, &n_generated, NULL, &error));
+      g_autoptr(AmkModel) model = test_load_model (dir, n_queues, (guint) ref->n_tokens + 16);
+      g_autoptr(GArray) generated = NULL;
+      g_autofree char *text = test_generate (model, launcher, ref->prompt, (guint) ref->n_generated,
+                                             &generated, NULL, &error);
+
       g_assert_no_error (error);
-      g_assert_cmpmem (generated, n_generated * sizeof (gint32),
-                       ref->generated, n_generated * sizeof (gint32));
+      g_assert_nonnull (text);
+      g_assert_cmpmem (generated->data, generated->len * sizeof (gint32),
+                       ref->generated, generated->len * sizeof (gint32));
     }
   return g_steal_pointer (&build);
 }
@@ -1015,9 +1018,47 @@ permute_rows (GBytes *data, guint64 rows, guint64 cols, guint n_heads)
   return g_bytes_new_take (out, size);
 }
 
-/* Writes dir/model.gguf from the folder's safetensors, config and tokenizer.json. */
+/* convert_hf_to_gguf.py's rope_freqs table of Llama-3 RoPE scaling (LlamaModel's
+ * generate_extra_tensors): the divisor of each inverse frequency, as little-endian F32
+ * bytes of head_dim / 2 values. */
+static GBytes *
+rope_freqs_table (JsonObject *rope, guint head_dim)
+{
+  const double theta = json_object_get_double_member (rope, "rope_theta");
+  const double factor = json_object_get_double_member (rope, "factor");
+  const double low = json_object_get_double_member (rope, "low_freq_factor");
+  const double high = json_object_get_double_member (rope, "high_freq_factor");
+  const double old_ctx = (double) json_object_get_int_member (rope, "original_max_position_embeddings");
+  g_autoptr(GByteArray) table = g_byte_array_new ();
+
+  for (guint i = 0; i < head_dim / 2; i++)
+    {
+      const float freq = (float) (1.0 / pow (theta, (double) (2 * i) / head_dim));
+      const double wavelen = 2 * G_PI / freq;
+      float divisor;
+      guint32 bits;
+
+      if (wavelen < old_ctx / high)
+        divisor = 1.0f;
+      else if (wavelen > old_ctx / low)
+        divisor = (float) factor;
+      else
+        {
+          const double smooth = (old_ctx / wavelen - low) / (high - low);
+          divisor = (float) (1.0 / ((1.0 - smooth) / factor + smooth));
+        }
+      memcpy (&bits, &divisor, sizeof bits);
+      put_u32 (table, bits);
+    }
+  return g_byte_array_free_to_bytes (g_steal_pointer (&table));
+}
+
+/* Writes dir/model.gguf from the folder's safetensors, config and tokenizer.json. A
+ * llama3 rope_parameters gives the rope_freqs table of the converter and, with
+ * `rope_keys`, the keys rope.scaling.factor and rope.scaling.original_context_length
+ * (which the converter does not write). */
 static char *
-write_gguf (const char *dir, const char *arch)
+write_gguf (const char *dir, const char *arch, gboolean rope_keys)
 {
   g_autoptr(GPtrArray) tensors = read_tensors (dir);
   g_autofree char *config_path = g_build_filename (dir, "config.json", NULL);
@@ -1033,9 +1074,10 @@ write_gguf (const char *dir, const char *arch)
   g_autoptr(GArray) types = g_array_new (FALSE, FALSE, sizeof (gint32));
   g_autoptr(GError) error = NULL;
   const gboolean llama = g_str_equal (arch, "llama");
-  JsonObject *c, *model, *vocab;
+  g_autoptr(GBytes) rope_freqs = NULL;
+  JsonObject *c, *model, *vocab, *rope = NULL;
   JsonArray *added, *merge_list;
-  guint n_kv = 0, n_heads, n_kv_heads, vocab_size;
+  guint n_kv = 0, n_heads, n_kv_heads, vocab_size, n_tensors;
   char key[128];
   JsonObjectIter iter;
   const char *member;
@@ -1063,6 +1105,20 @@ write_gguf (const char *dir, const char *arch)
             : 10000.0f);
   kv_f32 (kv, &n_kv, ARCH_KEY ("attention.layer_norm_rms_epsilon"),
           (float) json_object_get_double_member (c, "rms_norm_eps"));
+  if (json_object_has_member (c, "rope_parameters"))
+    rope = json_object_get_object_member (c, "rope_parameters");
+  if (rope != NULL && g_strcmp0 (json_object_get_string_member_with_default (rope, "rope_type", NULL),
+                                 "llama3") == 0)
+    {
+      rope_freqs = rope_freqs_table (rope, (guint) json_object_get_int_member (c, "head_dim"));
+      if (rope_keys)
+        {
+          kv_f32 (kv, &n_kv, ARCH_KEY ("rope.scaling.factor"),
+                  (float) json_object_get_double_member (rope, "factor"));
+          kv_u32 (kv, &n_kv, ARCH_KEY ("rope.scaling.original_context_length"),
+                  (guint32) json_object_get_int_member (rope, "original_max_position_embeddings"));
+        }
+    }
 #undef ARCH_KEY
 
   /* the vocabulary by id: the BPE's, then the added (special) tokens */
@@ -1140,10 +1196,21 @@ write_gguf (const char *dir, const char *arch)
       while (data->len % 32 != 0)
         g_byte_array_append (data, (const guint8 *) "", 1);
     }
+  n_tensors = tensors->len;
+  if (rope_freqs != NULL)
+    {
+      put_str (info, "rope_freqs.weight");
+      put_u32 (info, 1);
+      put_u64 (info, g_bytes_get_size (rope_freqs) / sizeof (float));
+      put_u32 (info, AMK_GGML_TYPE_F32);
+      put_u64 (info, data->len);
+      g_byte_array_append (data, g_bytes_get_data (rope_freqs, NULL), (guint) g_bytes_get_size (rope_freqs));
+      n_tensors++;
+    }
 
   g_byte_array_append (file, (const guint8 *) "GGUF", 4);
   put_u32 (file, 3);
-  put_u64 (file, tensors->len);
+  put_u64 (file, n_tensors);
   put_u64 (file, n_kv);
   g_byte_array_append (file, kv->data, kv->len);
   g_byte_array_append (file, info->data, info->len);
@@ -1159,10 +1226,10 @@ check_gguf (const char *name, const char *arch)
 {
   g_autofree char *orig = data_dir (name);
   g_autoptr(Reference) ref = load_reference (orig);
-  /* llama GGUF files carry no Llama-3 RoPE scaling parameters: compare plain RoPE */
+  /* plain RoPE here; the Llama-3 scaling's rope_freqs table in test_gguf_llama3_rope */
   g_autofree char *dir = g_str_equal (arch, "llama") ? copy_with_config ("rope_parameters", NULL)
                                                      : copy_checkpoint (name);
-  g_autofree char *gguf = write_gguf (dir, arch);
+  g_autofree char *gguf = write_gguf (dir, arch, FALSE);
   g_autofree float *hf = logits_of (dir, ref);
   g_autofree float *from_gguf = logits_of (gguf, ref);
   g_autoptr(AmkModelBuild) build = build_ok (gguf);
@@ -1193,6 +1260,57 @@ test_gguf_qwen3 (void)
   check_gguf ("tiny-qwen3", "qwen3");
 }
 
+/* A llama GGUF with the rope_freqs table of the converter: the loader finds the Llama-3
+ * scaling parameters that reproduce the table, and its logits are those of the
+ * checkpoint folder with the same rope_parameters, to the bit. */
+static void
+test_gguf_llama3_rope (void)
+{
+  static const struct {
+    const char *rope;       /* config.json's rope_parameters; NULL: tiny-llama's own */
+    gboolean    keys;       /* with the rope.scaling keys */
+    gint        code;       /* 0: loads */
+  } cases[] = {
+    /* Llama 3.1 and 3.2, from the table alone */
+    { "{\"rope_type\": \"llama3\", \"rope_theta\": 10000.0, \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+      "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", FALSE, 0 },
+    { "{\"rope_type\": \"llama3\", \"rope_theta\": 10000.0, \"factor\": 32.0, \"low_freq_factor\": 1.0, "
+      "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", FALSE, 0 },
+    /* tiny-llama's (factor 8, original context 64): from the keys, unknown without */
+    { NULL, TRUE, 0 },
+    { NULL, FALSE, G_IO_ERROR_NOT_SUPPORTED },
+    /* other frequency factors: no key says so */
+    { "{\"rope_type\": \"llama3\", \"rope_theta\": 10000.0, \"factor\": 8.0, \"low_freq_factor\": 2.0, "
+      "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", TRUE, G_IO_ERROR_NOT_SUPPORTED },
+  };
+  g_autofree char *orig = data_dir ("tiny-llama");
+  g_autoptr(Reference) ref = load_reference (orig);
+  g_autofree char *plain_dir = copy_with_config ("rope_parameters", NULL);
+  g_autofree float *plain = logits_of (plain_dir, ref);
+  const gsize size = ref->n_tokens * ref->vocab * sizeof (float);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *dir = cases[i].rope != NULL ? copy_with_config ("rope_parameters", cases[i].rope)
+                                                   : copy_checkpoint ("tiny-llama");
+      g_autofree char *gguf = write_gguf (dir, "llama", cases[i].keys);
+      g_autofree float *hf = logits_of (dir, ref);
+
+      /* (the scaling makes a difference in these few positions) */
+      g_assert_true (memcmp (hf, plain, size) != 0);
+      if (cases[i].code == 0)
+        {
+          g_autofree float *from_gguf = logits_of (gguf, ref);
+
+          g_assert_cmpmem (from_gguf, size, hf, size);
+        }
+      else
+        expect_error (gguf, cases[i].code, "model.gguf", "rope_freqs.weight", "Llama 3", NULL);
+      remove_checkpoint (dir);
+    }
+  remove_checkpoint (plain_dir);
+}
+
 static void
 test_error_path (void)
 {
@@ -1218,6 +1336,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hf-model/env-checkpoints", test_env_checkpoints);
   g_test_add_func ("/hf-model/gguf/llama", test_gguf_llama);
   g_test_add_func ("/hf-model/gguf/qwen3", test_gguf_qwen3);
+  g_test_add_func ("/hf-model/gguf/llama3-rope", test_gguf_llama3_rope);
   g_test_add_func ("/hf-model/error/config", test_error_config);
   g_test_add_func ("/hf-model/error/tensors", test_error_tensors);
   g_test_add_func ("/hf-model/error/path", test_error_path);

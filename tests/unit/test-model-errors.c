@@ -10,7 +10,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include "amk-gguf-private.h"
-#include "amk-model-private.h"
+#include "amk-model-builder-private.h"
+#include "amk-test-generate.h"
 
 /* ---- a tiny GGUF v3 writer ------------------------------------------------------------ */
 
@@ -52,6 +53,9 @@ typedef struct {
   guint32     eos_id;
   guint64     offset_shift;    /* added to the last tensor's data offset */
   gboolean    bad_merge;       /* a merge of unknown tokens */
+  const float *rope_freqs;     /* a rope_freqs.weight table of n_rope_freqs values */
+  guint       n_rope_freqs;
+  guint32     rope_context;    /* llama.rope.scaling.original_context_length (0: none) */
 } Mod;
 
 typedef struct {
@@ -81,6 +85,12 @@ tensor_list (const Mod *m, Tensor *t)
   g_snprintf (t[n].name, sizeof t[n].name, "output_norm.weight");
   t[n].cols = HIDDEN;
   t[n++].rows = 0;
+  if (m->n_rope_freqs > 0)
+    {
+      g_snprintf (t[n].name, sizeof t[n].name, "rope_freqs.weight");
+      t[n].cols = m->n_rope_freqs;
+      t[n++].rows = 0;
+    }
   return n;
 }
 
@@ -146,6 +156,8 @@ make_model (const Mod *m, gsize sections[3])
   w_str (meta, "llama.rope.freq_base"); w_u32 (meta, T_F32); w_f32 (meta, 10000.0f); n_kv++;
   w_str (meta, "llama.attention.layer_norm_rms_epsilon"); w_u32 (meta, T_F32);
   w_f32 (meta, 1e-5f); n_kv++;
+  if (m->rope_context != 0)
+    kv_u32 (meta, &n_kv, m, "llama.rope.scaling.original_context_length", m->rope_context);
   kv_strings (meta, &n_kv, m, "tokenizer.ggml.tokens", tokens, VOCAB);
   if (m->bad_merge)
     kv_strings (meta, &n_kv, m, "tokenizer.ggml.merges", bad_merges, G_N_ELEMENTS (bad_merges));
@@ -202,8 +214,11 @@ make_model (const Mod *m, gsize sections[3])
       if (g_strcmp0 (m->skip_tensor, t[i].name) == 0)
         continue;
       for (guint64 e = 0; e < elements; e++)
-        w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
-                                  : (float) g_rand_double_range (rand, -0.5, 0.5));
+        if (g_str_equal (t[i].name, "rope_freqs.weight"))
+          w_f32 (b, m->rope_freqs[e]);
+        else
+          w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
+                                    : (float) g_rand_double_range (rand, -0.5, 0.5));
       while (b->len % 32 != 0)
         w_bytes (b, "", 1);
     }
@@ -286,9 +301,9 @@ test_valid (Fixture *f, gconstpointer data)
   const Mod m = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkModelBuild) build = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
-  g_autofree gint32 *ids = NULL;
-  gsize n_ids = 0;
+  g_autoptr(AmkModel) model = NULL;
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
   guint n_prompt = 0;
 
   write_model (f, &m);
@@ -300,15 +315,16 @@ test_valid (Fixture *f, gconstpointer data)
   g_assert_cmpuint (build->hidden, ==, HIDDEN);
   g_assert_cmpint (build->bos_id, ==, 7);
   g_assert_cmpint (build->eos_id, ==, 8);
-  g_assert_true (amk_model_generate_full (build, NULL, "abc ab", 4, out, &ids, &n_ids,
-                                          &n_prompt, &error));
+  model = test_load_model (f->path, 2, 16);
+  text = test_generate (model, NULL, "abc ab", 4, &ids, &n_prompt, &error);
   g_assert_no_error (error);
+  g_assert_nonnull (text);
   g_assert_cmpuint (n_prompt, ==, 2);   /* abc, Ġab: the file says add no BOS */
-  g_assert_cmpuint (n_ids, <=, 4);
-  for (gsize i = 0; i < n_ids; i++)
+  g_assert_cmpuint (ids->len, <=, 4);
+  for (guint i = 0; i < ids->len; i++)
     {
-      g_assert_cmpint (ids[i], >=, 0);
-      g_assert_cmpint (ids[i], <, VOCAB);
+      g_assert_cmpint (g_array_index (ids, gint32, i), >=, 0);
+      g_assert_cmpint (g_array_index (ids, gint32, i), <, VOCAB);
     }
 }
 
@@ -600,51 +616,106 @@ test_bad_special_ids (Fixture *f, gconstpointer data)
   expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.eos_token_id", "1000");
 }
 
+/* A rope_freqs.weight table (Llama 3.x RoPE scaling) that is broken, or matches no
+ * scaling amk knows. The heads have 4 elements: 2 frequencies, both high enough that
+ * Llama 3.1's scaling leaves them alone (divisors 1). */
+static void
+test_rope_freqs (Fixture *f, gconstpointer data)
+{
+  static const float ones[] = { 1.0f, 1.0f, 1.0f };
+  static const float nan_value[] = { 1.0f, NAN };
+  static const float negative[] = { 1.0f, -2.0f };
+  static const float zero[] = { 0.0f, 1.0f };
+  static const float other[] = { 1.0f, 2.0f };
+  static const struct {
+    const float *values;
+    guint        n;
+    gboolean     i32;
+    gint         code;
+    const char  *needle;
+  } cases[] = {
+    { ones, 3, FALSE, G_IO_ERROR_INVALID_DATA, "3 values, not 2" },
+    { ones, 2, TRUE, G_IO_ERROR_INVALID_DATA, "I32" },
+    { nan_value, 2, FALSE, G_IO_ERROR_INVALID_DATA, "index 1" },
+    { negative, 2, FALSE, G_IO_ERROR_INVALID_DATA, "-2 at index 1" },
+    { zero, 2, FALSE, G_IO_ERROR_INVALID_DATA, "0 at index 0" },
+    { other, 2, FALSE, G_IO_ERROR_NOT_SUPPORTED, "Llama 3" },
+  };
+  Mod m = { 0 };
+
+  /* the control: Llama 3.1's table builds */
+  m.rope_freqs = ones;
+  m.n_rope_freqs = 2;
+  write_model (f, &m);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (build);
+  }
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      m.rope_freqs = cases[i].values;
+      m.n_rope_freqs = cases[i].n;
+      m.i32_tensor = cases[i].i32 ? "rope_freqs.weight" : NULL;
+      write_model (f, &m);
+      expect_build_error (f, cases[i].code, "rope_freqs.weight", cases[i].needle);
+    }
+
+  /* the scaling keys are read (and must have their type) where there is a table */
+  m.rope_freqs = ones;
+  m.n_rope_freqs = 2;
+  m.i32_tensor = NULL;
+  m.rope_context = 4096;
+  m.string_key = "llama.rope.scaling.original_context_length";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "llama.rope.scaling.original_context_length",
+                      "string");
+}
+
+/* Prompts the generator refuses, and one whose continuation fills the context. */
 static void
 test_prompt_too_long (Fixture *f, gconstpointer data)
 {
   const Mod m = { 0 };
   g_autoptr(GError) error = NULL;
-  g_autoptr(AmkModelBuild) build = NULL;
-  g_autoptr(GString) out = g_string_new (NULL);
+  g_autoptr(AmkModel) model = NULL;
   g_autoptr(GString) prompt = g_string_new (NULL);
-  g_autofree gint32 *ids = NULL;
-  gsize n_ids = 99;
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
+  guint n_prompt = 99;
 
   write_model (f, &m);
-  build = amk_model_build_from_gguf (f->path, 2, 8, &error);
-  g_assert_no_error (error);
+  model = test_load_model (f->path, 2, 8);
   for (guint i = 0; i < 9; i++)
     g_string_append (prompt, "abc ");
 
   /* the prompt alone is longer than the context */
-  g_assert_false (amk_model_generate_full (build, NULL, prompt->str, 1, out, &ids, &n_ids,
-                                           NULL, &error));
+  g_assert_null (test_generate (model, NULL, prompt->str, 1, &ids, &n_prompt, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   assert_has (error, "context of 8");
   g_test_message ("%s", error->message);
   g_assert_null (ids);
-  g_assert_cmpuint (n_ids, ==, 99);
-  g_assert_cmpstr (out->str, ==, "");
+  g_assert_cmpuint (n_prompt, ==, 99);
   g_clear_error (&error);
 
-  /* the prompt fits, the new tokens do not */
-  g_assert_false (amk_model_generate_full (build, NULL, "abc", 8, out, NULL, NULL, NULL, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
-  assert_has (error, "context");
-  g_clear_error (&error);
-
-  /* exactly the context: fine */
-  g_assert_true (amk_model_generate_full (build, NULL, "abc", 7, out, NULL, NULL, NULL, &error));
+  /* the prompt fits, the new tokens do not: generation stops when the context is full
+   * (the last token is generated, not fed) */
+  text = test_generate (model, NULL, "abc", 100, &ids, &n_prompt, &error);
   g_assert_no_error (error);
+  g_assert_nonnull (text);
+  g_assert_cmpuint (n_prompt, ==, 1);
+  g_assert_cmpuint (ids->len, <=, 8);
 
-  /* an empty prompt encodes to nothing */
-  g_assert_false (amk_model_generate_full (build, NULL, "", 1, out, NULL, NULL, NULL, &error));
+  /* an empty prompt */
+  g_assert_null (test_generate (model, NULL, "", 1, NULL, NULL, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
 
   /* invalid UTF-8 */
-  g_assert_false (amk_model_generate_full (build, NULL, "ab\xff", 1, out, NULL, NULL, NULL, &error));
+  g_assert_null (test_generate (model, NULL, "ab\xff", 1, NULL, NULL, &error));
   g_assert_nonnull (error);
 }
 
@@ -681,6 +752,7 @@ main (int argc, char **argv)
   ADD ("huge-counts", test_huge_counts);
   ADD ("bad-tokenizer", test_bad_tokenizer);
   ADD ("bad-special-ids", test_bad_special_ids);
+  ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
 #undef ADD

@@ -1,0 +1,56 @@
+/* amk-test-generate.h: greedy generation through AmkGenerator, for the tests that check
+ * what a model generates (tests/unit and, through tests/golden/amk-golden.h, the GPU's
+ * golden test).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <amk-glib/amk-glib.h>
+
+/* The greedy continuation of `prompt` by a new generator of `model` (loaded first if it
+ * is not) on `launcher` (NULL: the CPU executor): the text, or NULL with `error` set.
+ * `ids` (nullable) gets the generated ids (g_array_unref), `n_prompt` (nullable) the
+ * tokens fed in before generating; both only on success. */
+static inline char *
+test_generate (AmkModel     *model,
+               AmkLauncher  *launcher,
+               const char   *prompt,
+               guint         max_tokens,
+               GArray      **ids,
+               guint        *n_prompt,
+               GError      **error)
+{
+  g_autoptr(AmkGenerator) gen = amk_generator_new (model, launcher);
+  char *text = amk_generator_generate (gen, prompt, max_tokens, NULL, error);
+  const gint32 *tokens;
+  gsize n_tokens;
+
+  if (text == NULL)
+    return NULL;
+  tokens = amk_generator_get_tokens (gen, &n_tokens);
+  if (ids != NULL)
+    {
+      *ids = g_array_sized_new (FALSE, FALSE, sizeof (gint32), (guint) n_tokens);
+      g_array_append_vals (*ids, tokens, (guint) n_tokens);
+    }
+  if (n_prompt != NULL)
+    *n_prompt = amk_generator_get_prompt_tokens (gen);
+  return text;
+}
+
+/* A model of `path` (a GGUF file or a checkpoint folder) loaded with `n_queues` queues
+ * (0: the default) and a KV cache of `context` positions. */
+static inline AmkModel *
+test_load_model (const char *path,
+                 guint       n_queues,
+                 guint       context)
+{
+  g_autoptr(GError) error = NULL;
+  AmkModel *model = g_initable_new (AMK_TYPE_MODEL, NULL, &error, "path", path,
+                                    "n-queues", n_queues, "context-length", context, NULL);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (model);
+  return model;
+}
