@@ -226,7 +226,7 @@ reader_string (Reader *r, guint64 max_length, char **out, gsize *out_len, GError
 static gboolean
 reader_name (Reader *r, char **out, GError **error)
 {
-  gsize len;
+  gsize len = 0;
 
   if (!reader_string (r, AMK_GGUF_MAX_KEY_LENGTH, out, &len, error))
     return FALSE;
@@ -730,7 +730,7 @@ amk_gguf_get_u32 (AmkGguf     *self,
                   guint32     *value,
                   GError     **error)
 {
-  guint64 v;
+  guint64 v = 0;
 
   g_return_val_if_fail (self != NULL && key != NULL && value != NULL, FALSE);
   if (!amk_gguf_get_u64 (self, key, &v, error))
@@ -788,7 +788,7 @@ amk_gguf_get_f32 (AmkGguf     *self,
                   float       *value,
                   GError     **error)
 {
-  double v;
+  double v = 0.0;
 
   g_return_val_if_fail (self != NULL && key != NULL && value != NULL, FALSE);
   if (!amk_gguf_get_f64 (self, key, &v, error))

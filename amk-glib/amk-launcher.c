@@ -18,6 +18,8 @@
 #include "amk-abi.h"
 #include "amk-cuda.h"
 
+G_STATIC_ASSERT (AMK_LAUNCHER_MATVEC_SHARED_MEMORY == AMK_MATVEC_SMEM_BYTES);
+
 /**
  * AmkLauncher:
  *

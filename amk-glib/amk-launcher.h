@@ -17,6 +17,17 @@
 
 G_BEGIN_DECLS
 
+/**
+ * AMK_LAUNCHER_MATVEC_SHARED_MEMORY:
+ *
+ * The dynamic shared memory per block ([property@Amk.Launcher:dynamic-shared-memory]) at
+ * which MATVEC streams its weights through a shared-memory ring (`cp.async`) with up to
+ * 512 threads per block; with less it loads them straight into registers. On the H200
+ * the ring made a Llama-3.2-1B decode step 1.17 times faster (docs/performance.md):
+ * `amk generate` uses it where the device allows it.
+ */
+#define AMK_LAUNCHER_MATVEC_SHARED_MEMORY 196608
+
 #define AMK_TYPE_LAUNCHER (amk_launcher_get_type ())
 
 AMK_AVAILABLE_IN_1_0

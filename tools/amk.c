@@ -1134,6 +1134,9 @@ cmd_generate (char ***args)
           return 1;
         }
       queues = (guint) attr->num_sms;
+      /* MATVEC through the shared-memory ring: the faster pipeline on whole models */
+      if ((guint) attr->max_dynamic_smem_optin >= AMK_LAUNCHER_MATVEC_SHARED_MEMORY)
+        amk_launcher_set_dynamic_shared_memory (launcher, AMK_LAUNCHER_MATVEC_SHARED_MEMORY);
       /* TRANSLATORS: what ran the generation; %s is the device name */
       where = g_strdup_printf (_("GPU megakernel (%s)"), device_name);
     }
