@@ -409,6 +409,31 @@ rope_scaling_matches (const AmkModelParams *hp,
   return TRUE;
 }
 
+/* A file without a rope_freqs table that declares another RoPE scaling (linear, yarn,
+ * ...) in its metadata: refused, rather than run with plain RoPE. */
+static gboolean
+refuse_other_rope_scaling (AmkGguf     *gguf,
+                           const char  *arch,
+                           const char  *file,
+                           GError     **error)
+{
+  g_autofree char *type_key = g_strdup_printf ("%s.rope.scaling.type", arch);
+  const char *type = NULL;
+
+  if (!amk_gguf_has_key (gguf, type_key))
+    return TRUE;
+  if (!amk_gguf_get_string (gguf, type_key, &type, NULL, error))
+    return FALSE;
+  if (g_str_equal (type, "none"))
+    return TRUE;
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+               _("“%s” declares the RoPE scaling “%s” (%s), which amk does not support: it "
+                 "runs plain RoPE and Llama 3 scaling (a rope_freqs.weight table, or a "
+                 "Hugging Face checkpoint folder whose config.json states it)"),
+               file, type, type_key);
+  return FALSE;
+}
+
 /* Sets hp's Llama-3 scaling from the file's rope_freqs table, if it has one. */
 static gboolean
 read_rope_freqs (AmkGguf         *gguf,
@@ -666,8 +691,9 @@ amk_model_build_from_gguf (const char  *path,
   hp.qk_norm = qwen3;
   hp.tied_embeddings = amk_gguf_find_tensor (gguf, "output.weight") == NULL;
   /* (the table's length depends on head_dim: the hyperparameters are checked first) */
-  if (amk_gguf_find_tensor (gguf, ROPE_FREQS_NAME) != NULL &&
-      (!check_params (&hp, error) || !read_rope_freqs (gguf, arch, file, &hp, error)))
+  if (amk_gguf_find_tensor (gguf, ROPE_FREQS_NAME) != NULL
+      ? !check_params (&hp, error) || !read_rope_freqs (gguf, arch, file, &hp, error)
+      : !refuse_other_rope_scaling (gguf, arch, file, error))
     return NULL;
 
   tokenizer = load_tokenizer (gguf, file, error);

@@ -56,6 +56,7 @@ typedef struct {
   const float *rope_freqs;     /* a rope_freqs.weight table of n_rope_freqs values */
   guint       n_rope_freqs;
   guint32     rope_context;    /* llama.rope.scaling.original_context_length (0: none) */
+  const char *rope_type;       /* llama.rope.scaling.type (NULL: none) */
 } Mod;
 
 typedef struct {
@@ -158,6 +159,11 @@ make_model (const Mod *m, gsize sections[3])
   w_f32 (meta, 1e-5f); n_kv++;
   if (m->rope_context != 0)
     kv_u32 (meta, &n_kv, m, "llama.rope.scaling.original_context_length", m->rope_context);
+  if (m->rope_type != NULL)
+    {
+      w_str (meta, "llama.rope.scaling.type"); w_u32 (meta, T_STRING); w_str (meta, m->rope_type);
+      n_kv++;
+    }
   kv_strings (meta, &n_kv, m, "tokenizer.ggml.tokens", tokens, VOCAB);
   if (m->bad_merge)
     kv_strings (meta, &n_kv, m, "tokenizer.ggml.merges", bad_merges, G_N_ELEMENTS (bad_merges));
@@ -673,6 +679,21 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   write_model (f, &m);
   expect_build_error (f, G_IO_ERROR_INVALID_DATA, "llama.rope.scaling.original_context_length",
                       "string");
+
+  /* without a table: "none" builds, any other declared scaling is refused */
+  m = (Mod) { 0 };
+  m.rope_type = "none";
+  write_model (f, &m);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (build);
+  }
+  m.rope_type = "yarn";
+  write_model (f, &m);
+  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "llama.rope.scaling.type", "“yarn”");
 }
 
 /* Prompts the generator refuses, and one whose continuation fills the context. */
