@@ -18,7 +18,7 @@ import gi
 gi.require_version("Amk", "1.0")
 from gi.repository import Amk  # noqa: E402
 
-RING_BYTES = 512 * 16 * 16 + 4 * 16384   # AMK_MATVEC_SMEM_BYTES (kernels/amk-abi.h)
+RING_BYTES = Amk.LAUNCHER_MATVEC_SHARED_MEMORY   # MATVEC's shared-memory ring
 PROMPT = "The capital of France is"
 
 

@@ -2,7 +2,7 @@
 """model-trace.py: the trace of one decode step of a whole model on the megakernel.
 
 Loads the model (a GGUF file or a Hugging Face checkpoint folder) onto one queue per SM
-with 512 threads, generates a few tokens with tracing on, and writes the trace of the
+with 512 threads and MATVEC's shared-memory ring (as `amk generate` runs it), generates a few tokens with tracing on, and writes the trace of the
 last launch (one decode step) as trace-event JSON (tools/amk-trace-to-png.py draws it).
 
 Usage (GPU machine): bash .gpu/run.sh python3 bench/model-trace.py MODEL OUT.json"""
@@ -19,6 +19,7 @@ def main(model_path, out):
     model = Amk.Model.new_from_file(model_path, None)
     launcher = Amk.Launcher(device=0)
     launcher.props.threads_per_block = 512
+    launcher.props.dynamic_shared_memory = Amk.LAUNCHER_MATVEC_SHARED_MEMORY  # as amk generate
     launcher.props.trace = True
     generator = Amk.Generator.new(model, launcher)
     generator.generate("The capital of France is", 4, None)
