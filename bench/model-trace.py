@@ -2,8 +2,9 @@
 """model-trace.py: the trace of one decode step of a whole model on the megakernel.
 
 Loads the model (a GGUF file or a Hugging Face checkpoint folder) onto one queue per SM
-with 512 threads and MATVEC's shared-memory ring (as `amk generate` runs it), generates a few tokens with tracing on, and writes the trace of the
-last launch (one decode step) as trace-event JSON (tools/amk-trace-to-png.py draws it).
+with 512 threads and MATVEC's shared-memory ring (as `amk generate` runs it), generates
+a few tokens with tracing on, and writes the trace of the last launch (one decode step)
+as trace-event JSON (tools/amk-trace-to-png.py draws it).
 
 Usage (GPU machine): bash .gpu/run.sh python3 bench/model-trace.py MODEL OUT.json"""
 import collections
