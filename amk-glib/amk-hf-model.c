@@ -27,6 +27,7 @@
 #include "amk-glib.h"
 #include "amk-model-builder-private.h"
 #include "amk-safetensors-private.h"
+#include "amk-loader-private.h"
 
 #define MAX_JSON_SIZE   (64u * 1024 * 1024)   /* config and tokenizer_config files */
 #define MAX_JSON_DEPTH  64
@@ -59,40 +60,19 @@ json_fail (GError **error, gint code, const char *file, const char *field, const
 static gboolean
 check_json_shape (const char *text, gsize len, const char *file, GError **error)
 {
-  gboolean in_string = FALSE, escaped = FALSE;
-  guint depth = 0;
-
-  for (gsize i = 0; i < len; i++)
+  switch (amk_json_scan (text, len, MAX_JSON_DEPTH))
     {
-      char c = text[i];
-
-      if (c == '\0')
-        {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                       _("“%s” is not valid JSON: it holds a NUL byte"), file);
-          return FALSE;
-        }
-      if (in_string)
-        {
-          if (escaped)
-            escaped = FALSE;
-          else if (c == '\\')
-            escaped = TRUE;
-          else if (c == '"')
-            in_string = FALSE;
-        }
-      else if (c == '"')
-        in_string = TRUE;
-      else if ((c == '{' || c == '[') && ++depth > MAX_JSON_DEPTH)
-        {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                       _("“%s” nests deeper than %d levels"), file, MAX_JSON_DEPTH);
-          return FALSE;
-        }
-      else if ((c == '}' || c == ']') && depth > 0)
-        depth--;
+    case AMK_JSON_SCAN_NUL:
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("“%s” is not valid JSON: it holds a NUL byte"), file);
+      return FALSE;
+    case AMK_JSON_SCAN_TOO_DEEP:
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                   _("“%s” nests deeper than %d levels"), file, MAX_JSON_DEPTH);
+      return FALSE;
+    default:
+      return TRUE;
     }
-  return TRUE;
 }
 
 /* Parses untrusted JSON text that must be an object; `file` names it in messages. */

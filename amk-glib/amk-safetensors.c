@@ -88,36 +88,16 @@ tensor_free (AmkSafetensorsTensor *t)
 static gboolean
 check_json_shape (const char *text, gsize len, const char *file, const char *what, GError **error)
 {
-  gboolean in_string = FALSE, escaped = FALSE;
-  guint depth = 0;
-
-  for (gsize i = 0; i < len; i++)
+  switch (amk_json_scan (text, len, MAX_JSON_DEPTH))
     {
-      char c = text[i];
-
-      if (c == '\0')
-        return fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s holds a NUL byte"), what);
-      if (in_string)
-        {
-          if (escaped)
-            escaped = FALSE;
-          else if (c == '\\')
-            escaped = TRUE;
-          else if (c == '"')
-            in_string = FALSE;
-        }
-      else if (c == '"')
-        in_string = TRUE;
-      else if (c == '{' || c == '[')
-        {
-          if (++depth > MAX_JSON_DEPTH)
-            return fail (error, G_IO_ERROR_INVALID_DATA, file,
-                         _("%s nests deeper than %d levels"), what, MAX_JSON_DEPTH);
-        }
-      else if ((c == '}' || c == ']') && depth > 0)
-        depth--;
+    case AMK_JSON_SCAN_NUL:
+      return fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s holds a NUL byte"), what);
+    case AMK_JSON_SCAN_TOO_DEEP:
+      return fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s nests deeper than %d levels"),
+                   what, MAX_JSON_DEPTH);
+    default:
+      return TRUE;
     }
-  return TRUE;
 }
 
 static JsonNode *

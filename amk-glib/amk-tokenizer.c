@@ -19,6 +19,7 @@
 #include <json-glib/json-glib.h>
 
 #include "amk-tokenizer.h"
+#include "amk-loader-private.h"
 
 /* Bounds on what a file may claim, so that an untrusted file cannot make us allocate
  * without limit. */
@@ -643,38 +644,6 @@ rebuild_added_index (AmkTokenizer *self)
 
 /* ---- tokenizer.json ------------------------------------------------------------ */
 
-/* json-glib 1.6 recurses without a limit: refuse deep nesting before parsing. */
-static gboolean
-check_json_depth (const char *data,
-                  gsize       len)
-{
-  int depth = 0;
-  gboolean in_string = FALSE;
-
-  for (gsize i = 0; i < len; i++)
-    {
-      char c = data[i];
-
-      if (in_string)
-        {
-          if (c == '\\')
-            i++;
-          else if (c == '"')
-            in_string = FALSE;
-        }
-      else if (c == '"')
-        in_string = TRUE;
-      else if (c == '[' || c == '{')
-        {
-          if (++depth > MAX_JSON_DEPTH)
-            return FALSE;
-        }
-      else if (c == ']' || c == '}')
-        depth--;
-    }
-  return TRUE;
-}
-
 static JsonObject *
 get_object (JsonObject  *object,
             const char  *member,
@@ -1257,7 +1226,8 @@ tokenizer_from_json_data (const char  *data,
                    _("Tokenizer “%s” is not UTF-8 text"), source);
       return NULL;
     }
-  if (!check_json_depth (data, len))
+  /* json-glib recurses without a limit: refuse deep nesting before parsing */
+  if (amk_json_scan (data, len, MAX_JSON_DEPTH) != AMK_JSON_SCAN_OK)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                    _("Tokenizer “%s” nests JSON deeper than %d levels"), source, MAX_JSON_DEPTH);
