@@ -170,6 +170,28 @@ golden_same_model (Golden *g, const char *path)
   return FALSE;
 }
 
+/* The golden continuations and the model file of AMK_TEST_GGUF (*path), or NULL after
+ * g_test_skip() when it is unset or not the file they were made from. */
+static Golden *
+golden_open (const char **path)
+{
+  g_autoptr(Golden) g = NULL;
+
+  *path = golden_model_path ();
+  if (*path == NULL)
+    {
+      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (tools/fetch-model.sh)");
+      return NULL;
+    }
+  g = golden_load ();
+  if (!golden_same_model (g, *path))
+    {
+      g_test_skip ("AMK_TEST_GGUF is not the file the golden continuations were made from");
+      return NULL;
+    }
+  return g_steal_pointer (&g);
+}
+
 static char *
 golden_ids_string (const gint32 *ids, gsize n)
 {
