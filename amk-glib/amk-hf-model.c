@@ -207,7 +207,7 @@ get_float (JsonObject  *o,
 
   if (node == NULL)
     return TRUE;
-  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_INT64)
+  if (is_integer (node))
     v = (gdouble) json_node_get_int (node);
   else if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_DOUBLE)
     v = json_node_get_double (node);
