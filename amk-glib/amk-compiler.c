@@ -1,6 +1,7 @@
 /* amk-compiler.c: lowers the ops recorded with the op API into tile instructions:
  * tiles per op, dependencies from the element ranges each tile reads and writes,
  * counters per producer tile (or per producer op when consumers need most of it),
+ * a SILU_MUL fused into the MATVEC that reads it,
  * critical-path list scheduling onto the queues with a bytes-moved cost model,
  * scratch buffers placed by lifetime, then the verifier.
  *
@@ -35,7 +36,7 @@ typedef struct {
   guint    op;
   guint64  start, end;     /* rows or elements of the op's output */
   amk_instruction_t ins;   /* without waits and signal */
-  Access   access[6];
+  Access   access[AMK_MAX_BUFFER_REFS];
   guint    n_access;
   double   cost;
   GArray  *preds;          /* guint: tiles this one must wait for */
@@ -178,9 +179,47 @@ matvec_group_rows (AmkProgram *self, guint o)
   return rows;
 }
 
-/* Splits op `o` into tiles appended to `tiles`. */
+/* Whether SILU_MUL op s fuses into the MATVEC recorded right after it (a layer's down
+ * projection): that MATVEC reads exactly s's output, without a fused norm; the output is
+ * an F32 scratch buffer (so skipping it changes no rounding and nothing a caller can
+ * see) that no later op reads before a SILU_MUL or MATVEC overwrites it (the next
+ * layer's). The MATVEC then reads gate and up itself, x' = silu(gate) * up (its seventh
+ * buffer), and s becomes no instruction: one stage less per layer, each a round trip
+ * through the counters. */
+static gboolean
+silu_fuses_into_next (AmkProgram *self, guint s)
+{
+  const AmkOpInfo *ops = (const AmkOpInfo *) self->ops->data;
+  const AmkOpInfo *silu = &ops[s], *mv;
+  gint32 act;
+
+  if (silu->opcode != AMK_ABI_OP_SILU_MUL || s + 1 >= self->ops->len)
+    return FALSE;
+  mv = &ops[s + 1];
+  act = silu->buffers[0];
+  if (mv->opcode != AMK_ABI_OP_MATVEC || mv->buffers[2] != act || mv->buffers[5] != AMK_NO_BUFFER ||
+      info (self, act)->role != AMK_BUFFER_ROLE_SCRATCH || info (self, act)->dtype != AMK_DTYPE_F32 ||
+      info (self, act)->n_elements != (guint64) info (self, mv->buffers[1])->shape[1] ||
+      mv->buffers[0] == silu->buffers[1] || mv->buffers[0] == silu->buffers[2])
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (mv->buffers); i++)
+    if (i != 2 && mv->buffers[i] == act)
+      return FALSE;
+  for (guint o = s + 2; o < self->ops->len; o++)
+    {
+      for (guint i = 1; i < G_N_ELEMENTS (ops[o].buffers); i++)
+        if (ops[o].buffers[i] == act)
+          return FALSE;  /* read */
+      if (ops[o].buffers[0] == act)
+        return ops[o].opcode == AMK_ABI_OP_SILU_MUL || ops[o].opcode == AMK_ABI_OP_MATVEC;
+    }
+  return TRUE;
+}
+
+/* Splits op `o` into tiles appended to `tiles`. A MATVEC with `silu` set (the SILU_MUL
+ * fused into it, see silu_fuses_into_next) reads that op's gate and up instead of x. */
 static void
-lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
+lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu, GArray *tiles)
 {
   const guint queues = self->num_queues;
   guint64 n, n_tiles;
@@ -277,9 +316,16 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, GArray *tiles)
             t.ins.params.i[1] = count;
             t.ins.params.i[2] = (gint32) k;
             t.ins.params.f[3] = op->value;
+            if (silu != NULL)
+              {
+                t.ins.n_buffers = 7;
+                t.ins.buffers[2] = silu->buffers[1];
+                t.ins.buffers[6] = silu->buffers[2];
+                add_access (&t, silu->buffers[2], 0, k, FALSE);
+              }
             add_access (&t, op->buffers[0], s, e, TRUE);
             add_access (&t, op->buffers[1], s * k, e * k, FALSE);
-            add_access (&t, op->buffers[2], 0, k, FALSE);
+            add_access (&t, t.ins.buffers[2], 0, k, FALSE);
             add_access (&t, op->buffers[3], s, e, FALSE);
             add_access (&t, op->buffers[4], s, e, FALSE);
             add_access (&t, op->buffers[5], 0, k, FALSE);
@@ -917,9 +963,13 @@ amk_program_compile (AmkProgram  *self,
   ops = g_new0 (OpTiles, MAX (self->ops->len, 1));
   for (guint o = 0; o < self->ops->len; o++)
     {
+      const gboolean fused = o > 0 && silu_fuses_into_next (self, o - 1);
+
       ops[o].first_tile = tile_array->len;
       ops[o].counter = AMK_NO_COUNTER;
-      lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o), tile_array);
+      if (!silu_fuses_into_next (self, o))
+        lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o),
+                  fused ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL, tile_array);
       ops[o].n_tiles = tile_array->len - ops[o].first_tile;
     }
   tiles = (Tile *) tile_array->data;

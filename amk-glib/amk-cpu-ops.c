@@ -59,7 +59,8 @@ op_add (const amk_instruction_t *ins, AmkCpuBuffer *b)
 }
 
 /* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): one row at a time, fp32 sums in
- * column order; x' is x, or x normalised by its RMS and scaled by the norm weight. */
+ * column order; x' is x, x normalised by its RMS and scaled by the norm weight, or
+ * silu(x) * up (a fused SILU_MUL, like op_silu_mul). */
 static void
 op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
 {
@@ -68,6 +69,7 @@ op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
+  AmkCpuBuffer *up = ins->n_buffers > 6 && ins->buffers[6] != AMK_NO_BUFFER ? &b[ins->buffers[6]] : NULL;
   g_autofree float *xs = g_new (float, k);
   float scale = 1.0f;
 
@@ -82,6 +84,9 @@ op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
       for (gint32 c = 0; c < k; c++)
         xs[c] = xs[c] * scale * amk_dtype_load (norm->info->dtype, norm->data, c);
     }
+  else if (up != NULL)
+    for (gint32 c = 0; c < k; c++)
+      xs[c] = xs[c] / (1.0f + expf (-xs[c])) * amk_dtype_load (up->info->dtype, up->data, c);
   for (gint32 r = r0; r < r0 + n; r++)
     {
       float acc = 0.0f;

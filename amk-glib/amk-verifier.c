@@ -245,13 +245,13 @@ check_matvec_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instr
   const amk_params_t *p = &ins->params;
   const gint32 r0 = p->i[0], n = p->i[1], k = p->i[2];
   /* run after the operand checks: (r0 + n) * k fits W, so an int32 */
-  const gint32 offsets[6] = { r0, 0, 0, r0, r0, 0 };
-  const gint32 counts[6] = { n, (r0 + n) * k, k, n, n, k };
+  const gint32 offsets[7] = { r0, 0, 0, r0, r0, 0, 0 };
+  const gint32 counts[7] = { n, (r0 + n) * k, k, n, n, k, k };
   gint64 ry, rs;
   guint64 sy, ss, ly, ls;
 
   operand_bytes (self, ins, 0, offsets[0], counts[0], &ry, &sy, &ly);
-  for (guint slot = 1; slot < 6; slot++)
+  for (guint slot = 1; slot < ins->n_buffers; slot++)
     {
       if (ins->buffers[slot] == AMK_NO_BUFFER)
         continue;
@@ -299,12 +299,21 @@ check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
                    queue, pos);
       return FALSE;
     }
+  if (ins->n_buffers > 6 && ins->buffers[5] != AMK_NO_BUFFER && ins->buffers[6] != AMK_NO_BUFFER)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a fused RMSNORM (buffer 5) and a fused SILU_MUL (buffer 6) cannot be combined; leave one of them AMK_NO_BUFFER"),
+                   queue, pos);
+      return FALSE;
+    }
   return check_matvec_operand (self, queue, pos, ins, 0, _("the output"), vec, (guint64) r0 + n, error) &&
          check_matvec_operand (self, queue, pos, ins, 1, _("the matrix"), weights, ((guint64) r0 + n) * k, error) &&
          check_matvec_operand (self, queue, pos, ins, 2, _("the vector"), vec, k, error) &&
          check_matvec_operand (self, queue, pos, ins, 3, _("the bias"), vec, (guint64) r0 + n, error) &&
          check_matvec_operand (self, queue, pos, ins, 4, _("the residual"), vec, (guint64) r0 + n, error) &&
          check_matvec_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, k, error) &&
+         (ins->n_buffers < 7 ||
+          check_matvec_operand (self, queue, pos, ins, 6, _("the up vector"), vec, k, error)) &&
          check_matvec_aliasing (self, queue, pos, ins, error);
 }
 
@@ -365,7 +374,9 @@ check_instruction (AmkProgram              *self,
                      queue, pos, ins->buffers[s], self->buffers->len);
         return FALSE;
       }
-  if (ins->n_buffers != n_needed)
+  /* MATVEC may name a seventh buffer: the fused SILU_MUL's up */
+  if (ins->n_buffers != n_needed &&
+      !(ins->opcode == AMK_ABI_OP_MATVEC && ins->n_buffers == n_needed + 1))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u (%s) names %u buffers; %s takes %u"),

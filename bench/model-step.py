@@ -6,9 +6,12 @@ ring with AMK_MATVEC_SMEM_BYTES), loads the model (a GGUF file or a Hugging Face
 folder) on one queue per SM with 512 threads, times a greedy run (ms per decode step, the
 prompt's steps excluded), then traces one step and prints a profile of one layer from the
 middle of the model: per 1 us bin, how many SMs run which op. The traces are written to
-OUTDIR/step-<bytes>.json (tools/amk-trace-to-png.py draws them).
+OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 
-Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS]"""
+With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
+runs once per lookahead.
+
+Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS [L2]]"""
 import json
 import os
 import sys
@@ -74,26 +77,27 @@ def layer_profile(events, n_layers):
     return lines
 
 
-def main(model_path, outdir, tokens):
+def main(model_path, outdir, tokens, l2_lookaheads):
     os.makedirs(outdir, exist_ok=True)
     model = Amk.Model.new_from_file(model_path, None)
     print(f"{model_path}: {model.props.architecture}, {model.props.n_layers} layers, "
           f"{model.props.weight_bytes / 1e6:.0f} MB of weights, "
           f"{model.props.program.get_num_queues()} queues")
-    for smem in (0, RING_BYTES):
+    for smem, l2 in [(0, 0)] + [(RING_BYTES, a) for a in l2_lookaheads]:
         launcher = Amk.Launcher(device=0)
         launcher.props.threads_per_block = 512
         launcher.props.dynamic_shared_memory = smem
+        launcher.props.l2_prefetch = l2
         ms, n, text = step_ms(model, launcher, tokens)
         floor_ms = model.props.weight_bytes / 4.16e12 * 1e3
-        print(f"STEP smem {smem:6d}: {ms:.3f} ms per decode step ({n} tokens), "
+        print(f"STEP smem {smem:6d} l2-prefetch {l2}: {ms:.3f} ms per decode step ({n} tokens), "
               f"{floor_ms / ms * 100:.0f} % of the copy-bandwidth floor {floor_ms:.3f} ms; "
               f"text {text[:40]!r}")
         launcher.props.trace = True
         generator = Amk.Generator.new(model, launcher)
         generator.generate(PROMPT, 3, None)
         trace = launcher.get_trace_json()
-        with open(os.path.join(outdir, f"step-{smem}.json"), "w") as f:
+        with open(os.path.join(outdir, f"step-{smem}-{l2}.json"), "w") as f:
             f.write(trace)
         events = json.loads(trace)["traceEvents"]
         end = max(e["ts"] + e["dur"] for e in events)
@@ -104,4 +108,5 @@ def main(model_path, outdir, tokens):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64,
+         [int(a) for a in sys.argv[4].split(",")] if len(sys.argv) > 4 else [0])

@@ -45,7 +45,9 @@ enum {
    * BF16, [i2]), b3 = bias or AMK_NO_BUFFER, b4 = residual or AMK_NO_BUFFER (may be y
    * itself: y += W x), b5 = RMSNORM weight or AMK_NO_BUFFER: then x' = x / sqrt(mean(x^2)
    * + f3) * b5, else x' = x. bias, residual and b5 are F32 or BF16. i2 * sizeof(W elem)
-   * must be a multiple of 16. */
+   * must be a multiple of 16. A seventh buffer (n_buffers 7), b6 = up (F32 or BF16, [i2])
+   * or AMK_NO_BUFFER, gates the input instead of a norm: x' = silu(x) * b6, SILU_MUL fused
+   * into the matvec (b5 must then be absent). */
   AMK_ABI_OP_MATVEC    = 6,
   /* The vector ops (ops-vector.cuh). F32 or BF16 vectors unless said otherwise. */
   /* out[v*n + c] = x[v*n + c] / sqrt(mean_c x[v*n + c]^2 + f3) * w[c] for vectors

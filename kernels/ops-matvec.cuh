@@ -4,8 +4,9 @@
  *   y[r0 + r] = sum_k W[r0 + r, k] x'[k] (+ bias[r0 + r]) (+ residual[r0 + r]),  r < n
  *
  * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM; the ring
- * pipeline computes it as (x * norm) * rsqrt(...), equal up to rounding), fp32
- * accumulation and round-to-nearest-even stores.
+ * pipeline computes it as (x * norm) * rsqrt(...), equal up to rounding), or
+ * x' = silu(x) * up (a fused SILU_MUL: the down projection reads gate and up itself, one
+ * stage less per layer), fp32 accumulation and round-to-nearest-even stores.
  *
  * Three parts (the utility ops have two):
  *   amk_matvec_check():    every thread, before the waits: operands, ranges, dtypes,
@@ -55,6 +56,7 @@
 #define AMK_MV_DEPTH   AMK_MATVEC_RING_DEPTH /* ring slots per thread (a power of two) */
 #define AMK_MV_DIRECT  8                     /* register loads in flight per thread */
 #define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
+#define AMK_MV_STAGE   4                     /* x' staging: float4 groups in flight per thread */
 #define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
 
 static_assert ((AMK_MV_DEPTH & (AMK_MV_DEPTH - 1)) == 0 && AMK_MV_DEPTH >= 2,
@@ -68,10 +70,10 @@ extern __shared__ __align__ (16) unsigned char amk_dyn_smem[];
  *   ptr[0] = y + r0, ptr[1] = W + r0 K (16-byte aligned), ptr[2] = x,
  *   count = n rows, esize = K,
  *   dtype = packed dtypes, 4 bits per buffer slot (slot s at bit 4 s; AMK_MV_ABSENT for
- *           a missing bias / residual / norm) | AMK_MV_WCONST,
+ *           a missing bias / residual / norm / up) | AMK_MV_WCONST,
  *   pattern = eps (f3) as bits.
- * bias, residual and norm are re-resolved by amk_matvec_exec() from the instruction (in
- * shared memory) and the buffer table: they need no registers across the waits. */
+ * bias, residual, norm and up are re-resolved by amk_matvec_exec() from the instruction
+ * (in shared memory) and the buffer table: they need no registers across the waits. */
 
 static __device__ __forceinline__ uint32_t
 amk_mv_dt (uint32_t packed, int slot)
@@ -175,14 +177,15 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
     return AMK_ABORT_CHECK; /* detail: x's buffer index */
 
   packed = ydt | (wdt << 4) | (xdt << 8);
-  for (int slot = 3; slot < 6; slot++)
+  for (int slot = 3; slot < 7; slot++)
     {
-      if (ins->buffers[slot] == AMK_NO_BUFFER)
+      /* slot 6 (up) only in a seven-buffer instruction */
+      if (ins->buffers[slot] == AMK_NO_BUFFER || (slot == 6 && ins->n_buffers < 7))
         {
           packed |= AMK_MV_ABSENT << (4 * slot);
           continue;
         }
-      const bool is_norm = slot == 5;
+      const bool is_norm = slot >= 5; /* the norm weight and up: [K], like x */
       const uint64_t off = is_norm ? 0 : (uint64_t) r0;
       const uint64_t cnt = is_norm ? (uint64_t) k : (uint64_t) n;
       if ((code = amk_mv_ref (ins, slot, buffers, n_buffers, off, cnt, vec, is_norm,
@@ -193,6 +196,11 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
           !(slot == 4 && o == y && odt == ydt))
         return AMK_ABORT_CHECK;
       packed |= odt << (4 * slot);
+    }
+  if (amk_mv_dt (packed, 5) != AMK_MV_ABSENT && amk_mv_dt (packed, 6) != AMK_MV_ABSENT)
+    {
+      *detail = ins->buffers[6];
+      return AMK_ABORT_CHECK; /* a norm and a gate: one or the other */
     }
 
   ctx->ptr[0] = y;
@@ -344,6 +352,13 @@ amk_mv_elem (const unsigned char *p, uint32_t dt, uint32_t i)
   return __uint_as_float ((uint32_t) reinterpret_cast<const uint16_t *> (p)[i] << 16);
 }
 
+/* The fused SILU_MUL's x'[i], the same arithmetic as SILU_MUL (ops-vector.cuh). */
+static __device__ __forceinline__ float
+amk_mv_gated (float g, float u)
+{
+  return __fdividef (g, 1.0f + expf (-g)) * u;
+}
+
 /* Elements per 16-byte chunk of W. */
 template <uint32_t WDT> struct amk_mv_w {
   static constexpr uint32_t E = WDT == AMK_ABI_DTYPE_F32 ? 4 : 8;
@@ -383,6 +398,25 @@ amk_mv_dot (uint4 w, const float (&x)[8], float acc)
         }
     }
   return acc;
+}
+
+/* Elements 4 j .. 4 j + 3 of an F32 or BF16 vector with a 16-byte aligned base. */
+static __device__ __forceinline__ float4
+amk_mv_load4 (const unsigned char *base, uint32_t dt, uint32_t j)
+{
+  if (dt == AMK_ABI_DTYPE_F32)
+    return reinterpret_cast<const float4 *> (base)[j];
+  const uint2 a = reinterpret_cast<const uint2 *> (base)[j];
+  return make_float4 (__uint_as_float (a.x << 16), __uint_as_float (a.x & 0xffff0000u),
+                      __uint_as_float (a.y << 16), __uint_as_float (a.y & 0xffff0000u));
+}
+
+/* The float4 of the staged x' that holds elements 4 j .. 4 j + 3 (the layout of
+ * amk_matvec_exec: for 8 elements per chunk, the low halves of the chunks first). */
+static __device__ __forceinline__ uint32_t
+amk_mv_stage_slot (uint32_t j, uint32_t C, uint32_t E)
+{
+  return E == 8 ? ((j & 1) ? C : 0) + (j >> 1) : j;
 }
 
 /* E consecutive elements (chunk c) of an F32 or BF16 vector with a 16-byte aligned base. */
@@ -509,9 +543,12 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
   constexpr uint32_t E = amk_mv_w<WDT>::E;
   const uint32_t lane = (uint32_t) tid & 31;
   const uint32_t xdt = amk_mv_dt (ctx->dtype, 2), ndt = amk_mv_dt (ctx->dtype, 5);
+  const uint32_t udt = amk_mv_dt (ctx->dtype, 6);
   const unsigned char *x = ctx->ptr[2];
   const unsigned char *nw = ndt != AMK_MV_ABSENT
       ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
+  const unsigned char *up = udt != AMK_MV_ABSENT
+      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) : nullptr;
   const int64_t wrap = amk_mv_wrap (g, nt);
   amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, 0, tid, nt);
   uint32_t j = 0, r = (uint32_t) tid >> 5;
@@ -546,6 +583,14 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
                   for (uint32_t e = 0; e < E; e++)
                     xv[e] = xv[e] * scale * nv[e];
                 }
+              else if (up != nullptr)
+                {
+                  float uv[8];
+                  amk_mv_load_vec<E> (up, udt, c, uv);
+#pragma unroll
+                  for (uint32_t e = 0; e < E; e++)
+                    xv[e] = amk_mv_gated (xv[e], uv[e]);
+                }
               acc = amk_mv_dot<WDT> (w[u], xv, acc);
             }
           if (++j == g.J)
@@ -573,6 +618,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   const uint32_t k = ctx->esize;
   const uint32_t packed = ctx->dtype;
   const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
+  const uint32_t udt = amk_mv_dt (packed, 6);
   const bool ring = amk_mv_use_ring (k, nt);
   const bool norm = ndt != AMK_MV_ABSENT;
   const uint32_t E = wdt == AMK_ABI_DTYPE_F32 ? 4 : 8;
@@ -595,15 +641,47 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
       /* RING with a norm stages x * weight in the same pass as x (one round trip, not
        * two) and applies the scale once it is known */
       const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
+      const unsigned char *up = udt != AMK_MV_ABSENT ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) : nullptr;
       float ss = 0.0f;
+      /* four elements per thread and group (K is a multiple of 4: rows are whole 16-byte
+       * chunks), AMK_MV_STAGE groups loaded before any is stored: the loads of a batch
+       * are in flight together, one round trip per batch rather than one per element
+       * (K = 8192 took 16 round trips, most of a down projection's tile) */
+      const uint32_t n4 = k / 4;
       if (run)
-        for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
+        for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_STAGE)
           {
-            const float v = amk_mv_elem (x, xdt, i);
-            ss = fmaf (v, v, ss);
-            if (ring)
-              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] =
-                  norm ? v * amk_mv_elem (nwt, ndt, i) : v;
+            float4 v[AMK_MV_STAGE], m[AMK_MV_STAGE];
+#pragma unroll
+            for (int b = 0; b < AMK_MV_STAGE; b++)
+              {
+                const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
+                if (j < n4)
+                  {
+                    v[b] = amk_mv_load4 (x, xdt, j);
+                    if (norm)
+                      m[b] = amk_mv_load4 (nwt, ndt, j);
+                    else if (up != nullptr)
+                      m[b] = amk_mv_load4 (up, udt, j);
+                  }
+              }
+#pragma unroll
+            for (int b = 0; b < AMK_MV_STAGE; b++)
+              {
+                const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
+                if (j >= n4)
+                  break;
+                float4 o = v[b];
+                ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
+                if (!ring)
+                  continue;
+                if (norm)
+                  o = make_float4 (o.x * m[b].x, o.y * m[b].y, o.z * m[b].z, o.w * m[b].w);
+                else if (up != nullptr)
+                  o = make_float4 (amk_mv_gated (o.x, m[b].x), amk_mv_gated (o.y, m[b].y),
+                                   amk_mv_gated (o.z, m[b].z), amk_mv_gated (o.w, m[b].w));
+                reinterpret_cast<float4 *> (xs)[amk_mv_stage_slot (j, C, E)] = o;
+              }
           }
       if (norm)
         {
@@ -616,9 +694,12 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
             total += red[w];
           scale = 1.0f / sqrtf (total / (float) k + __uint_as_float (ctx->pattern));
           if (ring && run)
-            /* every thread rescales the elements it staged itself: no barrier needed */
-            for (uint32_t i = (uint32_t) tid; i < k; i += (uint32_t) nt)
-              xs[E == 8 ? ((i & 4) ? 4 * C : 0) + 4 * (i >> 3) + (i & 3) : i] *= scale;
+            /* every thread rescales the groups it staged itself: no barrier needed */
+            for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)
+              {
+                float4 *o = reinterpret_cast<float4 *> (xs) + amk_mv_stage_slot (j, C, E);
+                *o = make_float4 (o->x * scale, o->y * scale, o->z * scale, o->w * scale);
+              }
         }
       if (ring)
         __syncthreads ();

@@ -457,6 +457,7 @@ typedef struct {
   guint    rows, k, tile;
   gboolean wait;      /* x is copied into scratch by another queue; every tile waits */
   gboolean w_input;   /* W is an INPUT buffer, not CONSTANT (no loads before the waits) */
+  gboolean gated;     /* a seventh buffer, up (x's dtype): x' = silu(x) * up */
 } MatvecCase;
 
 static const char *
@@ -550,10 +551,10 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
   g_autoptr(AmkProgram) p = amk_program_new (n_queues);
   g_autoptr(AmkCpuExecutor) cpu = NULL;
   g_autoptr(AmkLauncher) launcher = NULL;
-  g_autoptr(GBytes) wdata = NULL, xdata = NULL, bdata = NULL, rdata = NULL, ndata = NULL;
+  g_autoptr(GBytes) wdata = NULL, xdata = NULL, bdata = NULL, rdata = NULL, ndata = NULL, udata = NULL;
   g_autoptr(GBytes) y0 = NULL, want = NULL;
   gint64 shape_y[] = { c->rows + pad }, shape_w[] = { c->rows, c->k }, shape_k[] = { c->k }, shape_r[] = { c->rows };
-  gint y, w, x, xsrc, bias = MV_NONE, res = MV_NONE, norm = MV_NONE, counter = -1;
+  gint y, w, x, xsrc, bias = MV_NONE, res = MV_NONE, norm = MV_NONE, up = MV_NONE, counter = -1;
   const double tol = mv_any_bf16 (c) ? 1e-2 : 1e-5;
   gboolean ok = TRUE;
   guint n_tiles = 0;
@@ -581,6 +582,8 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
     res = y;
   if (c->norm != MV_NONE)
     norm = amk_program_add_buffer (p, "norm", c->norm, shape_k, 1, AMK_BUFFER_ROLE_CONSTANT, &error);
+  if (c->gated)
+    up = amk_program_add_buffer (p, "up", c->x, shape_k, 1, AMK_BUFFER_ROLE_INPUT, &error);
   g_assert_no_error (error);
 
   wdata = mv_random ((gsize) c->rows * c->k, c->w);
@@ -589,6 +592,8 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
     bdata = mv_random (c->rows, c->bias);
   if (c->residual == RES_SEPARATE)
     rdata = mv_random (c->rows, c->res_dtype);
+  if (c->gated)
+    udata = mv_random (c->k, c->x);
   if (norm != MV_NONE)
     {
       ndata = mv_random (c->k, c->norm);
@@ -610,7 +615,7 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
     {
       guint n = MIN (c->tile, c->rows - r0);
       gint i = add_ins (p, n_tiles % n_queues, AMK_OPCODE_MATVEC,
-                        (gint[]) { y, w, xsrc, bias, res, norm }, 6,
+                        (gint[]) { y, w, xsrc, bias, res, norm, up }, c->gated ? 7 : 6,
                         (gint[]) { r0, n, c->k }, 3);
       if (norm != MV_NONE)
         g_assert_true (amk_program_set_param_float (p, i, 3, 1e-5f, &error));
@@ -620,13 +625,14 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
   g_assert_true (amk_program_verify (p, &error));
   g_assert_no_error (error);
 
-  label = g_strdup_printf ("W=%s y=%s x=%s bias=%s residual=%s norm=%s rows=%u K=%u tile=%u (%u tiles)%s%s",
+  label = g_strdup_printf ("W=%s y=%s x=%s bias=%s residual=%s norm=%s rows=%u K=%u tile=%u (%u tiles)%s%s%s",
                            mv_dtype_name (c->w), mv_dtype_name (c->y), mv_dtype_name (c->x),
                            mv_dtype_name (c->bias),
                            c->residual == RES_NONE ? "-" : c->residual == RES_IN_PLACE ? "y(in place)"
                                                                                        : mv_dtype_name (c->res_dtype),
                            mv_dtype_name (c->norm), c->rows, c->k, c->tile, n_tiles,
-                           c->wait ? " waits" : "", c->w_input ? " W=input" : " W=constant");
+                           c->wait ? " waits" : "", c->w_input ? " W=input" : " W=constant",
+                           c->gated ? " x'=silu(x)*up" : "");
 
   /* the reference */
   cpu = amk_cpu_executor_new (p, &error);
@@ -637,6 +643,8 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
     g_assert_true (amk_cpu_executor_upload (cpu, bias, bdata, &error));
   if (rdata != NULL)
     g_assert_true (amk_cpu_executor_upload (cpu, res, rdata, &error));
+  if (udata != NULL)
+    g_assert_true (amk_cpu_executor_upload (cpu, up, udata, &error));
   if (c->w_input)
     g_assert_true (amk_cpu_executor_upload (cpu, w, wdata, &error));
   g_assert_true (amk_cpu_executor_run (cpu, &error));
@@ -666,6 +674,8 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
         g_assert_true (amk_launcher_upload (launcher, bias, bdata, &error));
       if (rdata != NULL)
         g_assert_true (amk_launcher_upload (launcher, res, rdata, &error));
+      if (udata != NULL)
+        g_assert_true (amk_launcher_upload (launcher, up, udata, &error));
       if (c->w_input)
         g_assert_true (amk_launcher_upload (launcher, w, wdata, &error));
       g_assert_no_error (error);
@@ -736,6 +746,10 @@ test_matvec (void)
      * shared memory takes the direct path */
     { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    BF16,    512,  14336, 4, FALSE, FALSE },
     { BF16, F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 260,  16400, 2, FALSE, TRUE },
+    /* the fused SILU_MUL (a layer's down projection), x produced on another queue */
+    { BF16, F32,  F32,  MV_NONE, RES_IN_PLACE, 0, MV_NONE, 2048, 8192, 16, TRUE,  FALSE, TRUE },
+    { BF16, BF16, BF16, F32,  RES_NONE,     0,    MV_NONE, 1000, 2304, 9,  FALSE, FALSE, TRUE },
+    { F32,  F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 300,  40,   7,  FALSE, TRUE,  TRUE },
   };
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkLauncher) probe = NULL;
@@ -768,7 +782,7 @@ test_matvec_checks (void)
   if (!need_gpu ())
     return;
 
-  for (guint t = 0; t < 3; t++)
+  for (guint t = 0; t < 4; t++)
     {
       g_autoptr(GError) error = NULL;
       g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
@@ -792,10 +806,17 @@ test_matvec_checks (void)
           add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, y, -1, -1 }, 6, (gint[]) { 0, 64, 16 }, 3);
           want = y, what = "bias == y";
         }
-      else /* x overlaps y */
+      else if (t == 2) /* x overlaps y */
         {
           add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, y, -1, -1, -1 }, 6, (gint[]) { 8, 32, 16 }, 3);
           want = y, what = "x overlaps y";
+        }
+      else /* a fused norm and a fused SILU_MUL */
+        {
+          gint n = amk_program_add_buffer (p, "norm", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_CONSTANT, NULL);
+          gint u = amk_program_add_buffer (p, "up", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_INPUT, NULL);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, n, u }, 7, (gint[]) { 0, 64, 16 }, 3);
+          want = u, what = "norm and up";
         }
       g_assert_false (amk_program_verify (p, NULL));
       g_assert_true (amk_launcher_load_unverified (launcher, p, &error));

@@ -31,9 +31,9 @@ class MatvecCase:
     """rows x k matvec split into tiles of `tile` rows, dealt round-robin over `queues`."""
 
     def __init__(self, rng, rows, k, wdt=Amk.DType.BF16, xdt=Amk.DType.F32, ydt=Amk.DType.F32,
-                 bias=False, residual=None, norm=False, tile=16, queues=4, eps=1e-5):
+                 bias=False, residual=None, norm=False, up=None, tile=16, queues=4, eps=1e-5):
         self.rows, self.k, self.eps = rows, k, eps
-        self.dt = dict(w=wdt, x=xdt, y=ydt)
+        self.dt = dict(w=wdt, x=xdt, y=ydt, up=up)
         p = Amk.Program.new(queues)
         self.y = p.add_buffer("y", ydt, [rows], Amk.BufferRole.OUTPUT)
         self.w = p.add_buffer("w", wdt, [rows, k], Amk.BufferRole.CONSTANT)
@@ -56,11 +56,15 @@ class MatvecCase:
             self.g = p.add_buffer("gamma", Amk.DType.BF16, [k], Amk.BufferRole.CONSTANT)
             self.data["gamma"] = values(rng, Amk.DType.BF16, k)
             p.set_buffer_data(self.g, to_bytes(self.data["gamma"]))
+        self.u = NONE
+        if up is not None:  # the fused SILU_MUL: x' = silu(x) * up
+            self.u = p.add_buffer("up", up, [k], Amk.BufferRole.INPUT)
+            self.data["up"] = values(rng, up, k)
         self.residual = residual
+        refs = [self.y, self.w, self.x, self.b, self.r, self.g] + ([self.u] if up is not None else [])
         for t, r0 in enumerate(range(0, rows, tile)):
             n = min(tile, rows - r0)
-            add_op(p, t % queues, Amk.Opcode.MATVEC, [self.y, self.w, self.x, self.b, self.r, self.g],
-                   ints=[r0, n, k], floats={3: eps})
+            add_op(p, t % queues, Amk.Opcode.MATVEC, refs, ints=[r0, n, k], floats={3: eps})
         p.verify()
         self.program = p
 
@@ -69,6 +73,8 @@ class MatvecCase:
         x = to_f32(self.dt["x"], self.data["x"]).astype(np.float64)
         if self.g != NONE:
             x = x / np.sqrt(np.mean(x * x) + self.eps) * to_f32(Amk.DType.BF16, self.data["gamma"])
+        if self.u != NONE:
+            x = x / (1 + np.exp(-x)) * to_f32(self.dt["up"], self.data["up"])
         y = w @ x
         if self.b != NONE:
             y += self.data["bias"]
@@ -86,6 +92,8 @@ class MatvecCase:
             ex.upload(self.b, to_bytes(self.data["bias"]))
         if self.residual == "separate":
             ex.upload(self.r, to_bytes(self.data["res"]))
+        if self.u != NONE:
+            ex.upload(self.u, to_bytes(self.data["up"]))
         y_before = values(rng, self.dt["y"], self.rows) if self.residual == "in-place" \
             else poison(self.dt["y"], self.rows)
         ex.upload(self.y, to_bytes(y_before))
@@ -117,6 +125,16 @@ def test_fused(rng, residual, norm):
                       norm=norm, tile=8, queues=4)
     got, want = case.run(rng)
     assert rel_err(got, want) <= (1e-2 if residual == "separate" or norm else 1e-5)
+
+
+@pytest.mark.parametrize("up", VEC)
+@pytest.mark.parametrize("residual", [None, "in-place"])
+def test_fused_silu_mul(rng, up, residual):
+    # a seventh buffer gates x: x' = silu(x) * up (the down projection of a layer)
+    case = MatvecCase(rng, rows=72, k=160, wdt=Amk.DType.F32, residual=residual, up=up,
+                      tile=8, queues=4)
+    got, want = case.run(rng)
+    assert rel_err(got, want) <= (1e-2 if up == Amk.DType.BF16 else 1e-5)
 
 
 def test_same_for_every_seed(rng):
@@ -165,6 +183,21 @@ def test_verifier_output_must_not_alias_inputs():
     p, y, w, x = matvec_program(rows=16, k=16, xdt=Amk.DType.F32)
     add_op(p, 0, Amk.Opcode.MATVEC, [x, w, x, NONE, NONE, NONE], ints=[0, 16, 16])
     assert "overlaps" in expect_error(p, Amk.ProgramError.INVALID)
+
+
+def test_verifier_norm_and_up_exclusive():
+    p, y, w, x = matvec_program()
+    g = p.add_buffer("gamma", Amk.DType.F32, [16], Amk.BufferRole.CONSTANT)
+    u = p.add_buffer("up", Amk.DType.F32, [16], Amk.BufferRole.INPUT)
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, g, u], ints=[0, 8, 16], floats={3: 1e-5})
+    assert "cannot be combined" in expect_error(p, Amk.ProgramError.INVALID)
+
+
+def test_verifier_up_too_short():
+    p, y, w, x = matvec_program()
+    u = p.add_buffer("up", Amk.DType.F32, [8], Amk.BufferRole.INPUT)
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE, u], ints=[0, 8, 16])
+    assert "up vector" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
 
 
 def test_needs_y_w_x():

@@ -1,7 +1,8 @@
 /* test-compiler.c: the op API and amk_program_compile(). Random op graphs compile,
  * verify, and compute what a plain sequential interpreter of the same ops computes (on
- * every seed of the CPU executor's scheduler); matvecs spread over all queues; the
- * estimated makespan stays close to its lower bound.
+ * every seed of the CPU executor's scheduler); matvecs spread over all queues; a
+ * SILU_MUL fuses into the matvec that reads it; the estimated makespan stays close to
+ * its lower bound.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -296,6 +297,117 @@ test_matvec_siblings (void)
     }
 }
 
+/* Counts the instructions of `opcode`, and of those the ones naming `n_buffers` buffers. */
+static guint
+count_instructions (AmkProgram *p, guint opcode, guint n_buffers, guint *with_n)
+{
+  guint n = 0;
+
+  *with_n = 0;
+  for (guint i = 0; i < p->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t, i);
+      n += ins->opcode == opcode;
+      *with_n += ins->opcode == opcode && ins->n_buffers == n_buffers;
+    }
+  return n;
+}
+
+/* A SILU_MUL whose output (F32 scratch, reused by the next layer) only the next MATVEC
+ * reads fuses into it: no SILU_MUL instruction, the MATVEC reads gate and up (seven
+ * buffers); the result equals the plain computation. When the caller can see the output
+ * (an OUTPUT buffer) nothing is fused. Two layers, on the CPU executor against a double
+ * reference, random data. */
+static void
+test_silu_fused (void)
+{
+  const guint h = 40, f = 96, queues = 6, layers = 2;
+
+  for (guint visible = 0; visible < 2; visible++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkProgram) p = amk_program_new (queues);
+      g_autoptr(AmkCpuExecutor) ex = NULL;
+      g_autoptr(GBytes) out = NULL;
+      gint64 s_up[2] = { f, h }, s_down[2] = { h, f };
+      g_autofree float *x = g_new (float, h), *wg = g_new (float, f * h), *wu = g_new (float, f * h);
+      g_autofree float *wd = g_new (float, h * f), *ref = g_new (float, h);
+      gint bx = test_add_buffer (p, "x", AMK_DTYPE_F32, h, AMK_BUFFER_ROLE_STATE);
+      gint bg = test_add_buffer (p, "gate", AMK_DTYPE_F32, f, AMK_BUFFER_ROLE_SCRATCH);
+      gint bu = test_add_buffer (p, "up", AMK_DTYPE_F32, f, AMK_BUFFER_ROLE_SCRATCH);
+      gint ba = test_add_buffer (p, "act", AMK_DTYPE_F32, f, visible ? AMK_BUFFER_ROLE_OUTPUT : AMK_BUFFER_ROLE_SCRATCH);
+      gint mg = amk_program_add_buffer (p, "wg", AMK_DTYPE_F32, s_up, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint mu = amk_program_add_buffer (p, "wu", AMK_DTYPE_F32, s_up, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint md = amk_program_add_buffer (p, "wd", AMK_DTYPE_F32, s_down, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      guint with7, silu;
+      double diff = 0, norm = 0;
+
+      for (guint i = 0; i < h; i++)
+        x[i] = (float) g_test_rand_double_range (-1, 1);
+      for (guint i = 0; i < f * h; i++)
+        {
+          wg[i] = (float) g_test_rand_double_range (-1, 1);
+          wu[i] = (float) g_test_rand_double_range (-1, 1);
+          wd[i] = (float) g_test_rand_double_range (-1, 1);
+        }
+      g_assert_true (amk_program_set_buffer_data (p, mg, g_bytes_new_static (wg, f * h * 4), &error));
+      g_assert_true (amk_program_set_buffer_data (p, mu, g_bytes_new_static (wu, f * h * 4), &error));
+      g_assert_true (amk_program_set_buffer_data (p, md, g_bytes_new_static (wd, f * h * 4), &error));
+      for (guint l = 0; l < layers; l++)
+        {
+          g_assert_cmpint (amk_program_op_matvec (p, bg, mg, bx, -1, -1, -1, 0, &error), >=, 0);
+          g_assert_cmpint (amk_program_op_matvec (p, bu, mu, bx, -1, -1, -1, 0, &error), >=, 0);
+          g_assert_cmpint (amk_program_op_silu_mul (p, ba, bg, bu, &error), >=, 0);
+          g_assert_cmpint (amk_program_op_matvec (p, bx, md, ba, -1, bx, -1, 0, &error), >=, 0);
+        }
+      g_assert_true (amk_program_compile (p, &error));
+      g_assert_no_error (error);
+
+      silu = count_instructions (p, AMK_OPCODE_SILU_MUL, 3, &with7);
+      g_assert_cmpuint (silu, ==, visible ? layers * MIN (queues, MAX (1, f / 256)) : 0);
+      count_instructions (p, AMK_OPCODE_MATVEC, 7, &with7);
+      g_assert_cmpuint (with7, ==, visible ? 0 : layers * MIN (queues, h / 16));
+
+      for (guint r = 0; r < h; r++)
+        ref[r] = x[r];
+      for (guint l = 0; l < layers; l++)
+        {
+          g_autofree double *act = g_new0 (double, f);
+          for (guint c = 0; c < f; c++)
+            {
+              double g = 0, u = 0;
+              for (guint k = 0; k < h; k++)
+                {
+                  g += (double) wg[c * h + k] * ref[k];
+                  u += (double) wu[c * h + k] * ref[k];
+                }
+              act[c] = g / (1 + exp (-g)) * u;
+            }
+          for (guint r = 0; r < h; r++)
+            {
+              double acc = ref[r];
+              for (guint c = 0; c < f; c++)
+                acc += (double) wd[r * f + c] * act[c];
+              ref[r] = (float) acc;
+            }
+        }
+      ex = amk_cpu_executor_new (p, &error);
+      g_assert_no_error (error);
+      g_assert_true (amk_cpu_executor_upload (ex, bx, g_bytes_new_static (x, h * 4), &error));
+      g_assert_true (amk_cpu_executor_run (ex, &error));
+      g_assert_no_error (error);
+      out = amk_cpu_executor_download (ex, bx, &error);
+      g_assert_no_error (error);
+      for (guint r = 0; r < h; r++)
+        {
+          const double got = ((const float *) g_bytes_get_data (out, NULL))[r];
+          diff += (got - ref[r]) * (got - ref[r]);
+          norm += (double) ref[r] * ref[r];
+        }
+      g_assert_cmpfloat (sqrt (diff), <=, 1e-5 * sqrt (norm));
+    }
+}
+
 /* A layer-like chain: norm + matvec, residual, a wide matvec, an add, a matvec back. */
 static void
 test_makespan_near_bound (void)
@@ -399,6 +511,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/compiler/random-graphs", test_random_graphs);
   g_test_add_func ("/amk/compiler/matvec-spreads", test_matvec_spreads);
   g_test_add_func ("/amk/compiler/matvec-siblings", test_matvec_siblings);
+  g_test_add_func ("/amk/compiler/silu-fused", test_silu_fused);
   g_test_add_func ("/amk/compiler/makespan-near-bound", test_makespan_near_bound);
   g_test_add_func ("/amk/compiler/op-errors", test_op_errors);
   g_test_add_func ("/amk/compiler/compile-errors", test_compile_errors);
