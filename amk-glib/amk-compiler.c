@@ -1,7 +1,7 @@
 /* amk-compiler.c: lowers the ops recorded with the op API into tile instructions:
  * tiles per op, dependencies from the element ranges each tile reads and writes,
  * counters per producer tile (or per producer op when consumers need most of it),
- * a SILU_MUL fused into the MATVEC that reads it,
+ * a SILU_MUL fused into the MATVEC that reads it, the attention merge into the attention,
  * critical-path list scheduling onto the queues with a bytes-moved cost model,
  * scratch buffers placed by lifetime, then the verifier.
  *
@@ -216,13 +216,30 @@ silu_fuses_into_next (AmkProgram *self, guint s)
   return TRUE;
 }
 
+/* Whether op o is the ATTN_REDUCE of the ATTN_DECODE recorded right before it (the pair
+ * that amk_program_op_attention() records): then the attention tiles merge themselves,
+ * the last split of each key/value head to finish merging that head's query heads
+ * (ATTN_DECODE's fused merge), and the merge op becomes no instruction: one stage and
+ * one round trip through the counters less per layer. */
+static gboolean
+merge_fuses_into_attention (AmkProgram *self, guint o)
+{
+  const AmkOpInfo *ops = (const AmkOpInfo *) self->ops->data;
+
+  return o > 0 && o < self->ops->len && ops[o].opcode == AMK_ABI_OP_ATTN_REDUCE &&
+         ops[o - 1].opcode == AMK_ABI_OP_ATTN_DECODE && ops[o].buffers[1] == ops[o - 1].buffers[0];
+}
+
 /* Splits op `o` into tiles appended to `tiles`. A MATVEC with `silu` set (the SILU_MUL
- * fused into it, see silu_fuses_into_next) reads that op's gate and up instead of x. */
+ * fused into it, see silu_fuses_into_next) reads that op's gate and up instead of x; an
+ * ATTN_DECODE with `merge` set (merge_fuses_into_attention) merges into its output. */
 static void
-lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu, GArray *tiles)
+lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
+          const AmkOpInfo *merge, GArray *tiles)
 {
   const guint queues = self->num_queues;
   guint64 n, n_tiles;
+  gint32 arrival = AMK_NO_COUNTER;  /* the fused merge's, of the current key/value head */
 
   switch (op->opcode)
     {
@@ -415,9 +432,21 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
             t.ins.params.i[5] = (gint32) split;
             t.ins.params.i[6] = (gint32) ns;
             t.ins.params.f[7] = op->value;
-            /* the partial rows of the group's heads for this split, as one covering range */
-            add_access (&t, op->buffers[0], (group * per * ns + split) * (hd + 2),
-                        (((group + 1) * per - 1) * ns + split + 1) * (hd + 2), TRUE);
+            if (merge != NULL)
+              {
+                if (split == 0)
+                  arrival = amk_program_add_counter (self, NULL);
+                t.ins.n_buffers = 6;
+                t.ins.buffers[5] = merge->buffers[0];
+                t.ins.params.i[8] = arrival;
+                add_access (&t, merge->buffers[0], group * per * hd, (group + 1) * per * hd, TRUE);
+                /* one of the group's tiles reads all its partial rows */
+                add_access (&t, op->buffers[0], group * per * ns * (hd + 2), (group + 1) * per * ns * (hd + 2), TRUE);
+              }
+            else
+              /* the partial rows of the group's heads for this split, as one covering range */
+              add_access (&t, op->buffers[0], (group * per * ns + split) * (hd + 2),
+                          (((group + 1) * per - 1) * ns + split + 1) * (hd + 2), TRUE);
             add_access (&t, op->buffers[1], group * per * hd, (group + 1) * per * hd, FALSE);
             add_access (&t, op->buffers[2], 0, info (self, op->buffers[2])->n_elements, FALSE);
             add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, FALSE);
@@ -967,9 +996,11 @@ amk_program_compile (AmkProgram  *self,
 
       ops[o].first_tile = tile_array->len;
       ops[o].counter = AMK_NO_COUNTER;
-      if (!silu_fuses_into_next (self, o))
+      if (!silu_fuses_into_next (self, o) && !merge_fuses_into_attention (self, o))
         lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o),
-                  fused ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL, tile_array);
+                  fused ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL,
+                  merge_fuses_into_attention (self, o + 1) ? &g_array_index (self->ops, AmkOpInfo, o + 1) : NULL,
+                  tile_array);
       ops[o].n_tiles = tile_array->len - ops[o].first_tile;
     }
   tiles = (Tile *) tile_array->data;

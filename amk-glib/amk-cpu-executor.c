@@ -511,7 +511,7 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
       q = runnable[g_rand_int_range (rand, 0, (gint32) n_runnable)];
       pos = pc[q];
       ins = head (&st, q);
-      code = amk_cpu_op_run (ins, self->buffers, &detail);
+      code = amk_cpu_op_run (ins, self->buffers, counters, &detail);
       if (code != AMK_ABORT_CODE_NONE)
         {
           g_autofree char *what = NULL;

@@ -160,14 +160,11 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   return AMK_ABORT_CODE_NONE;
 }
 
-/* out[h] = the i2 splits of head h merged, for heads i3 .. i3+i4. */
-static AmkAbortCode
-op_attn_reduce (const amk_instruction_t *ins, AmkCpuBuffer *b)
+/* out[h] = the n_splits partials of head h merged, for heads first .. first+count. */
+static void
+merge_heads (gint32 d, gint32 n_splits, AmkCpuBuffer *out, AmkCpuBuffer *partial, gint32 first,
+             gint32 count)
 {
-  const amk_params_t *p = &ins->params;
-  const gint32 d = p->i[0], n_splits = p->i[2], first = p->i[3], count = p->i[4];
-  AmkCpuBuffer *out = &b[ins->buffers[0]], *partial = &b[ins->buffers[1]];
-
   for (gint32 h = first; h < first + count; h++)
     {
       const guint64 base = (guint64) h * n_splits * (d + 2);
@@ -193,20 +190,39 @@ op_attn_reduce (const amk_instruction_t *ins, AmkCpuBuffer *b)
           store_f32 (out, (guint64) h * d + c, (float) (num / den));
         }
     }
+}
+
+/* ATTN_REDUCE: the i2 splits of heads i3 .. i3+i4 merged. */
+static AmkAbortCode
+op_attn_reduce (const amk_instruction_t *ins, AmkCpuBuffer *b)
+{
+  const amk_params_t *p = &ins->params;
+
+  merge_heads (p->i[0], p->i[2], &b[ins->buffers[0]], &b[ins->buffers[1]], p->i[3], p->i[4]);
   return AMK_ABORT_CODE_NONE;
 }
 
 AmkAbortCode
 amk_cpu_attention_op (const amk_instruction_t *ins,
                       AmkCpuBuffer            *buffers,
+                      guint32                 *counters,
                       gint                    *detail)
 {
+  AmkAbortCode code;
+
   switch (ins->opcode)
     {
     case AMK_ABI_OP_ROPE_KV:
       return op_rope_kv (ins, buffers, detail);
     case AMK_ABI_OP_ATTN_DECODE:
-      return op_attn_decode (ins, buffers, detail);
+      code = op_attn_decode (ins, buffers, detail);
+      /* the fused merge: the last split of the key/value head to arrive merges its heads */
+      if (code == AMK_ABORT_CODE_NONE && ins->n_buffers >= 6 &&
+          ++counters[ins->params.i[8]] == (guint32) ins->params.i[6])
+        merge_heads (ins->params.i[0], ins->params.i[6], &buffers[ins->buffers[5]], &buffers[ins->buffers[0]],
+                     ins->params.i[4] * (ins->params.i[1] / ins->params.i[2]),
+                     ins->params.i[1] / ins->params.i[2]);
+      return code;
     case AMK_ABI_OP_ATTN_REDUCE:
       return op_attn_reduce (ins, buffers);
     default:

@@ -103,6 +103,7 @@ op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
 AmkAbortCode
 amk_cpu_op_run (const amk_instruction_t *ins,
                 AmkCpuBuffer            *buffers,
+                guint32                 *counters,
                 gint                    *detail)
 {
   switch (ins->opcode)
@@ -131,7 +132,7 @@ amk_cpu_op_run (const amk_instruction_t *ins,
     case AMK_ABI_OP_ROPE_KV:
     case AMK_ABI_OP_ATTN_DECODE:
     case AMK_ABI_OP_ATTN_REDUCE:
-      return amk_cpu_attention_op (ins, buffers, detail);
+      return amk_cpu_attention_op (ins, buffers, counters, detail);
     case AMK_ABI_OP_TRAP:
       *detail = ins->params.i[0];
       return AMK_ABORT_CODE_TRAP;

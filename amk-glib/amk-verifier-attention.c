@@ -6,7 +6,8 @@
  * What an instruction touches, in elements from the start of each buffer (D = i0):
  *   ROPE_KV:     q [i1 D] (read, written), k [i2 D] (read, written), v [i2 D],
  *                k cache and v cache [i3 i2 D] (written), pos [1]
- *   ATTN_DECODE: partial [i1 i6 (D + 2)] (written), q [i1 D], caches [i3 i2 D], pos [1]
+ *   ATTN_DECODE: partial [i1 i6 (D + 2)] (written), q [i1 D], caches [i3 i2 D], pos [1],
+ *                with the merge fused out [i1 D] (written) and the arrival counter i8
  *   ATTN_REDUCE: out [i1 D] (written), partial [i1 i2 (D + 2)]
  * A written buffer may not share a byte with any other operand's buffer, the whole
  * buffers compared, like the device check (q and k are rotated in place: that is one
@@ -312,7 +313,8 @@ verify_attn_decode (const Ctx *c, GError **error)
   const amk_params_t *p = &c->ins->params;
   const gint32 d = p->i[0], n_q = p->i[1], n_kv = p->i[2], max_ctx = p->i[3];
   const gint32 kv_head = p->i[4], split = p->i[5], n_splits = p->i[6];
-  Operand ops[5];
+  const gboolean merges = c->ins->n_buffers == 6;
+  Operand ops[6];
   guint64 cache;
 
   if (!check_heads (c, d, AMK_ATTN_MAX_HEAD_DIM, n_q, n_kv, error) ||
@@ -346,7 +348,15 @@ verify_attn_decode (const Ctx *c, GError **error)
   ops[2] = (Operand) { 2, _("the k cache"), CACHE_TYPES, cache, FALSE };
   ops[3] = (Operand) { 3, _("the v cache"), CACHE_TYPES, cache, FALSE };
   ops[4] = (Operand) { 4, _("the position"), I32_ONLY, 1, FALSE };
-  return check_operands (c, ops, G_N_ELEMENTS (ops), error) &&
+  ops[5] = (Operand) { 5, _("the output"), F32_ONLY, (guint64) n_q * d, TRUE };
+  if (merges && (p->i[8] < 0 || (guint) p->i[8] >= c->self->counter_names->len))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): the arrival counter %d does not exist; the program has %u counters"),
+                   c->queue, c->pos, c->op, p->i[8], c->self->counter_names->len);
+      return FALSE;
+    }
+  return check_operands (c, ops, merges ? 6 : 5, error) &&
          check_same_cache_dtype (c, 2, 3, error);
 }
 

@@ -374,9 +374,11 @@ check_instruction (AmkProgram              *self,
                      queue, pos, ins->buffers[s], self->buffers->len);
         return FALSE;
       }
-  /* MATVEC may name a seventh buffer: the fused SILU_MUL's up */
+  /* MATVEC may name a seventh buffer (the fused SILU_MUL's up), ATTN_DECODE a sixth (the
+   * fused merge's output) */
   if (ins->n_buffers != n_needed &&
-      !(ins->opcode == AMK_ABI_OP_MATVEC && ins->n_buffers == n_needed + 1))
+      !((ins->opcode == AMK_ABI_OP_MATVEC || ins->opcode == AMK_ABI_OP_ATTN_DECODE) &&
+        ins->n_buffers == n_needed + 1))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u (%s) names %u buffers; %s takes %u"),
@@ -426,6 +428,48 @@ check_instruction (AmkProgram              *self,
     default:
       return TRUE;
     }
+}
+
+/* The arrival counters of ATTN_DECODE's fused merge: no instruction waits on or signals
+ * one (its count is not a completion), and exactly as many instructions arrive on it as
+ * their split count, so that the merge runs once, after the last split. */
+static gboolean
+check_arrival_counters (AmkProgram  *self,
+                        GError     **error)
+{
+  const guint n = self->counter_names->len;
+  g_autofree guint8 *synced = g_malloc0 (n + 1);
+  g_autofree guint32 *arrivals = g_new0 (guint32, n + 1);
+
+  for (guint i = 0; i < self->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (self->instructions, amk_instruction_t, i);
+      for (guint w = 0; w < ins->n_waits; w++)
+        synced[ins->waits[w].counter] = 1;
+      if (ins->signal.counter != AMK_NO_COUNTER)
+        synced[ins->signal.counter] = 1;
+      if (ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers == 6)
+        arrivals[ins->params.i[8]]++;
+    }
+  for (guint i = 0; i < self->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (self->instructions, amk_instruction_t, i);
+      gint32 c;
+
+      if (ins->opcode != AMK_ABI_OP_ATTN_DECODE || ins->n_buffers != 6)
+        continue;
+      c = ins->params.i[8];
+      if (synced[c] || arrivals[c] != (guint32) ins->params.i[6])
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Instruction %u (ATTN_DECODE) merges on counter %d “%s”, which %s; an arrival counter belongs to the %d splits of one key/value head and nothing else"),
+                       i, c, counter_name (self, c),
+                       synced[c] ? _("an instruction waits on or signals") : _("a different number of splits arrive on"),
+                       ins->params.i[6]);
+          return FALSE;
+        }
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -489,7 +533,7 @@ check_queues_and_instructions (AmkProgram  *self,
                      _("Instruction %u is in no queue"), i);
         return FALSE;
       }
-  return TRUE;
+  return check_arrival_counters (self, error);
 }
 
 /* The abstract run. A queue advances while its head's waits hold against the counter

@@ -5,7 +5,9 @@
  *                (c, c + D/2).
  *   ATTN_DECODE  the query heads of one key/value head group over one split of the cached
  *                positions, as (acc, m, l) with an online softmax in fp32.
- *   ATTN_REDUCE  merges the splits of each query head. A warp per head.
+ *   ATTN_REDUCE  merges the splits of each query head. A warp per head. With a sixth
+ *                buffer ATTN_DECODE does it itself: the last split of a key/value head to
+ *                finish (an arrival counter) merges the group's heads, one stage less.
  *
  * Two halves per op, like the other families:
  *   amk_attention_check(): every thread, before the waits: parameters, dtypes, sizes
@@ -87,6 +89,13 @@ amk_attn_finite_positive (float v)
 #define AMK_ATTN_I32   (1u << AMK_ABI_DTYPE_I32)
 #define AMK_ATTN_CACHE ((1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16))
 
+/* ATTN_DECODE with the merge fused (a sixth buffer, out). */
+static __device__ __forceinline__ bool
+amk_attn_merges (const amk_instruction_t *ins)
+{
+  return ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers >= 6;
+}
+
 /* The parameters of the instruction (what needs no buffer). */
 static __device__ __forceinline__ bool
 amk_attn_params_ok (const amk_instruction_t *ins)
@@ -135,9 +144,10 @@ amk_attn_operand_spec (const amk_instruction_t *ins, int slot, uint64_t *count, 
     }
   else if (ins->opcode == AMK_ABI_OP_ATTN_DECODE)
     {
-      /* partial, q, k cache, v cache, pos; the caches are read 16 bytes at a time */
-      *dtypes = slot <= 1 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
-      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2) : slot == 1 ? (uint64_t) nq * d
+      /* partial, q, k cache, v cache, pos, out (fused merge); the caches are read 16
+       * bytes at a time */
+      *dtypes = slot <= 1 || slot == 5 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
+      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2) : slot == 1 || slot == 5 ? (uint64_t) nq * d
              : slot == 4 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
       if (slot == 2 || slot == 3)
         *align = 16;
@@ -160,9 +170,11 @@ amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, 
                      amk_op_ctx *ctx, int32_t *detail)
 {
   const uint32_t op = ins->opcode;
-  const int n = op == AMK_ABI_OP_ROPE_KV ? 6 : op == AMK_ABI_OP_ATTN_DECODE ? 5 : 2;
-  /* written slots: ROPE_KV q, k and the caches; the others slot 0 */
-  const uint32_t written = op == AMK_ABI_OP_ROPE_KV ? 0x1bu : 0x1u;
+  const bool merges = amk_attn_merges (ins);
+  const int n = op == AMK_ABI_OP_ROPE_KV ? 6 : op == AMK_ABI_OP_ATTN_DECODE ? (merges ? 6 : 5) : 2;
+  /* written slots: ROPE_KV q, k and the caches; ATTN_DECODE the partials and out; the
+   * others slot 0 */
+  const uint32_t written = op == AMK_ABI_OP_ROPE_KV ? 0x1bu : merges ? 0x21u : 0x1u;
   const int cache_slot = op == AMK_ABI_OP_ROPE_KV ? 3 : 2;
 
   if (op < AMK_ABI_OP_ROPE_KV || op > AMK_ABI_OP_ATTN_REDUCE)
@@ -846,55 +858,58 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
 
 /* ---- ATTN_REDUCE ---------------------------------------------------------------------- */
 
+/* Merges the n_splits partials of query heads first .. end into out. Up to 32 splits: a
+ * warp per (head, 32 columns), lane s holding split s's weight, so that a task costs two
+ * round trips (the weights, then its columns of every split, loads in flight together)
+ * whatever the head dimension; more splits: a warp per head. The partials were written
+ * by other blocks: loaded from L2 (.cg), never from a line this SM's L1 may still hold
+ * from an earlier layer. */
 static __device__ __forceinline__ void
-amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int tid, int nt)
+amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, uint32_t first,
+                uint32_t end, int tid, int nt)
 {
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], n_splits = p.i[2];
-  const uint32_t first = (uint32_t) p.i[3], end = first + (uint32_t) p.i[4];
-  float *out = reinterpret_cast<float *> (ctx->ptr[0]);
-  const float *partial = reinterpret_cast<const float *> (ctx->ptr[1]);
   const int lane = tid & 31;
   const uint64_t stride = (uint64_t) d + 2;
 
+  if (n_splits <= 32)
+    {
+      const uint32_t chunks = ((uint32_t) d + 31) / 32, tasks = (end - first) * chunks;
+      for (uint32_t task = (uint32_t) tid >> 5; task < tasks; task += (uint32_t) nt >> 5)
+        {
+          const uint32_t h = first + task / chunks;
+          const int32_t c = (int32_t) (task % chunks) * 32 + lane;
+          const float *ph = partial + (uint64_t) h * n_splits * stride;
+          const float m = lane < n_splits ? __ldcg (ph + lane * stride + d) : -INFINITY;
+          const float l = lane < n_splits ? __ldcg (ph + lane * stride + d + 1) : 0.0f;
+          const float big = amk_attn_warp_max (m);
+          const float wgt = m == -INFINITY ? 0.0f : expf (m - big);
+          const float den = amk_attn_warp_sum (wgt * l);
+          float v[32];
+#pragma unroll
+          for (int32_t s = 0; s < 32; s++)
+            v[s] = s < n_splits && c < d ? __ldcg (ph + s * stride + c) : 0.0f;
+          float num = 0.0f;
+#pragma unroll
+          for (int32_t s = 0; s < 32; s++)
+            num = fmaf (__shfl_sync (0xffffffffu, wgt, s), v[s], num);
+          if (c < d)
+            out[(uint64_t) h * d + c] = num / den;
+        }
+      return;
+    }
   for (uint32_t h = first + ((uint32_t) tid >> 5); h < end; h += (uint32_t) nt >> 5)
     {
       const float *ph = partial + (uint64_t) h * n_splits * stride;
       float big = -INFINITY, den = 0.0f;
 
-      if (n_splits <= 32)
-        {
-          /* lane s holds split s's weight: every load of the head is independent of the
-           * others, so they overlap instead of queueing one after the other */
-          const float m = lane < n_splits ? ph[lane * stride + d] : -INFINITY;
-          const float l = lane < n_splits ? ph[lane * stride + d + 1] : 0.0f;
-          big = amk_attn_warp_max (m);
-          const float wgt = m == -INFINITY ? 0.0f : expf (m - big);
-          den = amk_attn_warp_sum (wgt * l);
-          for (int32_t c0 = 0; c0 < d; c0 += 32) /* uniform: the shuffles need every lane */
-            {
-              const int32_t c = c0 + lane;
-              float num = 0.0f;
-#pragma unroll 8
-              for (int32_t s = 0; s < n_splits; s++)
-                {
-                  const float w_s = __shfl_sync (0xffffffffu, wgt, s);
-                  if (c < d)
-                    num = fmaf (w_s, ph[s * stride + c], num);
-                }
-              if (c < d)
-                out[(uint64_t) h * d + c] = num / den;
-            }
-          continue;
-        }
       for (int32_t s = lane; s < n_splits; s += 32)
-        big = fmaxf (big, ph[s * stride + d]);
+        big = fmaxf (big, __ldcg (ph + s * stride + d));
       big = amk_attn_warp_max (big);
       for (int32_t s = lane; s < n_splits; s += 32)
         {
-          const float m = ph[s * stride + d];
+          const float m = __ldcg (ph + s * stride + d);
           if (m != -INFINITY)
-            den += expf (m - big) * ph[s * stride + d + 1];
+            den += expf (m - big) * __ldcg (ph + s * stride + d + 1);
         }
       den = amk_attn_warp_sum (den);
       for (int32_t c = lane; c < d; c += 32)
@@ -902,13 +917,55 @@ amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int t
           float num = 0.0f;
           for (int32_t s = 0; s < n_splits; s++)
             {
-              const float m = ph[s * stride + d];
+              const float m = __ldcg (ph + s * stride + d);
               if (m != -INFINITY)
-                num = fmaf (expf (m - big), ph[s * stride + c], num);
+                num = fmaf (expf (m - big), __ldcg (ph + s * stride + c), num);
             }
           out[(uint64_t) h * d + c] = num / den;
         }
     }
+}
+
+static __device__ __forceinline__ void
+amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int tid, int nt)
+{
+  const amk_params_t &p = ins->params;
+  const uint32_t first = (uint32_t) p.i[3];
+
+  amk_attn_merge (reinterpret_cast<float *> (ctx->ptr[0]), reinterpret_cast<const float *> (ctx->ptr[1]),
+                  p.i[0], p.i[2], first, first + (uint32_t) p.i[4], tid, nt);
+}
+
+/* ATTN_DECODE with the merge fused, after the block wrote its partial: one arrival on
+ * counters[i8]; the block that completes the count (every split of this key/value head
+ * has written its partial: each released it with its arrival) merges the group's heads.
+ * Uniform: thread 0 tells the block through shared memory. */
+static __device__ __forceinline__ void
+amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_program &prog, bool run,
+                           int tid, int nt, int32_t *s_last)
+{
+  const amk_params_t &p = ins->params;
+  const int32_t n_splits = p.i[6], group = p.i[1] / p.i[2];
+
+  __syncthreads (); /* the whole partial is written */
+  if (tid == 0)
+    {
+      int32_t last = 0;
+      if (run)
+        {
+          uint32_t old;
+          asm volatile ("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                        : "=r"(old) : "l"(prog.counters + p.i[8]) : "memory");
+          last = old + 1u == (uint32_t) n_splits;
+        }
+      *s_last = last;
+    }
+  __syncthreads ();
+  if (*reinterpret_cast<volatile int32_t *> (s_last))
+    amk_attn_merge (reinterpret_cast<float *> (prog.buffers[ins->buffers[5]].addr),
+                    reinterpret_cast<const float *> (prog.buffers[ins->buffers[0]].addr),
+                    p.i[0], n_splits, (uint32_t) (p.i[4] * group), (uint32_t) ((p.i[4] + 1) * group),
+                    tid, nt);
 }
 
 /* ---- exec ------------------------------------------------------------------------------ */
@@ -928,7 +985,18 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
     case AMK_ABI_OP_ROPE_KV:
       return amk_rope_kv_exec (ctx, ins, prog, run, tid, nt, &s_pos, detail);
     case AMK_ABI_OP_ATTN_DECODE:
-      return amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml, detail);
+      {
+        const bool merges = amk_attn_merges (ins);
+        if (merges && (uint32_t) ins->params.i[8] >= (uint32_t) prog.n_counters)
+          {
+            *detail = ins->params.i[8];
+            return AMK_ABORT_BAD_INDEX;
+          }
+        const int r = amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml, detail);
+        if (r == AMK_ABORT_NONE && merges)
+          amk_attn_arrive_and_merge (ins, prog, run, tid, nt, &s_pos);
+        return r;
+      }
     case AMK_ABI_OP_ATTN_REDUCE:
       if (run)
         amk_attn_reduce_exec (ctx, ins, tid, nt);

@@ -210,7 +210,9 @@ typedef struct {
 
 /* ROPE_KV in 4 instructions, ATTN_DECODE one instruction per (kv head, split) dealt over
  * the 132 queues behind the rotation, ATTN_REDUCE in 8 instructions behind every split.
- * With ops = 1, 2 or 4 only that op (with random inputs in place of its producers). */
+ * With ops = 1, 2 or 4 only that op (with random inputs in place of its producers); with
+ * 8 the splits merge themselves (ATTN_DECODE's fused merge, an arrival counter per key/
+ * value head) instead of ATTN_REDUCE. */
 static gboolean
 run_step (const Step *s, guint ops)
 {
@@ -225,7 +227,7 @@ run_step (const Step *s, guint ops)
   guint n_in = 0;
   gboolean ok;
   g_autofree char *label = NULL;
-  const gboolean do_rope = ops & 1, do_decode = ops & 2, do_reduce = ops & 4;
+  const gboolean do_rope = ops & 1, do_decode = ops & 2, do_reduce = ops & 4, do_merge = ops & 8;
 
   q = add_buf (p, "q", AMK_DTYPE_F32, (gint64) nq * d, AMK_BUFFER_ROLE_INPUT);
   k = add_buf (p, "k", AMK_DTYPE_F32, (gint64) nkv * d, AMK_BUFFER_ROLE_INPUT);
@@ -272,11 +274,11 @@ run_step (const Step *s, guint ops)
       }
   if (do_decode)
     for (gint g = 0; g < nkv; g++)
-      for (gint sp = 0; sp < S; sp++)
+      for (gint sp = 0, arrival = do_merge ? amk_program_add_counter (p, NULL) : 0; sp < S; sp++)
         {
           gint i = add_ins (p, (guint) (g * S + sp + 3) % N_QUEUES, AMK_OPCODE_ATTN_DECODE,
-                            (gint[]) { partial, q, kc, vc, pos }, 5,
-                            (gint[]) { d, nq, nkv, ctx, g, sp, S }, 7);
+                            (gint[]) { partial, q, kc, vc, pos, out }, do_merge ? 6 : 5,
+                            (gint[]) { d, nq, nkv, ctx, g, sp, S, 0, arrival }, 9);
           set_float (p, i, 7, 1.0f / sqrtf ((float) d));
           if (n_rope > 0)
             wait_on (p, i, rotated, n_rope);
@@ -293,9 +295,10 @@ run_step (const Step *s, guint ops)
           wait_on (p, r, decoded, n_dec);
       }
 
-  label = g_strdup_printf ("%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d pos=%d cache=%s rope=%s",
+  label = g_strdup_printf ("%s%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d pos=%d cache=%s rope=%s",
                            do_rope ? "ROPE_KV " : "", do_decode ? "ATTN_DECODE " : "",
-                           do_reduce ? "ATTN_REDUCE" : "", nq, nkv, d, ctx, S, s->pos,
+                           do_reduce ? "ATTN_REDUCE" : "", do_merge ? "(merged by the splits)" : "",
+                           nq, nkv, d, ctx, S, s->pos,
                            s->cache == AMK_DTYPE_BF16 ? "bf16" : "f32",
                            s->rope->factor > 0 ? "llama3" : "plain");
   ok = run_both (p, in, n_in, s->cache == AMK_DTYPE_BF16 ? 1e-2 : 1e-5, label);
@@ -348,9 +351,13 @@ test_decode_step (void)
           /* few splits: long splits per block */
           { 32, 8, 64, 1024, 2, &LLAMA3, caches[c], pos, FALSE },
         };
-        for (guint s = 0; s < G_N_ELEMENTS (steps); s++, total++)
-          if (!run_step (&steps[s], 7))
-            failed++;
+        for (guint s = 0; s < G_N_ELEMENTS (steps); s++, total += 2)
+          {
+            if (!run_step (&steps[s], 7))
+              failed++;
+            if (!run_step (&steps[s], 1 | 2 | 8))
+              failed++;
+          }
       }
   g_test_message ("%s decode steps: %u of %u cases failed", failed ? "FAIL" : "PASS", failed, total);
   g_assert_cmpuint (failed, ==, 0);
@@ -375,10 +382,14 @@ test_odd_shapes (void)
   if (!need_gpu ())
     return;
   for (guint s = 0; s < G_N_ELEMENTS (steps); s++)
-    if (!run_step (&steps[s], 7))
-      failed++;
+    {
+      if (!run_step (&steps[s], 7))
+        failed++;
+      if (!run_step (&steps[s], 1 | 2 | 8))
+        failed++;
+    }
   g_test_message ("%s odd shapes: %u of %u cases failed", failed ? "FAIL" : "PASS", failed,
-                  (guint) G_N_ELEMENTS (steps));
+                  2 * (guint) G_N_ELEMENTS (steps));
   g_assert_cmpuint (failed, ==, 0);
 }
 

@@ -100,7 +100,7 @@ class DecodeStep:
     then ATTN_REDUCE over head ranges waiting for every split."""
 
     def __init__(self, rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope, queues=5,
-                 rope_parts=3, reduce_parts=3, partial_role=SCRATCH):
+                 rope_parts=3, reduce_parts=3, partial_role=SCRATCH, merge=False):
         self.n_q, self.n_kv, self.d, self.max_ctx, self.n_splits = n_q, n_kv, d, max_ctx, n_splits
         self.cache, self.rope = cache, rope
         self.scale = 1.0 / math.sqrt(d)
@@ -127,12 +127,17 @@ class DecodeStep:
             n_rope += 1
         n = 0
         for g in range(n_kv):
+            # merge: the last split of kv head g to arrive on its counter merges (no REDUCE)
+            arrival = p.add_counter(f'arrivals {g}') if merge else 0
             for s in range(n_splits):
                 add_op(p, (3 * n + 1) % queues, Amk.Opcode.ATTN_DECODE,
-                       [self.partial, self.q, self.kc, self.vc, self.pos],
-                       [d, n_q, n_kv, max_ctx, g, s, n_splits], {7: self.scale},
+                       [self.partial, self.q, self.kc, self.vc, self.pos] + ([self.out] if merge else []),
+                       [d, n_q, n_kv, max_ctx, g, s, n_splits, 0, arrival], {7: self.scale},
                        waits=[(rotated, n_rope)], signal=(decoded, 1))
                 n += 1
+        if merge:
+            p.verify()
+            return
         bounds = np.linspace(0, n_q, reduce_parts + 1).astype(int)
         for i in range(reduce_parts):
             add_op(p, (queues - 1 - i) % queues, Amk.Opcode.ATTN_REDUCE, [self.out, self.partial],
@@ -183,9 +188,10 @@ STEP_CASES = [
 @pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
 @pytest.mark.parametrize('n_q,n_kv,d,max_ctx,n_splits,rope', STEP_CASES)
 @pytest.mark.parametrize('where', ['0', '1', '37', 'last'])
-def test_decode_step(rng, cache, n_q, n_kv, d, max_ctx, n_splits, rope, where):
+@pytest.mark.parametrize('merge', [False, True], ids=['reduce', 'fused-merge'])
+def test_decode_step(rng, cache, n_q, n_kv, d, max_ctx, n_splits, rope, where, merge):
     pos = max_ctx - 1 if where == 'last' else int(where)
-    step = DecodeStep(rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope)
+    step = DecodeStep(rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope, merge=merge)
     got = step.run(rng, pos)
     q, k, kc, vc, want = step.expected(pos)
     err = rel_err(got, want)
@@ -488,6 +494,42 @@ def test_decode_q_dtype():
 
 def test_decode_cache_dtypes_differ():
     expect_error(Rig(kc_dtype=F32).decode(), PE.INVALID, 'ATTN_DECODE', 'kcache')
+
+
+def merging_rig(n_splits=Rig.S, arrival=None, extra_splits=0):
+    """The rig's kv head 1 decoded in n_splits splits that merge into out on one counter."""
+    r = Rig()
+    c = r.p.add_counter('arrivals') if arrival is None else arrival
+    for s in range(n_splits + extra_splits):
+        add_op(r.p, 0, Amk.Opcode.ATTN_DECODE, [r.partial, r.q, r.kc, r.vc, r.pos, r.out],
+               [Rig.D, Rig.N_Q, Rig.N_KV, Rig.CTX, 1, min(s, n_splits - 1), n_splits, 0, c], {7: 0.3})
+    return r, c
+
+
+def test_decode_merge_accepted():
+    merging_rig()[0].p.verify()
+
+
+def test_decode_merge_counter_missing():
+    expect_error(merging_rig(arrival=7)[0].p, PE.OUT_OF_RANGE, 'ATTN_DECODE', 'arrival counter 7')
+
+
+def test_decode_merge_counter_waited_on():
+    r, c = merging_rig()
+    add_op(r.p, 0, Amk.Opcode.NOP, [], waits=[(c, 1)])
+    expect_error(r.p, PE.INVALID, 'ATTN_DECODE', 'waits on or signals')
+
+
+def test_decode_merge_counter_arrivals():
+    expect_error(merging_rig(extra_splits=1)[0].p, PE.INVALID, 'ATTN_DECODE', 'different number')
+
+
+def test_decode_merge_out_aliases_partial():
+    r = Rig()
+    c = r.p.add_counter('arrivals')
+    add_op(r.p, 0, Amk.Opcode.ATTN_DECODE, [r.partial, r.q, r.kc, r.vc, r.pos, r.partial],
+           [Rig.D, Rig.N_Q, Rig.N_KV, Rig.CTX, 1, 0, 1, 0, c], {7: 0.3})
+    expect_error(r.p, PE.INVALID, 'ATTN_DECODE', 'shares memory')
 
 
 # ATTN_REDUCE
