@@ -16,7 +16,8 @@ captured as one CUDA graph and replayed.
 Activations are bf16 (the usual decode setting; amk keeps them in fp32), matmuls go
 through cuBLAS (F.linear), attention through scaled_dot_product_attention with GQA.
 --compile also times torch.compile(mode="max-autotune-no-cudagraphs") of the same step
-inside the graph (minutes of autotuning). The time per step is CUDA-event time of
+(the layer, or with --model the whole decode step) inside the graph (minutes of
+autotuning). The time per step is CUDA-event time of
 replaying a graph that holds 20 steps, divided by 20, median of the repeats. Bytes are
 those of llama_layer.Layer.bytes_moved: weights plus the attended cache.
 
@@ -176,11 +177,17 @@ def main():
     if args.model:
         model = Model(dev, args.pos)
         print(f"device: {torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
+        variants = [("eager, CUDA graph", model.step)]
+        if args.compile:
+            variants.append(("torch.compile max-autotune, CUDA graph",
+                             torch.compile(model.step, mode="max-autotune-no-cudagraphs")))
         with torch.no_grad():
-            us = graph_time_us(model.step, model.token, max(args.repeats // 10, 10))
-        tbps = model.bytes_moved() / (us * 1e-6) / 1e12
-        print(f"TORCH_MODEL eager, CUDA graph: {us / 1000:.3f} ms per decode step at position "
-              f"{args.pos}, {tbps:.2f} TB/s over {model.bytes_moved() / 1e6:.1f} MB")
+            for name, fn in variants:
+                us = graph_time_us(fn, model.token, max(args.repeats // 10, 10))
+                tbps = model.bytes_moved() / (us * 1e-6) / 1e12
+                print(f"TORCH_MODEL {name}: {us / 1000:.3f} ms per decode step at position "
+                      f"{args.pos}, {tbps:.2f} TB/s over {model.bytes_moved() / 1e6:.1f} MB",
+                      flush=True)
         return 0
     layer = Layer(dev)
     mb = layer.bytes_moved() / 1e6
