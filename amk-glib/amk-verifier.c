@@ -459,13 +459,18 @@ check_arrival_counters (AmkProgram  *self,
       if (ins->opcode != AMK_ABI_OP_ATTN_DECODE || ins->n_buffers != 6)
         continue;
       c = ins->params.i[8];
-      if (synced[c] || arrivals[c] != (guint32) ins->params.i[6])
+      if (synced[c])
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                       _("Instruction %u (ATTN_DECODE) merges on counter %d “%s”, which %s; an arrival counter belongs to the %d splits of one key/value head and nothing else"),
-                       i, c, counter_name (self, c),
-                       synced[c] ? _("an instruction waits on or signals") : _("a different number of splits arrive on"),
-                       ins->params.i[6]);
+                       _("Instruction %u (ATTN_DECODE) merges on counter %d “%s”, which an instruction waits on or signals; an arrival counter belongs to the splits of one key/value head and nothing else"),
+                       i, c, counter_name (self, c));
+          return FALSE;
+        }
+      if (arrivals[c] != (guint32) ins->params.i[6])
+        {
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Instruction %u (ATTN_DECODE) merges on counter %d “%s” after %d splits, but %u instructions arrive on it; give each key/value head its own arrival counter"),
+                       i, c, counter_name (self, c), ins->params.i[6], arrivals[c]);
           return FALSE;
         }
     }

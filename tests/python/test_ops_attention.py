@@ -521,7 +521,7 @@ def test_decode_merge_counter_waited_on():
 
 
 def test_decode_merge_counter_arrivals():
-    expect_error(merging_rig(extra_splits=1)[0].p, PE.INVALID, 'ATTN_DECODE', 'different number')
+    expect_error(merging_rig(extra_splits=1)[0].p, PE.INVALID, 'ATTN_DECODE', 'instructions arrive on it')
 
 
 def test_decode_merge_out_aliases_partial():
