@@ -955,7 +955,9 @@ place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
  * into instructions. Each op becomes tiles (a matvec spreads its rows over every queue);
  * a tile waits only for the tiles that wrote the elements it reads (or read the
  * elements it overwrites), through counters per producer tile, or per producer op when
- * its consumers need most of it. Tiles go to queues by critical-path list scheduling on
+ * its consumers need most of it. A SILU_MUL whose scratch output only the next MATVEC
+ * reads becomes part of that MATVEC, and an attention op's merge part of its splits (one
+ * stage less each). Tiles go to queues by critical-path list scheduling on
  * an estimated cost (bytes moved, see [method@Amk.Program.get_schedule_report]); scratch
  * buffers share arena space when their lifetimes cannot overlap. The result is verified.
  *
@@ -992,13 +994,13 @@ amk_program_compile (AmkProgram  *self,
   ops = g_new0 (OpTiles, MAX (self->ops->len, 1));
   for (guint o = 0; o < self->ops->len; o++)
     {
-      const gboolean fused = o > 0 && silu_fuses_into_next (self, o - 1);
+      const gboolean gated = o > 0 && silu_fuses_into_next (self, o - 1);
 
       ops[o].first_tile = tile_array->len;
       ops[o].counter = AMK_NO_COUNTER;
       if (!silu_fuses_into_next (self, o) && !merge_fuses_into_attention (self, o))
         lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o),
-                  fused ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL,
+                  gated ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL,
                   merge_fuses_into_attention (self, o + 1) ? &g_array_index (self->ops, AmkOpInfo, o + 1) : NULL,
                   tile_array);
       ops[o].n_tiles = tile_array->len - ops[o].first_tile;
