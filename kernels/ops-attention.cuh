@@ -691,27 +691,42 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float
 #pragma unroll
   for (int i = 0; i < AMK_ATTN_SHORT_REGS; i++)
     qv[i] = i / E < group ? q[(qh0 + i / E) * d + lane * E + i % E] : 0.0f;
+  /* U positions per warp and round, their K loads in flight together: a warp's rows of
+   * a 64-position split cost one round trip, not four */
+  constexpr int U = E <= 2 ? 4 : E == 4 ? 2 : 1;
   if (run)
-    for (int t = w; t < n; t += nw)
+    for (int t0 = w; t0 < n; t0 += U * nw)
       {
-        const unsigned char *kp = kc + (uint64_t) (start + t) * rowb + ((uint64_t) g * d + lane * E) * ES;
-        float k[E];
+        float k[U][E];
 #pragma unroll
-        for (int e = 0; e < E; e++)
-          k[e] = BF ? __uint_as_float ((uint32_t) reinterpret_cast<const uint16_t *> (kp)[e] << 16)
-                    : reinterpret_cast<const float *> (kp)[e];
+        for (int u = 0; u < U; u++)
+          {
+            const int t = t0 + u * nw;
+            const unsigned char *kp = kc + (uint64_t) (start + min (t, n - 1)) * rowb + ((uint64_t) g * d + lane * E) * ES;
 #pragma unroll
-        for (int h = 0; h < AMK_ATTN_SHORT_REGS / E; h++)
-          if (h < group)
-            {
-              float part = 0.0f;
+            for (int e = 0; e < E; e++)
+              k[u][e] = BF ? __uint_as_float ((uint32_t) reinterpret_cast<const uint16_t *> (kp)[e] << 16)
+                           : reinterpret_cast<const float *> (kp)[e];
+          }
 #pragma unroll
-              for (int e = 0; e < E; e++)
-                part = fmaf (qv[h * E + e], k[e], part);
-              part = amk_attn_warp_sum (part);
-              if (lane == 0)
-                s_sc[h * n + t] = part * scale;
-            }
+        for (int u = 0; u < U; u++)
+          {
+            const int t = t0 + u * nw;
+            if (t >= n) /* uniform over the warp */
+              break;
+#pragma unroll
+            for (int h = 0; h < AMK_ATTN_SHORT_REGS / E; h++)
+              if (h < group)
+                {
+                  float part = 0.0f;
+#pragma unroll
+                  for (int e = 0; e < E; e++)
+                    part = fmaf (qv[h * E + e], k[u][e], part);
+                  part = amk_attn_warp_sum (part);
+                  if (lane == 0)
+                    s_sc[h * n + t] = part * scale;
+                }
+          }
       }
   __syncthreads ();
 
@@ -747,7 +762,7 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float
         const int slice = k / G, j = k - slice * G, h = j / d, c = j - h * d;
         const unsigned char *vp = vc + ((uint64_t) g * d + c) * ES;
         float acc = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
         for (int t = slice; t < n; t += S)
           {
             const unsigned char *v = vp + (uint64_t) (start + t) * rowb;
