@@ -659,9 +659,9 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                 if (j < n4)
                   {
                     v[b] = amk_mv_load4 (x, xdt, j);
-                    if (norm)
+                    if (ring && norm) /* DIRECT only needs the sum of squares here */
                       m[b] = amk_mv_load4 (nwt, ndt, j);
-                    else if (up != nullptr)
+                    else if (ring && up != nullptr)
                       m[b] = amk_mv_load4 (up, udt, j);
                   }
               }

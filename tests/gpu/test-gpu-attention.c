@@ -464,6 +464,53 @@ test_position_check (void)
       }
 }
 
+/* ATTN_DECODE's fused merge names an arrival counter the program does not have (an
+ * unverified image): BAD_INDEX with the counter's index, before any work; the launcher
+ * stays usable. */
+static void
+test_merge_counter_check (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) p = NULL;
+  g_autoptr(AmkAbortRecord) record = NULL;
+  g_autoptr(GBytes) posb = NULL;
+  gint q, kc, vc, pos, part, out, i;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  p = amk_program_new (8);
+  posb = int_bytes (3);
+  q = add_buf (p, "q", AMK_DTYPE_F32, 4 * 64, AMK_BUFFER_ROLE_INPUT);
+  kc = add_buf (p, "kc", AMK_DTYPE_BF16, 64 * 2 * 64, AMK_BUFFER_ROLE_INPUT);
+  vc = add_buf (p, "vc", AMK_DTYPE_BF16, 64 * 2 * 64, AMK_BUFFER_ROLE_INPUT);
+  pos = add_buf (p, "pos", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
+  part = add_buf (p, "partial", AMK_DTYPE_F32, 4 * 66, AMK_BUFFER_ROLE_OUTPUT);
+  out = add_buf (p, "out", AMK_DTYPE_F32, 4 * 64, AMK_BUFFER_ROLE_OUTPUT);
+  amk_program_add_counter (p, "only");
+
+  add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = add_ins (p, 3, AMK_OPCODE_ATTN_DECODE, (gint[]) { part, q, kc, vc, pos, out }, 6,
+               (gint[]) { 64, 4, 2, 64, 1, 0, 1, 0, 77 }, 9);
+  set_float (p, i, 7, 0.125f);
+  g_assert_false (amk_program_verify (p, NULL));
+  g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
+  g_assert_true (amk_launcher_upload (launcher, pos, posb, &error));
+  g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+  record = amk_launcher_get_last_abort (launcher);
+  g_assert_nonnull (record);
+  g_test_message ("%s ATTN_DECODE merging on counter 77 of 1: code %d detail %d queue %d instruction %d (want BAD_INDEX, detail 77)",
+                  record->code == AMK_ABORT_CODE_BAD_INDEX && record->detail == 77 ? "PASS" : "FAIL",
+                  record->code, record->detail, record->queue, record->instruction);
+  g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_BAD_INDEX);
+  g_assert_cmpint (record->detail, ==, 77);
+  g_assert_cmpint (record->queue, ==, 3);
+  g_assert_cmpint (record->instruction, ==, 1);
+  check_good_launch (launcher);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -473,6 +520,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/gpu/attention/decode-step", test_decode_step);
   g_test_add_func ("/amk/gpu/attention/odd-shapes", test_odd_shapes);
   g_test_add_func ("/amk/gpu/attention/position-check", test_position_check);
+  g_test_add_func ("/amk/gpu/attention/merge-counter-check", test_merge_counter_check);
 
   return g_test_run ();
 }
