@@ -970,6 +970,7 @@ amk_program_compile (AmkProgram  *self,
   g_autoptr(GArray) tile_array = NULL;
   g_autoptr(GPtrArray) order = NULL;
   g_autofree OpTiles *ops = NULL;
+  g_autofree gboolean *absorbed = NULL;
   Tile *tiles;
   guint n_tiles;
   gboolean ok = TRUE;
@@ -992,16 +993,21 @@ amk_program_compile (AmkProgram  *self,
 
   tile_array = g_array_new (FALSE, TRUE, sizeof (Tile));
   ops = g_new0 (OpTiles, MAX (self->ops->len, 1));
+  /* ops that become part of a neighbour: a SILU_MUL of the MATVEC after it, an
+   * ATTN_REDUCE of the ATTN_DECODE before it */
+  absorbed = g_new0 (gboolean, self->ops->len + 1);
+  for (guint o = 0; o < self->ops->len; o++)
+    absorbed[o] = silu_fuses_into_next (self, o) || merge_fuses_into_attention (self, o);
   for (guint o = 0; o < self->ops->len; o++)
     {
-      const gboolean gated = o > 0 && silu_fuses_into_next (self, o - 1);
+      const AmkOpInfo *all = (const AmkOpInfo *) self->ops->data;
 
       ops[o].first_tile = tile_array->len;
       ops[o].counter = AMK_NO_COUNTER;
-      if (!silu_fuses_into_next (self, o) && !merge_fuses_into_attention (self, o))
-        lower_op (self, o, &g_array_index (self->ops, AmkOpInfo, o),
-                  gated ? &g_array_index (self->ops, AmkOpInfo, o - 1) : NULL,
-                  merge_fuses_into_attention (self, o + 1) ? &g_array_index (self->ops, AmkOpInfo, o + 1) : NULL,
+      if (!absorbed[o])
+        lower_op (self, o, &all[o],
+                  o > 0 && absorbed[o - 1] && all[o - 1].opcode == AMK_ABI_OP_SILU_MUL ? &all[o - 1] : NULL,
+                  absorbed[o + 1] && all[o + 1].opcode == AMK_ABI_OP_ATTN_REDUCE ? &all[o + 1] : NULL,
                   tile_array);
       ops[o].n_tiles = tile_array->len - ops[o].first_tile;
     }

@@ -208,6 +208,7 @@ amk_cpu_attention_op (const amk_instruction_t *ins,
                       guint32                 *counters,
                       gint                    *detail)
 {
+  const gint32 group = ins->params.i[1] / MAX (ins->params.i[2], 1); /* query heads per kv head */
   AmkAbortCode code;
 
   switch (ins->opcode)
@@ -220,8 +221,7 @@ amk_cpu_attention_op (const amk_instruction_t *ins,
       if (code == AMK_ABORT_CODE_NONE && ins->n_buffers >= 6 &&
           ++counters[ins->params.i[8]] == (guint32) ins->params.i[6])
         merge_heads (ins->params.i[0], ins->params.i[6], &buffers[ins->buffers[5]], &buffers[ins->buffers[0]],
-                     ins->params.i[4] * (ins->params.i[1] / ins->params.i[2]),
-                     ins->params.i[1] / ins->params.i[2]);
+                     ins->params.i[4] * group, group);
       return code;
     case AMK_ABI_OP_ATTN_REDUCE:
       return op_attn_reduce (ins, buffers);

@@ -69,10 +69,13 @@ check_buffers (AmkProgram  *self,
   return TRUE;
 }
 
-/* Which buffer slots an opcode reads and writes: (count, index of the written slot). */
+/* Which buffer slots an opcode reads and writes: (count, index of the written slot).
+ * MATVEC and ATTN_DECODE may name one buffer more (the fused SILU_MUL's up, the fused
+ * merge's output): *n_extra. */
 static gboolean
-op_buffer_layout (guint opcode, guint *n_buffers, gint *written)
+op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra, gint *written)
 {
+  *n_extra = opcode == AMK_ABI_OP_MATVEC || opcode == AMK_ABI_OP_ATTN_DECODE;
   switch (opcode)
     {
     case AMK_ABI_OP_MATVEC:
@@ -324,11 +327,11 @@ check_instruction (AmkProgram              *self,
                    const amk_instruction_t *ins,
                    GError                 **error)
 {
-  guint n_needed;
+  guint n_needed, n_extra;
   gint written;
   const amk_params_t *p = &ins->params;
 
-  if (!op_buffer_layout (ins->opcode, &n_needed, &written))
+  if (!op_buffer_layout (ins->opcode, &n_needed, &n_extra, &written))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u has the unknown opcode %u"),
@@ -374,11 +377,7 @@ check_instruction (AmkProgram              *self,
                      queue, pos, ins->buffers[s], self->buffers->len);
         return FALSE;
       }
-  /* MATVEC may name a seventh buffer (the fused SILU_MUL's up), ATTN_DECODE a sixth (the
-   * fused merge's output) */
-  if (ins->n_buffers != n_needed &&
-      !((ins->opcode == AMK_ABI_OP_MATVEC || ins->opcode == AMK_ABI_OP_ATTN_DECODE) &&
-        ins->n_buffers == n_needed + 1))
+  if (ins->n_buffers < n_needed || ins->n_buffers > n_needed + n_extra)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u (%s) names %u buffers; %s takes %u"),
