@@ -104,7 +104,8 @@ op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   return AMK_ABORT_CODE_NONE;
 }
 
-/* Split i5 of i6 of the positions 0 .. pos for the query heads of key/value head i4. */
+/* Split i5 of i6 of the positions 0 .. pos (chunks of at least i9 positions) for the
+ * query heads of key/value head i4. */
 static AmkAbortCode
 op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
 {
@@ -123,7 +124,7 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   if (pos < 0)
     return AMK_ABORT_CODE_CHECK;
   n = (gint64) pos + 1;
-  chunk = (n + n_splits - 1) / n_splits;
+  chunk = MAX ((n + n_splits - 1) / n_splits, (gint64) p->i[9]);
   start = MIN ((gint64) split * chunk, n);
   end = MIN (start + chunk, n);
   scores = g_new (double, MAX (end - start, 1));

@@ -334,6 +334,13 @@ verify_attn_decode (const Ctx *c, GError **error)
                    c->queue, c->pos, c->op, split, n_splits);
       return FALSE;
     }
+  if (p->i[9] < 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): the fewest positions per split (%d) must not be negative"),
+                   c->queue, c->pos, c->op, p->i[9]);
+      return FALSE;
+    }
   if (!isfinite (p->f[7]))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,

@@ -9,7 +9,7 @@ middle of the model: per 1 us bin, how many SMs run which op. The traces are wri
 OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 
 With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
-runs once per lookahead.
+runs once per lookahead. MODEL_STEP_RING_ONLY=1 in the environment skips the direct loads.
 
 Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS [L2]]"""
 import json
@@ -83,7 +83,8 @@ def main(model_path, outdir, tokens, l2_lookaheads):
     print(f"{model_path}: {model.props.architecture}, {model.props.n_layers} layers, "
           f"{model.props.weight_bytes / 1e6:.0f} MB of weights, "
           f"{model.props.program.get_num_queues()} queues")
-    for smem, l2 in [(0, 0)] + [(RING_BYTES, a) for a in l2_lookaheads]:
+    direct = [] if os.environ.get("MODEL_STEP_RING_ONLY") else [(0, 0)]
+    for smem, l2 in direct + [(RING_BYTES, a) for a in l2_lookaheads]:
         launcher = Amk.Launcher(device=0)
         launcher.props.threads_per_block = 512
         launcher.props.dynamic_shared_memory = smem

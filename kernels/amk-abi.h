@@ -79,7 +79,8 @@ enum {
    * caches. b0 = q (F32), b1 = k (F32), b2 = v (F32), b3 = k cache, b4 = v cache (BF16 or
    * F32), b5 = pos (I32). */
   AMK_ABI_OP_ROPE_KV   = 12,
-  /* Split i5 of i6 of the positions 0 .. pos (chunks of ceil((pos+1)/i6)) for the query
+  /* Split i5 of i6 of the positions 0 .. pos (chunks of max(ceil((pos+1)/i6), i9): i9 is
+   * the fewest positions worth a split of their own, 0 or 1 for none) for the query
    * heads of kv head i4: per query head h, m = max score, l = sum e^(s - m), acc = sum
    * e^(s - m) v with s = f7 * q.k. Writes partial[(h * i6 + i5) * (i0 + 2) + ...] = acc[i0],
    * m, l (an empty split: m = -inf, l = 0, acc = 0). b0 = partial (F32), b1 = q (F32),

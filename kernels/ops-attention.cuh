@@ -59,6 +59,7 @@
 #define AMK_ATTN_STAGE        2048 /* floats of shared staging (q, then the warps' acc) */
 #define AMK_ATTN_MAX_WARPS    16   /* 512 threads, __launch_bounds__ */
 #define AMK_ATTN_SHORT_REGS   8    /* ATTN_DECODE short path: query floats per lane */
+#define AMK_ATTN_SHORT_SUMS   1024 /* ATTN_DECODE short path: floats of the V slices' sums */
 
 static_assert (AMK_ATTN_STAGE >= AMK_ATTN_HEADS * AMK_ATTN_MAX_HEAD_DIM, "q must fit the stage");
 static_assert (AMK_ATTN_STAGE / AMK_ATTN_MAX_WARPS >= 1, "a round must hold an element per warp");
@@ -120,7 +121,7 @@ amk_attn_params_ok (const amk_instruction_t *ins)
     case AMK_ABI_OP_ATTN_DECODE:
       return d <= AMK_ATTN_MAX_HEAD_DIM && nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 &&
              p->i[4] >= 0 && p->i[4] < nkv && p->i[6] >= 1 && p->i[5] >= 0 && p->i[5] < p->i[6] &&
-             fabsf (p->f[7]) <= 3.402823466e38f;
+             p->i[9] >= 0 && fabsf (p->f[7]) <= 3.402823466e38f;
     default: /* ATTN_REDUCE: i2 splits of heads i3 .. i3 + i4 */
       return p->i[2] >= 1 && p->i[3] >= 0 && p->i[4] >= 0 && (int64_t) p->i[3] + p->i[4] <= nq;
     }
@@ -658,19 +659,42 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
     }
 }
 
+/* A 16-byte cache chunk as floats: 8 bf16 or 4 f32. */
+template <bool BF>
+static __device__ __forceinline__ void
+amk_attn_unpack16 (uint4 u, float (&v)[BF ? 8 : 4])
+{
+  const uint32_t w[4] = { u.x, u.y, u.z, u.w };
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    if (BF)
+      {
+        v[2 * i] = __uint_as_float (w[i] << 16);
+        v[(2 * i + 1) % (BF ? 8 : 4)] = __uint_as_float (w[i] & 0xffff0000u);
+      }
+    else
+      v[i] = __uint_as_float (w[i]);
+}
+
 /* ATTN_DECODE for a short split (the decode case): two exact passes instead of an online
  * softmax per warp and a merge of the warps' partial results, whose serial loops made
  * the instruction cost several microseconds even with no position at all. Lane l holds
  * elements l E .. l E + E - 1 of a row (E = D / 32) and the group's query heads in
  * registers. (1) warp w scores positions w, w + nw, ...: one K load, a dot per head,
  * a warp sum; the scores go to shared memory. (2) warp h takes head h's maximum m and
- * sum l of e^(s - m), and leaves e^(s - m) in place. (3) thread (slice, h, c) sums
- * e^(s_t - m) V[t][c] over the positions t = slice, slice + S, ... (S = nt / (G D)), and
- * thread (h, c) adds the slices in order. Three barriers, the K and V loads of a thread
- * independent of each other. Same partial layout as amk_attn_decode_run. */
+ * sum l of e^(s - m), and leaves e^(s - m) in place. (3) e^(s_t - m) V[t] in slices of
+ * the positions: when a row is whole 16-byte chunks, at most 32 of them, warp (h, sh)
+ * takes head h and lane l the chunk l mod NC of the positions of slice
+ * sh (32 / NC) + l / NC, one 16-byte load per position, and shuffles add the warp's
+ * slices (the splits of a short context are a few hundred positions: a thread's loads
+ * stay in one round trip); otherwise thread (slice, h, c) sums element c over the slice
+ * (S = nt / (G D) slices). Then thread (h, c) adds the slices in order and writes the
+ * partial, and, when `out` is set (the only split with positions of a fused merge), the
+ * result acc / l too. Three barriers, the K and V loads of a thread independent of each
+ * other. Same partial layout as amk_attn_decode_run. */
 template <bool BF, int E>
 static __device__ __noinline__ void
-amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float *q,
+amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out, const float *q,
                        const unsigned char *kc, const unsigned char *vc, int32_t start,
                        int32_t end, bool run, int tid, int nt, float *s_stage, float *s_ml)
 {
@@ -691,9 +715,9 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float
 #pragma unroll
   for (int i = 0; i < AMK_ATTN_SHORT_REGS; i++)
     qv[i] = i / E < group ? q[(qh0 + i / E) * d + lane * E + i % E] : 0.0f;
-  /* U positions per warp and round, their K loads in flight together: a warp's rows of
-   * a 64-position split cost one round trip, not four */
-  constexpr int U = E <= 2 ? 4 : E == 4 ? 2 : 1;
+  /* U positions per warp and round, their K loads in flight together: the rows of a
+   * 128-position split cost one round trip (E = 2), not eight */
+  constexpr int U = E <= 2 ? 8 : E == 4 ? 4 : 2;
   if (run)
     for (int t0 = w; t0 < n; t0 += U * nw)
       {
@@ -753,26 +777,68 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float
       }
   __syncthreads ();
 
-  /* (3) e^(s - m) V, in slices of the positions, then the slices in order */
+  /* (3) e^(s - m) V, in slices of the positions */
+  constexpr int VE = BF ? 8 : 4; /* elements per 16-byte chunk */
   const int G = group * d;
-  const int S = max (1, nt / G);
-  if (run)
-    for (int k = tid; k < S * G; k += nt)
-      {
-        const int slice = k / G, j = k - slice * G, h = j / d, c = j - h * d;
-        const unsigned char *vp = vc + ((uint64_t) g * d + c) * ES;
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int t = slice; t < n; t += S)
+  const int nc = d / VE;
+  const bool chunked = d % VE == 0 && nc <= 32 && 32 % nc == 0; /* uniform */
+  int S;                         /* slices to add in phase (4), s_sum[S][G] */
+  if (chunked)
+    {
+      const int lo = 32 / nc;    /* slices of one warp */
+      const int SH = max (1, min (nw / group, AMK_ATTN_SHORT_SUMS / G));
+      const int ST = SH * lo;
+      S = SH;
+      if (run)
+        for (int task = w; task < group * SH; task += nw)
           {
-            const unsigned char *v = vp + (uint64_t) (start + t) * rowb;
-            const float x = BF ? __uint_as_float ((uint32_t) *reinterpret_cast<const uint16_t *> (v) << 16)
-                               : *reinterpret_cast<const float *> (v);
-            acc = fmaf (s_sc[h * n + t], x, acc);
+            const int h = task % group, sh = task / group;
+            const int cc = lane % nc;
+            const unsigned char *vp = vc + ((uint64_t) g * d + cc * VE) * ES;
+            float acc[VE] = {};
+#pragma unroll 8
+            for (int t = sh * lo + lane / nc; t < n; t += ST)
+              {
+                float v[VE];
+                amk_attn_unpack16<BF> (*reinterpret_cast<const uint4 *> (vp + (uint64_t) (start + t) * rowb), v);
+                const float e = s_sc[h * n + t];
+#pragma unroll
+                for (int i = 0; i < VE; i++)
+                  acc[i] = fmaf (e, v[i], acc[i]);
+              }
+            for (int o = nc; o < 32; o <<= 1)
+#pragma unroll
+              for (int i = 0; i < VE; i++)
+                acc[i] += __shfl_xor_sync (0xffffffffu, acc[i], o);
+            if (lane < nc)
+#pragma unroll
+              for (int i = 0; i < VE; i++)
+                s_sum[sh * G + h * d + cc * VE + i] = acc[i];
           }
-        s_sum[slice * G + j] = acc;
-      }
+    }
+  else
+    {
+      S = max (1, nt / G);
+      if (run)
+        for (int k = tid; k < S * G; k += nt)
+          {
+            const int slice = k / G, j = k - slice * G, h = j / d, c = j - h * d;
+            const unsigned char *vp = vc + ((uint64_t) g * d + c) * ES;
+            float acc = 0.0f;
+#pragma unroll 8
+            for (int t = slice; t < n; t += S)
+              {
+                const unsigned char *v = vp + (uint64_t) (start + t) * rowb;
+                const float x = BF ? __uint_as_float ((uint32_t) *reinterpret_cast<const uint16_t *> (v) << 16)
+                                   : *reinterpret_cast<const float *> (v);
+                acc = fmaf (s_sc[h * n + t], x, acc);
+              }
+            s_sum[slice * G + j] = acc;
+          }
+    }
   __syncthreads ();
+
+  /* (4) the slices in order */
   if (run)
     for (int j = tid; j < G; j += nt)
       {
@@ -780,19 +846,22 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, const float
         float acc = 0.0f;
         for (int slice = 0; slice < S; slice++)
           acc += s_sum[slice * G + j];
-        float *out = partial + ((uint64_t) (qh0 + h) * n_splits + split) * (d + 2);
-        out[c] = acc;
+        if (out != nullptr)
+          out[(qh0 + h) * d + c] = acc / s_ml[2 * h + 1]; /* the merge of one split */
+        float *o = partial + ((uint64_t) (qh0 + h) * n_splits + split) * (d + 2);
+        o[c] = acc;
         if (c == 0)
           {
-            out[d] = s_ml[2 * h];
-            out[d + 1] = s_ml[2 * h + 1];
+            o[d] = s_ml[2 * h];
+            o[d + 1] = s_ml[2 * h + 1];
           }
       }
 }
 
 /* Whether amk_attn_decode_short takes the instruction: D of 32, 64, 128 or 256, the group's
  * query heads in AMK_ATTN_SHORT_REGS registers per lane, the scores and the slices in
- * the staging area, at most 16 heads (s_ml). */
+ * the staging area (the slices' sums: at most max(nt, G D, AMK_ATTN_SHORT_SUMS)), at most
+ * 16 heads (s_ml). */
 static __device__ __forceinline__ bool
 amk_attn_short_fits (int32_t d, int32_t group, int32_t n, int nt)
 {
@@ -800,13 +869,13 @@ amk_attn_short_fits (int32_t d, int32_t group, int32_t n, int nt)
 
   return d % 32 == 0 && (e == 1 || e == 2 || e == 4 || e == 8) && group >= 1 && group <= 16 &&
          group * (d / 32) <= AMK_ATTN_SHORT_REGS &&
-         (int64_t) group * n + max (nt, group * d) <= AMK_ATTN_STAGE;
+         (int64_t) group * n + max (max (nt, group * d), AMK_ATTN_SHORT_SUMS) <= AMK_ATTN_STAGE;
 }
 
 static __device__ __forceinline__ int
 amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
                       bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
-                      int32_t *detail)
+                      int32_t *to_merge, int32_t *detail)
 {
   const amk_params_t &p = ins->params;
   const int32_t d = p.i[0], max_ctx = p.i[3], split = p.i[5], n_splits = p.i[6];
@@ -814,8 +883,11 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   const float *q = reinterpret_cast<const float *> (ctx->ptr[1]);
   const unsigned char *kc = ctx->ptr[2];
   const unsigned char *vc = amk_attn_buffer (prog, ins, 3);
+  const int32_t group = p.i[1] / p.i[2];
+  const bool bf = ctx->dtype == AMK_ABI_DTYPE_BF16;
   int32_t pos;
 
+  *to_merge = 0;
   if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 4)),
                           run, tid, s_pos, &pos))
     return AMK_ABORT_NONE;
@@ -825,31 +897,37 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
       return AMK_ABORT_CHECK;
     }
 
-  /* positions 0 .. pos in chunks of ceil((pos + 1) / n_splits); this split's share */
-  /* 32-bit division (n <= 2^31, so the sum fits): a 64-bit one is a long call */
+  /* positions 0 .. pos in chunks of max(ceil((pos + 1) / n_splits), i9); this split's
+   * share. 32-bit division (n <= 2^31, so the sum fits): a 64-bit one is a long call */
   const uint32_t n32 = (uint32_t) pos + 1u;
   const int64_t n = n32;
-  const int64_t chunk = (n32 + (uint32_t) n_splits - 1u) / (uint32_t) n_splits;
+  const uint32_t chunk = max ((n32 + (uint32_t) n_splits - 1u) / (uint32_t) n_splits,
+                              (uint32_t) max (p.i[9], 1));
   const int32_t start = (int32_t) min ((int64_t) split * chunk, n);
   const int32_t end = (int32_t) min ((int64_t) start + chunk, n);
+  /* the splits that hold positions: the fused merge combines only those; when there is
+   * one and it takes the short path, it writes the result itself and nobody merges
+   * (every split of the group reaches the same verdict: the active split's length is n) */
+  const int32_t active = (int32_t) ((n32 - 1u) / chunk + 1u);
+  const bool direct = amk_attn_merges (ins) && active == 1 && amk_attn_short_fits (d, group, (int32_t) n32, nt);
+  *to_merge = direct ? 0 : active;
 
-  const int32_t group = p.i[1] / p.i[2];
   if (amk_attn_short_fits (d, group, end - start, nt))
     {
-      const bool bf = ctx->dtype == AMK_ABI_DTYPE_BF16;
+      float *out = direct && split == 0 ? reinterpret_cast<float *> (amk_attn_buffer (prog, ins, 5)) : nullptr;
       switch (d / 32)
         {
-        case 2:  if (bf) amk_attn_decode_short<true, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
-                 else amk_attn_decode_short<false, 2> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+        case 2:  if (bf) amk_attn_decode_short<true, 2> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 2> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
                  break;
-        case 4:  if (bf) amk_attn_decode_short<true, 4> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
-                 else amk_attn_decode_short<false, 4> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+        case 4:  if (bf) amk_attn_decode_short<true, 4> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 4> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
                  break;
-        case 8:  if (bf) amk_attn_decode_short<true, 8> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
-                 else amk_attn_decode_short<false, 8> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+        case 8:  if (bf) amk_attn_decode_short<true, 8> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 8> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
                  break;
-        default: if (bf) amk_attn_decode_short<true, 1> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
-                 else amk_attn_decode_short<false, 1> (ins, partial, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+        default: if (bf) amk_attn_decode_short<true, 1> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
+                 else amk_attn_decode_short<false, 1> (ins, partial, out, q, kc, vc, start, end, run, tid, nt, s_stage, s_ml);
                  break;
         }
       return AMK_ABORT_NONE;
@@ -873,20 +951,21 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
 
 /* ---- ATTN_REDUCE ---------------------------------------------------------------------- */
 
-/* Merges the n_splits partials of query heads first .. end into out. Up to 32 splits: a
+/* Merges the first n_used of the n_splits partials of query heads first .. end into out
+ * (the others hold no position). Up to 32 splits: a
  * warp per (head, 32 columns), lane s holding split s's weight, so that a task costs two
  * round trips (the weights, then its columns of every split, loads in flight together)
  * whatever the head dimension; more splits: a warp per head. The partials were written
  * by other blocks: loaded from L2 (.cg), never from a line this SM's L1 may still hold
  * from an earlier layer. */
 static __device__ __forceinline__ void
-amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, uint32_t first,
-                uint32_t end, int tid, int nt)
+amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, int32_t n_used,
+                uint32_t first, uint32_t end, int tid, int nt)
 {
   const int lane = tid & 31;
   const uint64_t stride = (uint64_t) d + 2;
 
-  if (n_splits <= 32)
+  if (n_used <= 32)
     {
       const uint32_t chunks = ((uint32_t) d + 31) / 32, tasks = (end - first) * chunks;
       for (uint32_t task = (uint32_t) tid >> 5; task < tasks; task += (uint32_t) nt >> 5)
@@ -894,15 +973,15 @@ amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, u
           const uint32_t h = first + task / chunks;
           const int32_t c = (int32_t) (task % chunks) * 32 + lane;
           const float *ph = partial + (uint64_t) h * n_splits * stride;
-          const float m = lane < n_splits ? __ldcg (ph + lane * stride + d) : -INFINITY;
-          const float l = lane < n_splits ? __ldcg (ph + lane * stride + d + 1) : 0.0f;
+          const float m = lane < n_used ? __ldcg (ph + lane * stride + d) : -INFINITY;
+          const float l = lane < n_used ? __ldcg (ph + lane * stride + d + 1) : 0.0f;
           const float big = amk_attn_warp_max (m);
           const float wgt = m == -INFINITY ? 0.0f : expf (m - big);
           const float den = amk_attn_warp_sum (wgt * l);
           float v[32];
 #pragma unroll
           for (int32_t s = 0; s < 32; s++)
-            v[s] = s < n_splits && c < d ? __ldcg (ph + s * stride + c) : 0.0f;
+            v[s] = s < n_used && c < d ? __ldcg (ph + s * stride + c) : 0.0f;
           float num = 0.0f;
 #pragma unroll
           for (int32_t s = 0; s < 32; s++)
@@ -917,10 +996,10 @@ amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, u
       const float *ph = partial + (uint64_t) h * n_splits * stride;
       float big = -INFINITY, den = 0.0f;
 
-      for (int32_t s = lane; s < n_splits; s += 32)
+      for (int32_t s = lane; s < n_used; s += 32)
         big = fmaxf (big, __ldcg (ph + s * stride + d));
       big = amk_attn_warp_max (big);
-      for (int32_t s = lane; s < n_splits; s += 32)
+      for (int32_t s = lane; s < n_used; s += 32)
         {
           const float m = __ldcg (ph + s * stride + d);
           if (m != -INFINITY)
@@ -930,7 +1009,7 @@ amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, u
       for (int32_t c = lane; c < d; c += 32)
         {
           float num = 0.0f;
-          for (int32_t s = 0; s < n_splits; s++)
+          for (int32_t s = 0; s < n_used; s++)
             {
               const float m = __ldcg (ph + s * stride + d);
               if (m != -INFINITY)
@@ -948,20 +1027,24 @@ amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int t
   const uint32_t first = (uint32_t) p.i[3];
 
   amk_attn_merge (reinterpret_cast<float *> (ctx->ptr[0]), reinterpret_cast<const float *> (ctx->ptr[1]),
-                  p.i[0], p.i[2], first, first + (uint32_t) p.i[4], tid, nt);
+                  p.i[0], p.i[2], p.i[2], first, first + (uint32_t) p.i[4], tid, nt);
 }
 
 /* ATTN_DECODE with the merge fused, after the block wrote its partial: one arrival on
  * counters[i8]; the block that completes the count (every split of this key/value head
- * has written its partial: each released it with its arrival) merges the group's heads.
- * Uniform: thread 0 tells the block through shared memory. */
+ * has written its partial: each released it with its arrival) merges the first to_merge
+ * splits (those with positions) of the group's heads. When the only split with positions
+ * wrote the result itself, nobody arrives (a round trip saved). Uniform: thread 0 tells
+ * the block through shared memory. */
 static __device__ __forceinline__ void
 amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_program &prog, bool run,
-                           int tid, int nt, int32_t *s_last)
+                           int32_t to_merge, int tid, int nt, int32_t *s_last)
 {
   const amk_params_t &p = ins->params;
   const int32_t n_splits = p.i[6], group = p.i[1] / p.i[2];
 
+  if (to_merge == 0)
+    return; /* uniform: the result is written (or no warp ran); no arrival needed */
   __syncthreads (); /* the whole partial is written */
   if (tid == 0)
     {
@@ -976,10 +1059,10 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
       *s_last = last;
     }
   __syncthreads ();
-  if (*reinterpret_cast<volatile int32_t *> (s_last))
+  if (*reinterpret_cast<volatile int32_t *> (s_last) && to_merge > 0)
     amk_attn_merge (reinterpret_cast<float *> (prog.buffers[ins->buffers[5]].addr),
                     reinterpret_cast<const float *> (prog.buffers[ins->buffers[0]].addr),
-                    p.i[0], n_splits, (uint32_t) (p.i[4] * group), (uint32_t) ((p.i[4] + 1) * group),
+                    p.i[0], n_splits, to_merge, (uint32_t) (p.i[4] * group), (uint32_t) ((p.i[4] + 1) * group),
                     tid, nt);
 }
 
@@ -1007,9 +1090,11 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
             *detail = ins->params.i[8];
             return AMK_ABORT_BAD_INDEX;
           }
-        const int r = amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml, detail);
+        int32_t to_merge = 0;
+        const int r = amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml,
+                                            &to_merge, detail);
         if (r == AMK_ABORT_NONE && merges)
-          amk_attn_arrive_and_merge (ins, prog, run, tid, nt, &s_pos);
+          amk_attn_arrive_and_merge (ins, prog, run, to_merge, tid, nt, &s_pos);
         return r;
       }
     case AMK_ABI_OP_ATTN_REDUCE:

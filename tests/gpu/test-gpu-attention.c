@@ -206,6 +206,7 @@ typedef struct {
   AmkDType cache;
   gint pos;
   gboolean partial_out; /* the partial results as an OUTPUT (compared) or SCRATCH */
+  gint min_split;       /* ATTN_DECODE's i9: the fewest positions per split (0: none) */
 } Step;
 
 /* ROPE_KV in 4 instructions, ATTN_DECODE one instruction per (kv head, split) dealt over
@@ -278,7 +279,7 @@ run_step (const Step *s, guint ops)
         {
           gint i = add_ins (p, (guint) (g * S + sp + 3) % N_QUEUES, AMK_OPCODE_ATTN_DECODE,
                             (gint[]) { partial, q, kc, vc, pos, out }, do_merge ? 6 : 5,
-                            (gint[]) { d, nq, nkv, ctx, g, sp, S, 0, arrival }, 9);
+                            (gint[]) { d, nq, nkv, ctx, g, sp, S, 0, arrival, s->min_split }, 10);
           set_float (p, i, 7, 1.0f / sqrtf ((float) d));
           if (n_rope > 0)
             wait_on (p, i, rotated, n_rope);
@@ -295,10 +296,10 @@ run_step (const Step *s, guint ops)
           wait_on (p, r, decoded, n_dec);
       }
 
-  label = g_strdup_printf ("%s%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d pos=%d cache=%s rope=%s",
+  label = g_strdup_printf ("%s%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d (min %d) pos=%d cache=%s rope=%s",
                            do_rope ? "ROPE_KV " : "", do_decode ? "ATTN_DECODE " : "",
                            do_reduce ? "ATTN_REDUCE" : "", do_merge ? "(merged by the splits)" : "",
-                           nq, nkv, d, ctx, S, s->pos,
+                           nq, nkv, d, ctx, S, s->min_split, s->pos,
                            s->cache == AMK_DTYPE_BF16 ? "bf16" : "f32",
                            s->rope->factor > 0 ? "llama3" : "plain");
   ok = run_both (p, in, n_in, s->cache == AMK_DTYPE_BF16 ? 1e-2 : 1e-5, label);
@@ -350,6 +351,12 @@ test_decode_step (void)
           { 16, 8, 128, 1024, 16, &QWEN3, caches[c], pos, i % 2 == 1 },
           /* few splits: long splits per block */
           { 32, 8, 64, 1024, 2, &LLAMA3, caches[c], pos, FALSE },
+          /* the compiler's minimum of 128 positions per split: one split (writing the
+           * result itself when merging) up to position 127, then the first ones only */
+          { 32, 8, 64, 1024, 16, &LLAMA3, caches[c], pos, i % 2 == 1, 128 },
+          { 16, 8, 128, 1024, 16, &QWEN3, caches[c], pos, i % 2 == 0, 128 },
+          /* SmolLM2: 9 / 3 heads of 64 */
+          { 9, 3, 64, 1024, 16, &LLAMA3, caches[c], pos, TRUE, 128 },
         };
         for (guint s = 0; s < G_N_ELEMENTS (steps); s++, total += 2)
           {
@@ -376,6 +383,9 @@ test_odd_shapes (void)
     { 16, 2, 256, 64, 3, &LLAMA3, AMK_DTYPE_BF16, 40, TRUE },
     { 4, 4, 96, 2048, 40, &LLAMA3, AMK_DTYPE_F32, 2047, TRUE },
     { 4, 4, 16, 2048, 64, &QWEN3, AMK_DTYPE_BF16, 5, TRUE }, /* most splits empty */
+    { 8, 4, 256, 600, 6, &LLAMA3, AMK_DTYPE_F32, 599, TRUE, 50 },   /* two 16-byte batches of K */
+    { 8, 2, 32, 600, 6, &QWEN3, AMK_DTYPE_BF16, 260, TRUE, 100 },  /* four chunks per row */
+    { 12, 4, 64, 500, 7, &LLAMA3, AMK_DTYPE_BF16, 499, TRUE, 500 }, /* one split, too long for the lanes */
   };
   guint failed = 0;
 

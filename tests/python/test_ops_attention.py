@@ -100,7 +100,7 @@ class DecodeStep:
     then ATTN_REDUCE over head ranges waiting for every split."""
 
     def __init__(self, rng, n_q, n_kv, d, max_ctx, n_splits, cache, rope, queues=5,
-                 rope_parts=3, reduce_parts=3, partial_role=SCRATCH, merge=False):
+                 rope_parts=3, reduce_parts=3, partial_role=SCRATCH, merge=False, min_split=0):
         self.n_q, self.n_kv, self.d, self.max_ctx, self.n_splits = n_q, n_kv, d, max_ctx, n_splits
         self.cache, self.rope = cache, rope
         self.scale = 1.0 / math.sqrt(d)
@@ -132,7 +132,7 @@ class DecodeStep:
             for s in range(n_splits):
                 add_op(p, (3 * n + 1) % queues, Amk.Opcode.ATTN_DECODE,
                        [self.partial, self.q, self.kc, self.vc, self.pos] + ([self.out] if merge else []),
-                       [d, n_q, n_kv, max_ctx, g, s, n_splits, 0, arrival], {7: self.scale},
+                       [d, n_q, n_kv, max_ctx, g, s, n_splits, 0, arrival, min_split], {7: self.scale},
                        waits=[(rotated, n_rope)], signal=(decoded, 1))
                 n += 1
         if merge:
@@ -223,6 +223,22 @@ def test_decode_step_long_context(rng, cache):
     first = step.run(np.random.default_rng(5), 999, seed=1)
     for seed in (2, 3):
         assert step.run(np.random.default_rng(5), 999, seed=seed).tobytes() == first.tobytes()
+
+
+@pytest.mark.parametrize('merge', [False, True], ids=['reduce', 'fused-merge'])
+def test_min_split(rng, merge):
+    """pos 10 over 4 splits of at least 8 positions: split 0 takes 0..7, split 1 8..10,
+    splits 2 and 3 are empty; the result is the same as without the minimum."""
+    n_q, n_kv, d, splits = 4, 2, 16, 4
+    step = DecodeStep(rng, n_q, n_kv, d, 16, splits, F32, PLAIN, queues=3, partial_role=OUT,
+                      merge=merge, min_split=8)
+    got = step.run(rng, 10)
+    assert rel_err(got, step.expected(10)[4]) <= 1e-5
+    part = from_bytes(F32, step.ex.download(step.partial)).reshape(n_q, splits, d + 2)
+    assert np.all(part[:, 2:, d] == -np.inf) and np.all(part[:, 2:, d + 1] == 0)
+    assert np.all(part[:, 0, d + 1] >= 1.0) and np.all(part[:, 1, d + 1] >= 1.0)
+    # split 0 holds exactly 8 positions: its l is a sum of 8 terms of at most 1
+    assert np.all(part[:, 0, d + 1] <= 8.0) and np.all(part[:, 1, d + 1] <= 3.0)
 
 
 def test_empty_splits(rng):
@@ -361,10 +377,11 @@ class Rig:
                rope_ints(d, n_q, n_kv, ctx, first, count, rope), rope_floats(rope))
         return self.p
 
-    def decode(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, g=1, s=2, n_splits=S, scale=0.3, bufs=None):
+    def decode(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, g=1, s=2, n_splits=S, scale=0.3, bufs=None,
+               min_split=0):
         add_op(self.p, 0, Amk.Opcode.ATTN_DECODE,
                bufs or [self.partial, self.q, self.kc, self.vc, self.pos],
-               [d, n_q, n_kv, ctx, g, s, n_splits], {7: scale})
+               [d, n_q, n_kv, ctx, g, s, n_splits, 0, 0, min_split], {7: scale})
         return self.p
 
     def reduce(self, d=D, n_q=N_Q, n_splits=S, first=0, count=4, bufs=None):
@@ -468,6 +485,10 @@ def test_decode_split():
 
 def test_decode_no_splits():
     expect_error(Rig().decode(s=0, n_splits=0), PE.OUT_OF_RANGE, 'ATTN_DECODE')
+
+
+def test_decode_min_split_negative():
+    expect_error(Rig().decode(min_split=-1), PE.OUT_OF_RANGE, 'ATTN_DECODE', 'fewest positions')
 
 
 def test_decode_scale():
