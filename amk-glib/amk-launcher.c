@@ -838,6 +838,7 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
   g_autoptr(GArray) offsets = NULL;
   g_autoptr(GArray) lengths = NULL;
   guint n_buffers = program->buffers->len;
+  g_autofree gboolean *written = NULL;
 
   self->program = g_object_ref (program);
   self->n_buffers = n_buffers;
@@ -850,6 +851,18 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
 
   if (!alloc_upload (self, &self->d_scratch, NULL, program->scratch_size, error))
     return FALSE;
+  /* A buffer that no instruction writes (the position, say) is as constant during the
+   * launch as the weights: its loads may go out before an instruction's waits. */
+  written = g_new0 (gboolean, MAX (n_buffers, 1));
+  for (guint i = 0; i < program->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
+      const guint slots = amk_instruction_written_slots (ins);
+
+      for (guint s = 0; s < AMK_MAX_BUFFER_REFS; s++)
+        if ((slots >> s) & 1u && ins->buffers[s] >= 0 && (guint) ins->buffers[s] < n_buffers)
+          written[ins->buffers[s]] = TRUE;
+    }
   for (guint b = 0; b < n_buffers; b++)
     {
       AmkBufferInfo *info = g_ptr_array_index (program->buffers, b);
@@ -866,7 +879,8 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
         }
       self->table[b] = (amk_buffer_t) {
         self->buffer_addr[b], info->size_bytes, info->dtype,
-        (info->role == AMK_BUFFER_ROLE_CONSTANT ? AMK_BUFFER_FLAG_CONSTANT : 0) |
+        (info->role == AMK_BUFFER_ROLE_CONSTANT ||
+         (info->role != AMK_BUFFER_ROLE_SCRATCH && !written[b]) ? AMK_BUFFER_FLAG_CONSTANT : 0) |
         (info->role == AMK_BUFFER_ROLE_SCRATCH ? AMK_BUFFER_FLAG_SCRATCH : 0)
       };
     }

@@ -116,6 +116,39 @@ op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra, gint *written)
     }
 }
 
+/* Which of the instruction's buffer slots it writes (bit s for slot s); every one for an
+ * unknown opcode. The launcher marks the buffers that no instruction writes as constant
+ * for the launch (their loads may run before the waits). */
+guint
+amk_instruction_written_slots (const amk_instruction_t *ins)
+{
+  switch (ins->opcode)
+    {
+    case AMK_ABI_OP_NOP:
+    case AMK_ABI_OP_TRAP:
+    case AMK_ABI_OP_GRID_SYNC:
+      return 0;
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+      return 0x3;  /* val, idx */
+    case AMK_ABI_OP_ROPE_KV:
+      return 0x1b; /* q, k, the caches */
+    case AMK_ABI_OP_ATTN_DECODE:
+      return 0x21; /* the partials, the fused merge's output */
+    case AMK_ABI_OP_COPY:
+    case AMK_ABI_OP_FILL:
+    case AMK_ABI_OP_ADD:
+    case AMK_ABI_OP_MATVEC:
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+    case AMK_ABI_OP_ATTN_REDUCE:
+      return 0x1;
+    default:
+      return (1u << AMK_MAX_BUFFER_REFS) - 1;
+    }
+}
+
 static const char *
 op_name (guint opcode)
 {

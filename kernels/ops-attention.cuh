@@ -246,13 +246,30 @@ amk_attn_buffer (const amk_device_program &prog, const amk_instruction_t *ins, i
   return reinterpret_cast<unsigned char *> (prog.buffers[ins->buffers[slot]].addr);
 }
 
-/* The position, the same in every thread: the warps that passed their waits read it and
- * publish it in shared memory. Returns false (in every thread) when no warp ran. */
+#define AMK_ATTN_NO_POS INT32_MIN /* amk_attention_early_pos: not loaded early */
+
+/* Every thread, before the waits of ROPE_KV and ATTN_DECODE: in each warp's lane 0, the
+ * position, when no instruction of the launch writes its buffer (the launcher flags it
+ * CONSTANT), so that its round trip overlaps the waits instead of following them. */
+static __device__ __forceinline__ int32_t
+amk_attention_early_pos (const amk_instruction_t *ins, const amk_buffer_t *buffers, int tid)
+{
+  const amk_buffer_t *b = buffers + ins->buffers[ins->opcode == AMK_ABI_OP_ROPE_KV ? 5 : 4];
+
+  if ((tid & 31) != 0 || (b->flags & AMK_BUFFER_FLAG_CONSTANT) == 0)
+    return AMK_ATTN_NO_POS;
+  return *reinterpret_cast<const int32_t *> (b->addr);
+}
+
+/* The position, the same in every thread: the warps that passed their waits read it (or
+ * take the one loaded before the waits) and publish it in shared memory. Returns false
+ * (in every thread) when no warp ran. */
 static __device__ __forceinline__ bool
-amk_attn_read_pos (const int32_t *pos_ptr, bool run, int tid, int32_t *s_pos, int32_t *pos)
+amk_attn_read_pos (const int32_t *pos_ptr, int32_t early, bool run, int tid, int32_t *s_pos,
+                   int32_t *pos)
 {
   if (run && (tid & 31) == 0)
-    *s_pos = *reinterpret_cast<const volatile int32_t *> (pos_ptr);
+    *s_pos = early != AMK_ATTN_NO_POS ? early : *reinterpret_cast<const volatile int32_t *> (pos_ptr);
   const int any = __syncthreads_or (run ? 1 : 0);
   *pos = *reinterpret_cast<volatile int32_t *> (s_pos);
   return any != 0;
@@ -329,7 +346,7 @@ amk_attn_store_cache (unsigned char *cache, uint32_t dt, uint64_t i, float v)
 
 static __device__ __forceinline__ int
 amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
-                  bool run, int tid, int nt, int32_t *s_pos, int32_t *detail)
+                  int32_t early_pos, bool run, int tid, int nt, int32_t *s_pos, int32_t *detail)
 {
   const amk_params_t &p = ins->params;
   const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], max_ctx = p.i[3];
@@ -344,7 +361,7 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
   int32_t pos;
 
   if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 5)),
-                          run, tid, s_pos, &pos))
+                          early_pos, run, tid, s_pos, &pos))
     return AMK_ABORT_NONE;
   if (pos < 0 || pos >= max_ctx)
     {
@@ -874,7 +891,7 @@ amk_attn_short_fits (int32_t d, int32_t group, int32_t n, int nt)
 
 static __device__ __forceinline__ int
 amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
-                      bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
+                      int32_t early_pos, bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
                       int32_t *to_merge, int32_t *detail)
 {
   const amk_params_t &p = ins->params;
@@ -889,7 +906,7 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
 
   *to_merge = 0;
   if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 4)),
-                          run, tid, s_pos, &pos))
+                          early_pos, run, tid, s_pos, &pos))
     return AMK_ABORT_NONE;
   if (pos < 0 || pos >= max_ctx)
     {
@@ -1072,7 +1089,7 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
  * AMK_ABORT_NONE, or a code with *detail, the same in every thread. */
 static __device__ __forceinline__ int
 amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
-                    bool run, int tid, int nt, int32_t *detail)
+                    int32_t early_pos, bool run, int tid, int nt, int32_t *detail)
 {
   __shared__ __align__ (16) float s_stage[AMK_ATTN_STAGE];
   __shared__ float s_ml[AMK_ATTN_MAX_WARPS * AMK_ATTN_HEADS * 2];
@@ -1081,7 +1098,7 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   switch (ins->opcode)
     {
     case AMK_ABI_OP_ROPE_KV:
-      return amk_rope_kv_exec (ctx, ins, prog, run, tid, nt, &s_pos, detail);
+      return amk_rope_kv_exec (ctx, ins, prog, early_pos, run, tid, nt, &s_pos, detail);
     case AMK_ABI_OP_ATTN_DECODE:
       {
         const bool merges = amk_attn_merges (ins);
@@ -1091,7 +1108,7 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
             return AMK_ABORT_BAD_INDEX;
           }
         int32_t to_merge = 0;
-        const int r = amk_attn_decode_exec (ctx, ins, prog, run, tid, nt, &s_pos, s_stage, s_ml,
+        const int r = amk_attn_decode_exec (ctx, ins, prog, early_pos, run, tid, nt, &s_pos, s_stage, s_ml,
                                             &to_merge, detail);
         if (r == AMK_ABORT_NONE && merges)
           amk_attn_arrive_and_merge (ins, prog, run, to_merge, tid, nt, &s_pos);

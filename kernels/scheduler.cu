@@ -557,6 +557,10 @@ amk_megakernel (amk_device_program launched)
       if (opcode == AMK_ABI_OP_MATVEC && amk_matvec_early (&ctx))
         amk_matvec_prefetch (&ctx, tid, nt);
 
+      /* ROPE_KV, ATTN_DECODE: the position's load overlaps the waits when it can */
+      const int32_t early_pos = opcode == AMK_ABI_OP_ROPE_KV || opcode == AMK_ABI_OP_ATTN_DECODE
+                                ? amk_attention_early_pos (ins, prog.buffers, tid) : AMK_ATTN_NO_POS;
+
       bool run = true;
       if (opcode == AMK_ABI_OP_GRID_SYNC)
         {
@@ -615,7 +619,7 @@ amk_megakernel (amk_device_program launched)
           int32_t late_detail = 0;
           const int late = opcode <= AMK_ABI_OP_ARGMAX_FINAL
                              ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
-                             : amk_attention_exec (&ctx, ins, prog, run, tid, nt, &late_detail);
+                             : amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail);
           if (late != AMK_ABORT_NONE)
             {
               if (tid == 0)
