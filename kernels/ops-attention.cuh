@@ -676,23 +676,6 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
     }
 }
 
-/* A 16-byte cache chunk as floats: 8 bf16 or 4 f32. */
-template <bool BF>
-static __device__ __forceinline__ void
-amk_attn_unpack16 (uint4 u, float (&v)[BF ? 8 : 4])
-{
-  const uint32_t w[4] = { u.x, u.y, u.z, u.w };
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    if (BF)
-      {
-        v[2 * i] = __uint_as_float (w[i] << 16);
-        v[(2 * i + 1) % (BF ? 8 : 4)] = __uint_as_float (w[i] & 0xffff0000u);
-      }
-    else
-      v[i] = __uint_as_float (w[i]);
-}
-
 /* ATTN_DECODE for a short split (the decode case): two exact passes instead of an online
  * softmax per warp and a merge of the warps' partial results, whose serial loops made
  * the instruction cost several microseconds even with no position at all. Lane l holds
@@ -816,12 +799,12 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
 #pragma unroll 8
             for (int t = sh * lo + lane / nc; t < n; t += ST)
               {
-                float v[VE];
-                amk_attn_unpack16<BF> (*reinterpret_cast<const uint4 *> (vp + (uint64_t) (start + t) * rowb), v);
+                amk_attn_chunk<BF, VE> v;
+                v.load (vp + (uint64_t) (start + t) * rowb);
                 const float e = s_sc[h * n + t];
 #pragma unroll
                 for (int i = 0; i < VE; i++)
-                  acc[i] = fmaf (e, v[i], acc[i]);
+                  acc[i] = fmaf (e, v.get (i), acc[i]);
               }
             for (int o = nc; o < 32; o <<= 1)
 #pragma unroll
