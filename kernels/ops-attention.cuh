@@ -335,6 +335,37 @@ amk_rope_cos_sin (float angle)
   return make_float2 (__double2float_rn (c), __double2float_rn (s));
 }
 
+/* cos and sin of the position's angles, computed by warp 0 before the waits when the
+ * position is known then (amk_rope_early): the double-precision pow and sincospi took
+ * about a microsecond of the instruction's critical path. amk_rope_cs_pos says for
+ * which position they hold (AMK_ATTN_NO_POS: none). */
+#define AMK_ROPE_EARLY_MAX 128 /* half head dimensions that fit */
+static __shared__ float2 amk_rope_cs[AMK_ROPE_EARLY_MAX];
+static __shared__ int32_t amk_rope_cs_pos;
+
+/* Every thread, before the waits of ROPE_KV, with amk_attention_early_pos's result. */
+static __device__ __forceinline__ void
+amk_rope_early (const amk_instruction_t *ins, int32_t early_pos, int tid)
+{
+  if (tid >= 32)
+    return;
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], half = d >> 1;
+  const int32_t pos = __shfl_sync (0xffffffffu, early_pos, 0);
+
+  if (pos < 0 || pos >= p.i[3] || half > AMK_ROPE_EARLY_MAX)
+    {
+      if (tid == 0)
+        amk_rope_cs_pos = AMK_ATTN_NO_POS;
+      return;
+    }
+  const float fpos = __int2float_rn (pos);
+  for (int32_t c = tid; c < half; c += 32)
+    amk_rope_cs[c] = amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
+  if (tid == 0)
+    amk_rope_cs_pos = pos;
+}
+
 static __device__ __forceinline__ void
 amk_attn_store_cache (unsigned char *cache, uint32_t dt, uint64_t i, float v)
 {
@@ -373,6 +404,8 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
 
   const float fpos = __int2float_rn (pos);
   const int lane = tid & 31;
+  /* published before the barrier in amk_attn_read_pos */
+  const bool early_cs = *reinterpret_cast<volatile int32_t *> (&amk_rope_cs_pos) == pos;
   for (uint32_t h = first + ((uint32_t) tid >> 5); h < end; h += (uint32_t) nt >> 5)
     {
       const bool is_key = h >= (uint32_t) nq;
@@ -382,8 +415,8 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
 
       for (int32_t c = lane; c < half; c += 32)
         {
-          const float inv = amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10]);
-          const float2 cs = amk_rope_cos_sin (__fmul_rn (fpos, inv));
+          const float2 cs = early_cs ? amk_rope_cs[c]
+                            : amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
           const float x1 = x[c], x2 = x[c + half];
           const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
           const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));

@@ -560,6 +560,8 @@ amk_megakernel (amk_device_program launched)
       /* ROPE_KV, ATTN_DECODE: the position's load overlaps the waits when it can */
       const int32_t early_pos = opcode == AMK_ABI_OP_ROPE_KV || opcode == AMK_ABI_OP_ATTN_DECODE
                                 ? amk_attention_early_pos (ins, prog.buffers, tid) : AMK_ATTN_NO_POS;
+      if (opcode == AMK_ABI_OP_ROPE_KV)
+        amk_rope_early (ins, early_pos, tid); /* the angles' cos and sin, also before the waits */
 
       bool run = true;
       if (opcode == AMK_ABI_OP_GRID_SYNC)
