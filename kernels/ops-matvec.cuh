@@ -672,7 +672,8 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                 if (j >= n4)
                   break;
                 float4 o = v[b];
-                ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
+                if (norm) /* the sum of squares only for a fused norm */
+                  ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
                 if (!ring)
                   continue;
                 if (norm)
