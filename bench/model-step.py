@@ -4,8 +4,9 @@
 For each MATVEC pipeline (direct loads with no dynamic shared memory, and the cp.async
 ring with AMK_MATVEC_SMEM_BYTES), loads the model (a GGUF file or a Hugging Face checkpoint
 folder) on one queue per SM with 512 threads, times a greedy run (ms per decode step, the
-prompt's steps excluded), then traces one step and prints a profile of one layer from the
-middle of the model: per 1 us bin, how many SMs run which op. The traces are written to
+prompt's steps excluded), then traces one step and prints the layers' spans, how far
+apart the LM head's tiles end, and a profile of one layer from the middle of the model:
+per 1 us bin, how many SMs run which op. The traces are written to
 OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 
 With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
@@ -77,6 +78,35 @@ def layer_profile(events, n_layers):
     return lines
 
 
+def step_summary(events):
+    """The layers' spans (attention phase to attention phase) and how far apart the LM
+    head's tiles (each queue's last MATVEC) end: a spread there is imbalance or bandwidth
+    sharing, a long median span is latency between the stages."""
+    starts = sorted(e["ts"] for e in events if e["name"] == "attn-decode")
+    phases = []
+    for s in starts:
+        if not phases or s - phases[-1][-1] > 5:
+            phases.append([s])
+        else:
+            phases[-1].append(s)
+    spans = sorted(b[0] - a[0] for a, b in zip(phases, phases[1:]))
+    last = {}
+    for e in events:
+        q = e["tid"]
+        if e["name"] == "matvec" and (q not in last or e["ts"] > last[q]["ts"]):
+            last[q] = e
+    lines = []
+    if spans:
+        lines.append(f"layers: {len(spans)} spans from one attention phase to the next, median "
+                     f"{spans[len(spans) // 2]:.1f} us (min {spans[0]:.1f}, max {spans[-1]:.1f})")
+    if last:
+        ends = sorted(e["ts"] + e["dur"] for e in last.values())
+        durs = sorted(e["dur"] for e in last.values())
+        lines.append(f"LM head: {len(last)} tiles end between {ends[0]:.1f} and {ends[-1]:.1f} us, "
+                     f"tile durations {durs[0]:.1f} to {durs[-1]:.1f} us")
+    return lines
+
+
 def main(model_path, outdir, tokens, l2_lookaheads):
     os.makedirs(outdir, exist_ok=True)
     model = Amk.Model.new_from_file(model_path, None)
@@ -103,7 +133,7 @@ def main(model_path, outdir, tokens, l2_lookaheads):
         events = json.loads(trace)["traceEvents"]
         end = max(e["ts"] + e["dur"] for e in events)
         print(f"  traced step: {len(events)} instructions, {end:.1f} us span")
-        for line in layer_profile(events, model.props.n_layers):
+        for line in step_summary(events) + layer_profile(events, model.props.n_layers):
             print("  " + line)
         sys.stdout.flush()
 
