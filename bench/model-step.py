@@ -43,16 +43,21 @@ def step_ms(model, launcher, tokens):
     return (total - prefill) * 1e3 / n, n, text
 
 
-def layer_profile(events, n_layers):
-    """Per 1 us bin of the middle layer: the SMs busy with each op."""
-    starts = sorted({round(e["ts"]) for e in events if e["name"] == "attn-decode"})
-    # layer boundaries: the ATTN_DECODE phases, one per layer, separated by > 5 us
+def attention_phases(starts):
+    """The sorted ATTN_DECODE start times grouped into phases, one per layer: a gap of
+    more than 5 us starts the next."""
     phases = []
     for s in starts:
         if not phases or s - phases[-1][-1] > 5:
             phases.append([s])
         else:
             phases[-1].append(s)
+    return phases
+
+
+def layer_profile(events, n_layers):
+    """Per 1 us bin of the middle layer: the SMs busy with each op."""
+    phases = attention_phases(sorted({round(e["ts"]) for e in events if e["name"] == "attn-decode"}))
     if len(phases) < 3:
         return ["(fewer than 3 attention phases: no layer profile)"]
     mid = len(phases) // 2
@@ -82,13 +87,7 @@ def step_summary(events):
     """The layers' spans (attention phase to attention phase) and how far apart the LM
     head's tiles (each queue's last MATVEC) end: a spread there is imbalance or bandwidth
     sharing, a long median span is latency between the stages."""
-    starts = sorted(e["ts"] for e in events if e["name"] == "attn-decode")
-    phases = []
-    for s in starts:
-        if not phases or s - phases[-1][-1] > 5:
-            phases.append([s])
-        else:
-            phases[-1].append(s)
+    phases = attention_phases(sorted(e["ts"] for e in events if e["name"] == "attn-decode"))
     spans = sorted(b[0] - a[0] for a, b in zip(phases, phases[1:]))
     last = {}
     for e in events:
