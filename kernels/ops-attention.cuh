@@ -335,6 +335,14 @@ amk_rope_cos_sin (float angle)
   return make_float2 (__double2float_rn (c), __double2float_rn (s));
 }
 
+/* cos and sin of the angle of pair c of a head of dimension d at position fpos, with the
+ * frequencies in slots 6 to 10 of a ROPE_KV instruction. */
+static __device__ __forceinline__ float2
+amk_rope_angle_cs (const amk_params_t &p, int32_t c, int32_t d, float fpos)
+{
+  return amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
+}
+
 /* cos and sin of the position's angles, computed by warp 0 before the waits when the
  * position is known then (amk_rope_early): the double-precision pow and sincospi were
  * about 1.8 us of the instruction's 3 us after its waits on the H200. amk_rope_cs_pos
@@ -362,7 +370,7 @@ amk_rope_early (const amk_instruction_t *ins, int32_t early_pos, int tid)
     }
   const float fpos = __int2float_rn (pos);
   for (int32_t c = tid; c < half; c += 32)
-    amk_rope_cs[c] = amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
+    amk_rope_cs[c] = amk_rope_angle_cs (p, c, d, fpos);
   if (tid == 0)
     amk_rope_cs_pos = pos;
 }
@@ -417,7 +425,7 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
       for (int32_t c = lane; c < half; c += 32)
         {
           const float2 cs = early_cs ? amk_rope_cs[c]
-                            : amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
+                            : amk_rope_angle_cs (p, c, d, fpos);
           const float x1 = x[c], x2 = x[c + half];
           const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
           const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));
