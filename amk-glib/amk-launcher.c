@@ -857,7 +857,7 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
   for (guint i = 0; i < program->instructions->len; i++)
     {
       const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
-      const guint slots = amk_instruction_written_slots (ins);
+      const guint slots = amk_abi_written_slots (ins->opcode, ins->n_buffers);
 
       for (guint s = 0; s < AMK_MAX_BUFFER_REFS; s++)
         if ((slots >> s) & 1u && ins->buffers[s] >= 0 && (guint) ins->buffers[s] < n_buffers)

@@ -101,7 +101,6 @@ gboolean     amk_verify_attention_op      (AmkProgram              *self,
                                            GError                 **error);
 
 /* Abstract run of the queues (amk-verifier.c). */
-guint        amk_instruction_written_slots (const amk_instruction_t *ins);
 gboolean     amk_verifier_check           (AmkProgram  *self,
                                            GError     **error);
 

@@ -1,7 +1,7 @@
 /* amk-verifier-attention.c: the verifier's checks of the attention ops (ROPE_KV,
  * ATTN_DECODE, ATTN_REDUCE; their contract is in kernels/amk-abi.h). Called once the
- * generic checks passed: buffer indices in range, the right number of buffers, slot 0
- * (the first written buffer) not constant.
+ * generic checks passed: buffer indices in range, the right number of buffers. Which
+ * operands an op writes comes from amk_abi_written_slots (kernels/amk-abi.h).
  *
  * What an instruction touches, in elements from the start of each buffer (D = i0):
  *   ROPE_KV:     q [i1 D] (read, written), k [i2 D] (read, written), v [i2 D],
@@ -46,7 +46,7 @@ typedef struct {
   const char  *what;     /* translated role, e.g. "the k cache" */
   guint        dtypes;   /* mask of AmkDType bits */
   guint64      needed;   /* elements from the start of the buffer */
-  gboolean     written;
+  gboolean     written;  /* from amk_abi_written_slots */
 } Operand;
 
 static const char *
@@ -130,11 +130,16 @@ operand_region (const Ctx *c, const Operand *o, gint64 *region, guint64 *start, 
 }
 
 static gboolean
-check_operands (const Ctx *c, const Operand *ops, guint n, GError **error)
+check_operands (const Ctx *c, Operand *ops, guint n, GError **error)
 {
+  const guint written = amk_abi_written_slots (c->ins->opcode, c->ins->n_buffers);
+
   for (guint i = 0; i < n; i++)
-    if (!check_operand (c, &ops[i], error))
-      return FALSE;
+    {
+      ops[i].written = (written >> ops[i].slot) & 1u;
+      if (!check_operand (c, &ops[i], error))
+        return FALSE;
+    }
 
   for (guint i = 0; i < n; i++)
     for (guint j = 0; j < n; j++)
@@ -297,12 +302,12 @@ verify_rope_kv (const Ctx *c, GError **error)
     return FALSE;
 
   cache = product3 (max_ctx, n_kv, d);
-  ops[0] = (Operand) { 0, _("the query vector"), F32_ONLY, (guint64) n_q * d, TRUE };
-  ops[1] = (Operand) { 1, _("the key vector"), F32_ONLY, (guint64) n_kv * d, TRUE };
-  ops[2] = (Operand) { 2, _("the value vector"), F32_ONLY, (guint64) n_kv * d, FALSE };
-  ops[3] = (Operand) { 3, _("the k cache"), CACHE_TYPES, cache, TRUE };
-  ops[4] = (Operand) { 4, _("the v cache"), CACHE_TYPES, cache, TRUE };
-  ops[5] = (Operand) { 5, _("the position"), I32_ONLY, 1, FALSE };
+  ops[0] = (Operand) { 0, _("the query vector"), F32_ONLY, (guint64) n_q * d };
+  ops[1] = (Operand) { 1, _("the key vector"), F32_ONLY, (guint64) n_kv * d };
+  ops[2] = (Operand) { 2, _("the value vector"), F32_ONLY, (guint64) n_kv * d };
+  ops[3] = (Operand) { 3, _("the k cache"), CACHE_TYPES, cache };
+  ops[4] = (Operand) { 4, _("the v cache"), CACHE_TYPES, cache };
+  ops[5] = (Operand) { 5, _("the position"), I32_ONLY, 1 };
   return check_operands (c, ops, G_N_ELEMENTS (ops), error) &&
          check_same_cache_dtype (c, 3, 4, error);
 }
@@ -350,12 +355,12 @@ verify_attn_decode (const Ctx *c, GError **error)
     }
 
   cache = product3 (max_ctx, n_kv, d);
-  ops[0] = (Operand) { 0, _("the partial results"), F32_ONLY, product3 (n_q, n_splits, (guint64) d + 2), TRUE };
-  ops[1] = (Operand) { 1, _("the query vector"), F32_ONLY, (guint64) n_q * d, FALSE };
-  ops[2] = (Operand) { 2, _("the k cache"), CACHE_TYPES, cache, FALSE };
-  ops[3] = (Operand) { 3, _("the v cache"), CACHE_TYPES, cache, FALSE };
-  ops[4] = (Operand) { 4, _("the position"), I32_ONLY, 1, FALSE };
-  ops[5] = (Operand) { 5, _("the output"), F32_ONLY, (guint64) n_q * d, TRUE };
+  ops[0] = (Operand) { 0, _("the partial results"), F32_ONLY, product3 (n_q, n_splits, (guint64) d + 2) };
+  ops[1] = (Operand) { 1, _("the query vector"), F32_ONLY, (guint64) n_q * d };
+  ops[2] = (Operand) { 2, _("the k cache"), CACHE_TYPES, cache };
+  ops[3] = (Operand) { 3, _("the v cache"), CACHE_TYPES, cache };
+  ops[4] = (Operand) { 4, _("the position"), I32_ONLY, 1 };
+  ops[5] = (Operand) { 5, _("the output"), F32_ONLY, (guint64) n_q * d };
   if (merges && (p->i[8] < 0 || (guint) p->i[8] >= c->self->counter_names->len))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
@@ -386,8 +391,8 @@ verify_attn_reduce (const Ctx *c, GError **error)
   if (!check_head_range (c, p->i[3], p->i[4], n_q, error))
     return FALSE;
 
-  ops[0] = (Operand) { 0, _("the output"), F32_ONLY, (guint64) n_q * d, TRUE };
-  ops[1] = (Operand) { 1, _("the partial results"), F32_ONLY, product3 (n_q, n_splits, (guint64) d + 2), FALSE };
+  ops[0] = (Operand) { 0, _("the output"), F32_ONLY, (guint64) n_q * d };
+  ops[1] = (Operand) { 1, _("the partial results"), F32_ONLY, product3 (n_q, n_splits, (guint64) d + 2) };
   return check_operands (c, ops, G_N_ELEMENTS (ops), error);
 }
 

@@ -32,7 +32,7 @@ typedef struct {
   guint       dtypes;   /* bit per AmkDType */
   guint64     offset;   /* first element */
   guint64     count;    /* elements */
-  gboolean    written;
+  gboolean    written;  /* from amk_abi_written_slots */
 } Operand;
 
 static const char *
@@ -175,18 +175,18 @@ amk_verify_vector_op (AmkProgram              *self,
                          queue, pos, "RMSNORM");
             return FALSE;
           }
-        ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[1] * i[0], (guint64) i[2] * i[0], TRUE };
-        ops[1] = (Operand) { _("the input"), VEC_DTYPES, (guint64) i[1] * i[0], (guint64) i[2] * i[0], FALSE };
-        ops[2] = (Operand) { _("the weight"), VEC_DTYPES, 0, (guint64) i[0], FALSE };
+        ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[1] * i[0], (guint64) i[2] * i[0] };
+        ops[1] = (Operand) { _("the input"), VEC_DTYPES, (guint64) i[1] * i[0], (guint64) i[2] * i[0] };
+        ops[2] = (Operand) { _("the weight"), VEC_DTYPES, 0, (guint64) i[0] };
         in_place_ok = TRUE;
         break;
       }
     case AMK_ABI_OP_SILU_MUL:
       if (i[0] < 0 || i[1] < 0)
         return params_out_of_range (queue, pos, ins, error);
-      ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[0], (guint64) i[1], TRUE };
-      ops[1] = (Operand) { _("the gate"), VEC_DTYPES, (guint64) i[0], (guint64) i[1], FALSE };
-      ops[2] = (Operand) { _("the up projection"), VEC_DTYPES, (guint64) i[0], (guint64) i[1], FALSE };
+      ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[0], (guint64) i[1] };
+      ops[1] = (Operand) { _("the gate"), VEC_DTYPES, (guint64) i[0], (guint64) i[1] };
+      ops[2] = (Operand) { _("the up projection"), VEC_DTYPES, (guint64) i[0], (guint64) i[1] };
       break;
     case AMK_ABI_OP_EMBED:
       {
@@ -195,25 +195,25 @@ amk_verify_vector_op (AmkProgram              *self,
         AmkBufferInfo *table = slot_info (self, ins, 1);
         if (i[0] < 0 || i[1] < 0 || i[2] < 0 || i[3] < 1 || (gint64) i[1] + i[2] > i[3])
           return params_out_of_range (queue, pos, ins, error);
-        ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[1], (guint64) i[2], TRUE };
-        ops[1] = (Operand) { _("the table"), TABLE_DTYPES, 0, MAX (table->n_elements, (guint64) i[3]), FALSE };
-        ops[2] = (Operand) { _("the tokens"), I32_ONLY, (guint64) i[0], 1, FALSE };
+        ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) i[1], (guint64) i[2] };
+        ops[1] = (Operand) { _("the table"), TABLE_DTYPES, 0, MAX (table->n_elements, (guint64) i[3]) };
+        ops[2] = (Operand) { _("the tokens"), I32_ONLY, (guint64) i[0], 1 };
         break;
       }
     case AMK_ABI_OP_ARGMAX_PARTIAL:
       /* every index i0 + k must fit the I32 idx */
       if (i[0] < 0 || i[1] < 1 || i[2] < 0 || (gint64) i[0] + i[1] > (gint64) G_MAXINT32 + 1)
         return params_out_of_range (queue, pos, ins, error);
-      ops[0] = (Operand) { _("the values"), F32_ONLY, (guint64) i[2], 1, TRUE };
-      ops[1] = (Operand) { _("the indices"), I32_ONLY, (guint64) i[2], 1, TRUE };
-      ops[2] = (Operand) { _("the input"), VEC_DTYPES, (guint64) i[0], (guint64) i[1], FALSE };
+      ops[0] = (Operand) { _("the values"), F32_ONLY, (guint64) i[2], 1 };
+      ops[1] = (Operand) { _("the indices"), I32_ONLY, (guint64) i[2], 1 };
+      ops[2] = (Operand) { _("the input"), VEC_DTYPES, (guint64) i[0], (guint64) i[1] };
       break;
     case AMK_ABI_OP_ARGMAX_FINAL:
       if (i[0] < 1 || i[1] < 0)
         return params_out_of_range (queue, pos, ins, error);
-      ops[0] = (Operand) { _("the output"), I32_ONLY, (guint64) i[1], 1, TRUE };
-      ops[1] = (Operand) { _("the values"), F32_ONLY, 0, (guint64) i[0], FALSE };
-      ops[2] = (Operand) { _("the indices"), I32_ONLY, 0, (guint64) i[0], FALSE };
+      ops[0] = (Operand) { _("the output"), I32_ONLY, (guint64) i[1], 1 };
+      ops[1] = (Operand) { _("the values"), F32_ONLY, 0, (guint64) i[0] };
+      ops[2] = (Operand) { _("the indices"), I32_ONLY, 0, (guint64) i[0] };
       break;
     default:
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
@@ -222,9 +222,13 @@ amk_verify_vector_op (AmkProgram              *self,
       return FALSE;
     }
 
+  const guint written = amk_abi_written_slots (ins->opcode, ins->n_buffers);
   for (guint s = 0; s < 3; s++)
-    if (!check_operand (self, queue, pos, ins, s, &ops[s], error))
-      return FALSE;
+    {
+      ops[s].written = (written >> s) & 1u;
+      if (!check_operand (self, queue, pos, ins, s, &ops[s], error))
+        return FALSE;
+    }
   for (guint a = 0; a < 3; a++)
     {
       if (!ops[a].written)

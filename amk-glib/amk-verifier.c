@@ -69,17 +69,17 @@ check_buffers (AmkProgram  *self,
   return TRUE;
 }
 
-/* Which buffer slots an opcode reads and writes: (count, index of the written slot).
- * MATVEC and ATTN_DECODE may name one buffer more (the fused SILU_MUL's up, the fused
- * merge's output): *n_extra. */
+/* How many buffer slots an opcode names (which of them it writes:
+ * amk_abi_written_slots). MATVEC and ATTN_DECODE may name one buffer more (the fused
+ * SILU_MUL's up, the fused merge's output): *n_extra. */
 static gboolean
-op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra, gint *written)
+op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra)
 {
   *n_extra = opcode == AMK_ABI_OP_MATVEC || opcode == AMK_ABI_OP_ATTN_DECODE;
   switch (opcode)
     {
     case AMK_ABI_OP_MATVEC:
-      *n_buffers = 6, *written = 0;
+      *n_buffers = 6;
       return TRUE;
     case AMK_ABI_OP_RMSNORM:
     case AMK_ABI_OP_SILU_MUL:
@@ -87,65 +87,32 @@ op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra, gint *written)
     case AMK_ABI_OP_ARGMAX_PARTIAL:
     case AMK_ABI_OP_ARGMAX_FINAL:
     case AMK_ABI_OP_ATTN_DECODE:
-      *n_buffers = 3, *written = 0;
+      *n_buffers = 3;
       if (opcode == AMK_ABI_OP_ATTN_DECODE)
         *n_buffers = 5;
       return TRUE;
     case AMK_ABI_OP_ROPE_KV:
-      *n_buffers = 6, *written = 0;
+      *n_buffers = 6;
       return TRUE;
     case AMK_ABI_OP_ATTN_REDUCE:
-      *n_buffers = 2, *written = 0;
+      *n_buffers = 2;
       return TRUE;
     case AMK_ABI_OP_COPY:
-      *n_buffers = 2, *written = 0;
+      *n_buffers = 2;
       return TRUE;
     case AMK_ABI_OP_FILL:
-      *n_buffers = 1, *written = 0;
+      *n_buffers = 1;
       return TRUE;
     case AMK_ABI_OP_ADD:
-      *n_buffers = 3, *written = 0;
+      *n_buffers = 3;
       return TRUE;
     case AMK_ABI_OP_NOP:
     case AMK_ABI_OP_TRAP:
     case AMK_ABI_OP_GRID_SYNC:
-      *n_buffers = 0, *written = -1;
+      *n_buffers = 0;
       return TRUE;
     default:
       return FALSE;
-    }
-}
-
-/* Which of the instruction's buffer slots it writes (bit s for slot s); every one for an
- * unknown opcode. The launcher marks the buffers that no instruction writes as constant
- * for the launch (their loads may run before the waits). */
-guint
-amk_instruction_written_slots (const amk_instruction_t *ins)
-{
-  switch (ins->opcode)
-    {
-    case AMK_ABI_OP_NOP:
-    case AMK_ABI_OP_TRAP:
-    case AMK_ABI_OP_GRID_SYNC:
-      return 0;
-    case AMK_ABI_OP_ARGMAX_PARTIAL:
-      return 0x3;  /* val, idx */
-    case AMK_ABI_OP_ROPE_KV:
-      return 0x1b; /* q, k, the caches */
-    case AMK_ABI_OP_ATTN_DECODE:
-      return 0x21; /* the partials, the fused merge's output */
-    case AMK_ABI_OP_COPY:
-    case AMK_ABI_OP_FILL:
-    case AMK_ABI_OP_ADD:
-    case AMK_ABI_OP_MATVEC:
-    case AMK_ABI_OP_RMSNORM:
-    case AMK_ABI_OP_SILU_MUL:
-    case AMK_ABI_OP_EMBED:
-    case AMK_ABI_OP_ARGMAX_FINAL:
-    case AMK_ABI_OP_ATTN_REDUCE:
-      return 0x1;
-    default:
-      return (1u << AMK_MAX_BUFFER_REFS) - 1;
     }
 }
 
@@ -156,6 +123,29 @@ op_name (guint opcode)
                                  "RMSNORM", "SILU_MUL", "EMBED", "ARGMAX_PARTIAL",
                                  "ARGMAX_FINAL", "ROPE_KV", "ATTN_DECODE", "ATTN_REDUCE" };
   return opcode < G_N_ELEMENTS (names) ? names[opcode] : "?";
+}
+
+/* No write to a constant buffer, for the ops without a family check (which names the
+ * operand in its own message). */
+static gboolean
+check_writes (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+              GError **error)
+{
+  const guint written = amk_abi_written_slots (ins->opcode, ins->n_buffers);
+
+  for (guint s = 0; s < ins->n_buffers; s++)
+    if (((written >> s) & 1u) && ins->buffers[s] != AMK_NO_BUFFER)
+      {
+        AmkBufferInfo *dst = g_ptr_array_index (self->buffers, ins->buffers[s]);
+        if (dst->role == AMK_BUFFER_ROLE_CONSTANT)
+          {
+            g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                         _("Queue %u instruction %u (%s) writes buffer %d “%s”, which is constant"),
+                         queue, pos, op_name (ins->opcode), ins->buffers[s], dst->name);
+            return FALSE;
+          }
+      }
+  return TRUE;
 }
 
 /* Range [offset, offset + count) inside the buffer, in elements. */
@@ -361,10 +351,9 @@ check_instruction (AmkProgram              *self,
                    GError                 **error)
 {
   guint n_needed, n_extra;
-  gint written;
   const amk_params_t *p = &ins->params;
 
-  if (!op_buffer_layout (ins->opcode, &n_needed, &n_extra, &written))
+  if (!op_buffer_layout (ins->opcode, &n_needed, &n_extra))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u has the unknown opcode %u"),
@@ -417,29 +406,20 @@ check_instruction (AmkProgram              *self,
                    queue, pos, op_name (ins->opcode), ins->n_buffers, op_name (ins->opcode), n_needed);
       return FALSE;
     }
-  if (written >= 0 && ins->buffers[written] != AMK_NO_BUFFER)
-    {
-      AmkBufferInfo *dst = g_ptr_array_index (self->buffers, ins->buffers[written]);
-      if (dst->role == AMK_BUFFER_ROLE_CONSTANT)
-        {
-          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                       _("Queue %u instruction %u (%s) writes buffer %d “%s”, which is constant"),
-                       queue, pos, op_name (ins->opcode), ins->buffers[written], dst->name);
-          return FALSE;
-        }
-    }
-
   switch (ins->opcode)
     {
     case AMK_ABI_OP_COPY:
-      return check_same_dtype (self, queue, pos, ins, 2, error) &&
+      return check_writes (self, queue, pos, ins, error) &&
+             check_same_dtype (self, queue, pos, ins, 2, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[2], error) &&
              check_range (self, queue, pos, ins, 1, p->i[1], p->i[2], error) &&
              check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[2], error);
     case AMK_ABI_OP_FILL:
-      return check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
+      return check_writes (self, queue, pos, ins, error) &&
+             check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
     case AMK_ABI_OP_MATVEC:
-      return check_matvec (self, queue, pos, ins, error);
+      return check_writes (self, queue, pos, ins, error) &&
+             check_matvec (self, queue, pos, ins, error);
     case AMK_ABI_OP_RMSNORM:
     case AMK_ABI_OP_SILU_MUL:
     case AMK_ABI_OP_EMBED:
@@ -451,7 +431,8 @@ check_instruction (AmkProgram              *self,
     case AMK_ABI_OP_ATTN_REDUCE:
       return amk_verify_attention_op (self, queue, pos, ins, error);
     case AMK_ABI_OP_ADD:
-      return check_same_dtype (self, queue, pos, ins, 3, error) &&
+      return check_writes (self, queue, pos, ins, error) &&
+             check_same_dtype (self, queue, pos, ins, 3, error) &&
              check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&
              check_range (self, queue, pos, ins, 1, p->i[1], p->i[3], error) &&
              check_range (self, queue, pos, ins, 2, p->i[2], p->i[3], error) &&

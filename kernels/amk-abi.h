@@ -96,6 +96,46 @@ enum {
   AMK_ABI_N_OPS
 };
 
+/* The buffer slots an instruction writes, bit s for slot s (every slot for an unknown
+ * opcode). The one table for the host verifier (no write to a constant buffer, the
+ * aliasing rules), the launcher (a buffer that no instruction writes is CONSTANT for the
+ * launch, so its loads may go out before an instruction's waits) and the device checks. */
+#ifdef __CUDACC__
+#define AMK_ABI_INLINE static __host__ __device__ __forceinline__
+#else
+#define AMK_ABI_INLINE static inline
+#endif
+
+AMK_ABI_INLINE uint32_t
+amk_abi_written_slots (uint32_t opcode, uint32_t n_buffers)
+{
+  switch (opcode)
+    {
+    case AMK_ABI_OP_NOP:
+    case AMK_ABI_OP_TRAP:
+    case AMK_ABI_OP_GRID_SYNC:
+      return 0;
+    case AMK_ABI_OP_ARGMAX_PARTIAL:
+      return 0x3u;  /* the values, the indices */
+    case AMK_ABI_OP_ROPE_KV:
+      return 0x1bu; /* q, k, the k and v caches */
+    case AMK_ABI_OP_ATTN_DECODE:
+      return n_buffers >= 6 ? 0x21u : 0x1u; /* the partials; the fused merge's output */
+    case AMK_ABI_OP_COPY:
+    case AMK_ABI_OP_FILL:
+    case AMK_ABI_OP_ADD:
+    case AMK_ABI_OP_MATVEC:
+    case AMK_ABI_OP_RMSNORM:
+    case AMK_ABI_OP_SILU_MUL:
+    case AMK_ABI_OP_EMBED:
+    case AMK_ABI_OP_ARGMAX_FINAL:
+    case AMK_ABI_OP_ATTN_REDUCE:
+      return 0x1u;
+    default:
+      return (1u << AMK_MAX_BUFFER_REFS) - 1u;
+    }
+}
+
 /* MATVEC's shared-memory pipeline (kernels/ops-matvec.cuh). With at least
  *   threads_per_block * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * K
  * bytes of dynamic shared memory (AmkLauncher:dynamic-shared-memory), W streams through

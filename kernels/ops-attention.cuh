@@ -173,9 +173,7 @@ amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, 
   const uint32_t op = ins->opcode;
   const bool merges = amk_attn_merges (ins);
   const int n = op == AMK_ABI_OP_ROPE_KV ? 6 : op == AMK_ABI_OP_ATTN_DECODE ? (merges ? 6 : 5) : 2;
-  /* written slots: ROPE_KV q, k and the caches; ATTN_DECODE the partials and out; the
-   * others slot 0 */
-  const uint32_t written = op == AMK_ABI_OP_ROPE_KV ? 0x1bu : merges ? 0x21u : 0x1u;
+  const uint32_t written = amk_abi_written_slots (op, ins->n_buffers);
   const int cache_slot = op == AMK_ABI_OP_ROPE_KV ? 3 : 2;
 
   if (op < AMK_ABI_OP_ROPE_KV || op > AMK_ABI_OP_ATTN_REDUCE)

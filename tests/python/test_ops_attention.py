@@ -359,17 +359,21 @@ class Rig:
     N_Q, N_KV, D, CTX, S = 4, 2, 8, 16, 3
 
     def __init__(self, kc_dtype=BF16, vc_dtype=BF16, q_dtype=F32, pos_dtype=I32, kc_rows=16,
-                 partial_len=None, kc_role=IN, partial_role=SCRATCH):
+                 partial_len=None, kc_role=IN, partial_role=SCRATCH, roles=None):
         n_q, n_kv, d = self.N_Q, self.N_KV, self.D
         p = self.p = Amk.Program.new(1)
-        self.q = p.add_buffer('q', q_dtype, [n_q * d], IN)
-        self.k = p.add_buffer('k', F32, [n_kv * d], IN)
-        self.v = p.add_buffer('v', F32, [n_kv * d], CONST)  # read only: may be constant
-        self.kc = p.add_buffer('kcache', kc_dtype, [kc_rows * n_kv * d], kc_role)
-        self.vc = p.add_buffer('vcache', vc_dtype, [self.CTX * n_kv * d], IN)
-        self.pos = p.add_buffer('position', pos_dtype, [1], IN)
-        self.partial = p.add_buffer('partial', F32, [partial_len or n_q * self.S * (d + 2)], partial_role)
-        self.out = p.add_buffer('out', F32, [n_q * d], OUT)
+        roles = roles or {}
+
+        def add(name, dtype, n, role):
+            return p.add_buffer(name, dtype, [n], roles.get(name, role))
+        self.q = add('q', q_dtype, n_q * d, IN)
+        self.k = add('k', F32, n_kv * d, IN)
+        self.v = add('v', F32, n_kv * d, CONST)  # read only: may be constant
+        self.kc = add('kcache', kc_dtype, kc_rows * n_kv * d, kc_role)
+        self.vc = add('vcache', vc_dtype, self.CTX * n_kv * d, IN)
+        self.pos = add('position', pos_dtype, 1, IN)
+        self.partial = add('partial', F32, partial_len or n_q * self.S * (d + 2), partial_role)
+        self.out = add('out', F32, n_q * d, OUT)
 
     def rope(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, first=0, count=6, rope=PLAIN, bufs=None):
         add_op(self.p, 0, Amk.Opcode.ROPE_KV,
@@ -517,9 +521,9 @@ def test_decode_cache_dtypes_differ():
     expect_error(Rig(kc_dtype=F32).decode(), PE.INVALID, 'ATTN_DECODE', 'kcache')
 
 
-def merging_rig(n_splits=Rig.S, arrival=None, extra_splits=0):
+def merging_rig(n_splits=Rig.S, arrival=None, extra_splits=0, roles=None):
     """The rig's kv head 1 decoded in n_splits splits that merge into out on one counter."""
-    r = Rig()
+    r = Rig(roles=roles)
     c = r.p.add_counter('arrivals') if arrival is None else arrival
     for s in range(n_splits + extra_splits):
         add_op(r.p, 0, Amk.Opcode.ATTN_DECODE, [r.partial, r.q, r.kc, r.vc, r.pos, r.out],
@@ -529,6 +533,31 @@ def merging_rig(n_splits=Rig.S, arrival=None, extra_splits=0):
 
 def test_decode_merge_accepted():
     merging_rig()[0].p.verify()
+
+
+# Every operand made constant in turn: refused exactly where the op writes it (the table
+# amk_abi_written_slots in kernels/amk-abi.h, which the launcher also reads to decide
+# which buffers may load before the waits), with the operand's buffer named.
+WRITES = {
+    'rope': {'q': True, 'k': True, 'v': False, 'kcache': True, 'vcache': True, 'position': False},
+    'decode': {'partial': True, 'q': False, 'kcache': False, 'vcache': False, 'position': False},
+    'merge': {'partial': True, 'q': False, 'kcache': False, 'vcache': False, 'position': False,
+              'out': True},
+    'reduce': {'out': True, 'partial': False},
+}
+
+
+@pytest.mark.parametrize('op, name', [(op, name) for op in WRITES for name in WRITES[op]])
+def test_constant_operands(op, name):
+    if op == 'merge':
+        p = merging_rig(roles={name: CONST})[0].p
+    else:
+        r = Rig(roles={name: CONST})
+        p = {'rope': r.rope, 'decode': r.decode, 'reduce': r.reduce}[op]()
+    if WRITES[op][name]:
+        expect_error(p, PE.INVALID, f'“{name}”', 'constant')
+    else:
+        p.verify()
 
 
 def test_decode_merge_counter_missing():
