@@ -207,10 +207,14 @@ typedef struct {
   gint pos;
   gboolean partial_out; /* the partial results as an OUTPUT (compared) or SCRATCH */
   gint min_split;       /* ATTN_DECODE's i9: the fewest positions per split (0: none) */
+  gboolean pos_written; /* a COPY writes the position during the launch (a stale one before) */
 } Step;
 
 /* ROPE_KV in 4 instructions, ATTN_DECODE one instruction per (kv head, split) dealt over
  * the 132 queues behind the rotation, ATTN_REDUCE in 8 instructions behind every split.
+ * With pos_written, a COPY on its own queue writes the position first and ROPE_KV and
+ * ATTN_DECODE wait for it: the position buffer is then not CONSTANT for the launch, so
+ * the device must read it after the waits (not the stale value before them).
  * With ops = 1, 2 or 4 only that op (with random inputs in place of its producers); with
  * 8 the splits merge themselves (ATTN_DECODE's fused merge, an arrival counter per key/
  * value head) instead of ATTN_REDUCE. */
@@ -222,6 +226,7 @@ run_step (const Step *s, guint ops)
   const gint64 n_partial = (gint64) nq * S * (d + 2);
   gint q, k, v, kc, vc, pos, partial, out;
   gint rotated = amk_program_add_counter (p, "rotated");
+  gint positioned = amk_program_add_counter (p, "positioned");
   gint decoded = amk_program_add_counter (p, "decoded");
   guint n_rope = 0, n_dec = 0;
   Input in[8];
@@ -246,7 +251,16 @@ run_step (const Step *s, guint ops)
   in[n_in++] = (Input) { v, random_floats ((gsize) nkv * d, AMK_DTYPE_F32, 2.0) };
   in[n_in++] = (Input) { kc, random_floats ((gsize) ctx * nkv * d, s->cache, 2.0) };
   in[n_in++] = (Input) { vc, random_floats ((gsize) ctx * nkv * d, s->cache, 2.0) };
-  in[n_in++] = (Input) { pos, int_bytes (s->pos) };
+  if (s->pos_written)
+    {
+      gint src = add_buf (p, "new pos", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
+      gint c = add_ins (p, 11, AMK_OPCODE_COPY, (gint[]) { pos, src }, 2, (gint[]) { 0, 0, 1 }, 3);
+      signal_on (p, c, positioned);
+      in[n_in++] = (Input) { src, int_bytes (s->pos) };
+      in[n_in++] = (Input) { pos, int_bytes ((s->pos + 1 + g_test_rand_int_range (0, ctx - 1)) % ctx) };
+    }
+  else
+    in[n_in++] = (Input) { pos, int_bytes (s->pos) };
   if (!do_decode)
     {
       /* random partial results: acc, m in [-4, 4] (-inf for the splits past pos), l > 0 */
@@ -270,6 +284,8 @@ run_step (const Step *s, guint ops)
         gint first = (nq + nkv) * i / 4, last = (nq + nkv) * (i + 1) / 4;
         gint r = add_rope (p, (guint) (7 * i) % N_QUEUES, (gint[]) { q, k, v, kc, vc, pos }, d, nq, nkv, ctx,
                            first, last - first, s->rope);
+        if (s->pos_written)
+          wait_on (p, r, positioned, 1);
         signal_on (p, r, rotated);
         n_rope++;
       }
@@ -283,6 +299,8 @@ run_step (const Step *s, guint ops)
           set_float (p, i, 7, 1.0f / sqrtf ((float) d));
           if (n_rope > 0)
             wait_on (p, i, rotated, n_rope);
+          else if (s->pos_written)
+            wait_on (p, i, positioned, 1);
           signal_on (p, i, decoded);
           n_dec++;
         }
@@ -296,10 +314,11 @@ run_step (const Step *s, guint ops)
           wait_on (p, r, decoded, n_dec);
       }
 
-  label = g_strdup_printf ("%s%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d (min %d) pos=%d cache=%s rope=%s",
+  label = g_strdup_printf ("%s%s%s%s q=%d kv=%d d=%d ctx=%d splits=%d (min %d) pos=%d%s cache=%s rope=%s",
                            do_rope ? "ROPE_KV " : "", do_decode ? "ATTN_DECODE " : "",
                            do_reduce ? "ATTN_REDUCE" : "", do_merge ? "(merged by the splits)" : "",
                            nq, nkv, d, ctx, S, s->min_split, s->pos,
+                           s->pos_written ? " (written in the launch)" : "",
                            s->cache == AMK_DTYPE_BF16 ? "bf16" : "f32",
                            s->rope->factor > 0 ? "llama3" : "plain");
   ok = run_both (p, in, n_in, s->cache == AMK_DTYPE_BF16 ? 1e-2 : 1e-5, label);
@@ -357,6 +376,9 @@ test_decode_step (void)
           { 16, 8, 128, 1024, 16, &QWEN3, caches[c], pos, i % 2 == 0, 128 },
           /* SmolLM2: 9 / 3 heads of 64 */
           { 9, 3, 64, 1024, 16, &LLAMA3, caches[c], pos, TRUE, 128 },
+          /* the position written during the launch: read after the waits */
+          { 32, 8, 64, 1024, 16, &LLAMA3, caches[c], pos, i % 2 == 0, 128, TRUE },
+          { 16, 8, 128, 1024, 9, &QWEN3, caches[c], pos, i % 2 == 1, 0, TRUE },
         };
         for (guint s = 0; s < G_N_ELEMENTS (steps); s++, total += 2)
           {
