@@ -393,6 +393,11 @@ test_trace (void)
   p = make_nop_program (132);
   amk_launcher_set_trace (launcher, TRUE);
   g_assert_true (amk_launcher_load (launcher, p, &error));
+  /* nothing traced yet: LAUNCH_ERROR_FAILED, saying what to do */
+  g_assert_null (amk_launcher_get_trace_json (launcher, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "trace"));
+  g_clear_error (&error);
   g_assert_true (amk_launcher_launch (launcher, NULL, &error));
   json = amk_launcher_get_trace_json (launcher, &error);
   g_assert_no_error (error);
