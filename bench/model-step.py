@@ -5,8 +5,8 @@ For each MATVEC pipeline (direct loads with no dynamic shared memory, and the cp
 ring with AMK_MATVEC_SMEM_BYTES), loads the model (a GGUF file or a Hugging Face checkpoint
 folder) on one queue per SM with 512 threads, times a greedy run (ms per decode step, the
 prompt's steps excluded), then traces one step and prints the layers' spans, how far
-apart the LM head's tiles end, and a profile of one layer from the middle of the model:
-per 1 us bin, how many SMs run which op. The traces are written to
+apart the LM head's tiles end, the stages of the middle layer (durations, and the hops
+between them), and a profile of that layer: per 1 us bin, how many SMs run which op. The traces are written to
 OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 
 With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
@@ -106,6 +106,49 @@ def step_summary(events):
     return lines
 
 
+def stage_table(events, n_layers):
+    """The stages of the middle layer in the order they start: instructions per stage,
+    duration per instruction (median / max), and the hop from the previous stage's last
+    end to this stage's first start (the latency between stages). A MATVEC stage is the
+    k-th MATVEC of every queue that runs the usual number of them (the same per layer,
+    then the LM head); the other ops are grouped by name, those that start within the
+    layer (from its first MATVEC stage to the next layer's)."""
+    per_queue = {}
+    for e in events:
+        if e["name"] == "matvec":
+            per_queue.setdefault(e["tid"], []).append(e)
+    counts = [len(v) for v in per_queue.values()]
+    usual = max(set(counts), key=counts.count) if counts else 0
+    if usual < 1 or (usual - 1) % n_layers != 0:
+        return ["(no regular MATVEC pattern: no stage table)"]
+    per_layer = (usual - 1) // n_layers
+    mid = n_layers // 2
+    stages = {}
+    for evs in per_queue.values():
+        if len(evs) != usual:
+            continue
+        evs.sort(key=lambda e: e["args"]["instruction"])
+        for i in range(per_layer + 1):
+            stages.setdefault(f"matvec {i + 1}", []).append(evs[per_layer * mid + i])
+    t0 = min(e["ts"] for e in stages["matvec 1"])
+    t1 = min(e["ts"] for e in stages[f"matvec {per_layer + 1}"])
+    for e in events:
+        if e["name"] != "matvec" and t0 <= e["ts"] < t1:
+            stages.setdefault(e["name"], []).append(e)
+    stages[f"matvec 1 (next layer)"] = stages.pop(f"matvec {per_layer + 1}")
+    lines = [f"stages of layer {mid} of {n_layers}, per instruction (median / max), and the hop "
+             f"from the previous stage's last end:"]
+    prev_end = None
+    for name, evs in sorted(stages.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
+        durs = sorted(e["dur"] for e in evs)
+        first = min(e["ts"] for e in evs)
+        hop = f"{first - prev_end:5.1f} us" if prev_end is not None else "    -"
+        lines.append(f"  {name:22s} {len(evs):4d} instructions {durs[len(durs) // 2]:6.1f} / "
+                     f"{durs[-1]:5.1f} us  hop {hop}")
+        prev_end = max(e["ts"] + e["dur"] for e in evs)
+    return lines
+
+
 def main(model_path, outdir, tokens, l2_lookaheads):
     os.makedirs(outdir, exist_ok=True)
     model = Amk.Model.new_from_file(model_path, None)
@@ -132,7 +175,8 @@ def main(model_path, outdir, tokens, l2_lookaheads):
         events = json.loads(trace)["traceEvents"]
         end = max(e["ts"] + e["dur"] for e in events)
         print(f"  traced step: {len(events)} instructions, {end:.1f} us span")
-        for line in step_summary(events) + layer_profile(events, model.props.n_layers):
+        for line in (step_summary(events) + stage_table(events, model.props.n_layers) +
+                     layer_profile(events, model.props.n_layers)):
             print("  " + line)
         sys.stdout.flush()
 
