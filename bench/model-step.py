@@ -135,7 +135,7 @@ def stage_table(events, n_layers):
     for e in events:
         if e["name"] != "matvec" and t0 <= e["ts"] < t1:
             stages.setdefault(e["name"], []).append(e)
-    stages[f"matvec 1 (next layer)"] = stages.pop(f"matvec {per_layer + 1}")
+    stages["matvec 1 (next layer)"] = stages.pop(f"matvec {per_layer + 1}")
     lines = [f"stages of layer {mid} of {n_layers}, per instruction (median / max), and the hop "
              f"from the previous stage's last end:"]
     prev_end = None
