@@ -750,6 +750,30 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
   float *s_sc = s_stage;                /* [group][n] scores, then e^(s - m) */
   float *s_sum = s_stage + group * n;   /* [S][group D] partial sums */
   float qv[AMK_ATTN_SHORT_REGS];
+  constexpr int VE = BF ? 8 : 4;        /* V elements per 16-byte chunk */
+  const int nc = d / VE;
+  const bool chunked = d % VE == 0 && nc <= 32 && 32 % nc == 0; /* uniform */
+
+  /* (0) the split's V rows into dynamic shared memory (the MATVEC ring's, idle between
+   * matvecs) with cp.async: their round trip overlaps the K loads of (1) instead of
+   * following the softmax. Uniform over the block. */
+  const uint32_t vrow = (uint32_t) d * ES; /* bytes of this head's part of a row */
+  const unsigned char *vsrc = vc + (uint64_t) start * rowb + (uint64_t) g * vrow;
+  const bool vpre = chunked && vrow % 16 == 0 && rowb % 16 == 0 &&
+                    (reinterpret_cast<uintptr_t> (vsrc) & 15) == 0 &&
+                    (uint64_t) n * vrow <= amk_mv_dyn_smem_bytes ();
+  if (vpre && run)
+    {
+      const uint32_t per = vrow / 16, total = (uint32_t) n * per, dst = amk_mv_ring_base ();
+      for (uint32_t i = (uint32_t) tid; i < total; i += (uint32_t) nt)
+        {
+          const uint32_t t = i / per, c = i - t * per;
+          asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
+                        : : "r"(dst + t * vrow + c * 16u), "l"(vsrc + (uint64_t) t * rowb + c * 16u)
+                        : "memory");
+        }
+      asm volatile ("cp.async.commit_group;" : : : "memory");
+    }
 
   /* (1) scores */
 #pragma unroll
@@ -815,13 +839,12 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
             s_ml[2 * h + 1] = l;
           }
       }
+  if (vpre && run)
+    asm volatile ("cp.async.wait_all;" : : : "memory"); /* (0)'s rows, published by the barrier */
   __syncthreads ();
 
   /* (3) e^(s - m) V, in slices of the positions */
-  constexpr int VE = BF ? 8 : 4; /* elements per 16-byte chunk */
   const int G = group * d;
-  const int nc = d / VE;
-  const bool chunked = d % VE == 0 && nc <= 32 && 32 % nc == 0; /* uniform */
   int S;                         /* slices to add in phase (4), s_sum[S][G] */
   if (chunked)
     {
@@ -834,13 +857,14 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
           {
             const int h = task % group, sh = task / group;
             const int cc = lane % nc;
-            const unsigned char *vp = vc + ((uint64_t) g * d + cc * VE) * ES;
+            const unsigned char *vp = (vpre ? amk_dyn_smem : vsrc) + cc * VE * ES;
+            const uint64_t vstride = vpre ? vrow : rowb;
             float acc[VE] = {};
 #pragma unroll 8
             for (int t = sh * lo + lane / nc; t < n; t += ST)
               {
                 amk_attn_chunk<BF, VE> v;
-                v.load (vp + (uint64_t) (start + t) * rowb);
+                v.load (vp + (uint64_t) t * vstride);
                 const float e = s_sc[h * n + t];
 #pragma unroll
                 for (int i = 0; i < VE; i++)

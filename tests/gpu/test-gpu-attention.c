@@ -85,14 +85,16 @@ typedef struct {
   GBytes *data;
 } Input;
 
-/* Runs `p` on the CPU once and on the GPU at each block size, uploading `inputs` before
+/* Runs `p` on the CPU once and on the GPU at each block size (512 threads twice: without
+ * dynamic shared memory and with the MATVEC ring's, which ATTN_DECODE's short path stages
+ * V rows in), uploading `inputs` before
  * every run (ROPE_KV rotates q and k in place) and poison into every OUTPUT buffer; compares
  * every non-scratch float buffer norm-wise (I32 ones exactly). Returns FALSE on a mismatch,
  * after printing one PASS/FAIL line per block size. */
 static gboolean
 run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const char *label)
 {
-  static const guint threads[] = { 512, 256, 96, 32 };
+  static const guint threads[] = { 512, 256, 96, 32, 512 };
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkCpuExecutor) cpu = NULL;
   g_autoptr(AmkLauncher) launcher = NULL;
@@ -126,7 +128,10 @@ run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const 
       double worst = 0.0;
       const char *worst_name = "-";
 
+      const guint smem = t == G_N_ELEMENTS (threads) - 1 ? AMK_LAUNCHER_MATVEC_SHARED_MEMORY : 0;
+
       amk_launcher_set_threads_per_block (launcher, threads[t]);
+      amk_launcher_set_dynamic_shared_memory (launcher, smem);
       for (guint b = 0; b < n; b++)
         if (amk_program_get_buffer_role (p, b) == AMK_BUFFER_ROLE_OUTPUT)
           {
@@ -138,7 +143,7 @@ run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const 
       g_assert_no_error (error);
       if (!amk_launcher_launch (launcher, NULL, &error))
         {
-          g_test_message ("FAIL attention %s | threads=%u: launch failed: %s", label, threads[t],
+          g_test_message ("FAIL attention %s | threads=%u smem=%u: launch failed: %s", label, threads[t], smem,
                           error->message);
           g_clear_error (&error);
           ok = FALSE;
@@ -186,12 +191,12 @@ run_both (AmkProgram *p, const Input *inputs, guint n_inputs, double tol, const 
             }
         }
       if (worst <= tol)
-        g_test_message ("PASS attention %s | threads=%u: worst rel err %.3g (%s, tol %.0e)",
-                        label, threads[t], worst, worst_name, tol);
+        g_test_message ("PASS attention %s | threads=%u smem=%u: worst rel err %.3g (%s, tol %.0e)",
+                        label, threads[t], smem, worst, worst_name, tol);
       else
         {
-          g_test_message ("FAIL attention %s | threads=%u: rel err %.3g in “%s” (tol %.0e)",
-                          label, threads[t], worst, worst_name, tol);
+          g_test_message ("FAIL attention %s | threads=%u smem=%u: rel err %.3g in “%s” (tol %.0e)",
+                          label, threads[t], smem, worst, worst_name, tol);
           ok = FALSE;
         }
     }
