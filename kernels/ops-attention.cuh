@@ -53,6 +53,7 @@
 
 #include "amk-abi.h"
 #include "ops-utility.cuh"
+#include "ops-matvec.cuh" /* the ring's dynamic shared memory, where V rows are staged */
 
 #define AMK_ATTN_MAX_HEAD_DIM 256  /* ATTN_DECODE: 32 lanes x 8 elements */
 #define AMK_ATTN_HEADS        2    /* query heads per ATTN_DECODE pass */
