@@ -24,6 +24,7 @@
 #define DISPATCH_NS           500.0
 #define ELEMENTWISE_MIN_TILE  256u        /* elements */
 #define MATVEC_MIN_ROWS       16u         /* a smaller tile costs more to start than it streams */
+#define MATVEC_MIN_SPLIT_CHUNKS 32u       /* 16-byte chunks of a row per split-K slice: one per lane */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
 /* ATTN_DECODE: the fewest positions worth a split of their own. Shorter splits leave
  * more partials to merge than the positions they spread (at position 64 on the H200 every
@@ -85,7 +86,8 @@ amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
       {
         AmkBufferInfo *w = amk_program_get_buffer_info (self, ins->buffers[1]);
         guint esw = w != NULL ? amk_dtype_size (w->dtype) : 2;
-        bytes = (double) MAX (p->i[1], 0) * MAX (p->i[2], 0) * esw + 4.0 * MAX (p->i[2], 0) +
+        const gint32 cols = p->i[5] > 0 ? p->i[5] : p->i[2]; /* a split-K slice's, or K */
+        bytes = (double) MAX (p->i[1], 0) * MAX (cols, 0) * esw + 4.0 * MAX (p->i[2], 0) +
                 4.0 * MAX (p->i[1], 0);
       }
       break;
@@ -236,6 +238,23 @@ merge_fuses_into_attention (AmkProgram *self, guint o)
          ops[o - 1].opcode == AMK_ABI_OP_ATTN_DECODE && ops[o].buffers[1] == ops[o - 1].buffers[0];
 }
 
+/* Split-K slices per row tile of MATVEC op `op` cut into `row_tiles` row tiles: when
+ * those leave at least half of the queues idle (a small model's o and down projections),
+ * each row's columns are cut into as many slices as the idle queues allow, each slice at
+ * least MATVEC_MIN_SPLIT_CHUNKS chunks of a row, so that the whole device streams the
+ * matrix. Only where the slices can add onto the output: an f32 y that is its own
+ * residual (y += W x, a layer's residual stream). */
+static guint64
+matvec_splits (AmkProgram *self, const AmkOpInfo *op, guint64 row_tiles)
+{
+  AmkBufferInfo *y = info (self, op->buffers[0]), *w = info (self, op->buffers[1]);
+  const guint64 chunks = w->shape[1] * amk_dtype_size (w->dtype) / 16;
+
+  if (y->dtype != AMK_DTYPE_F32 || op->buffers[4] != op->buffers[0])
+    return 1;
+  return MAX (1, MIN (self->num_queues / row_tiles, chunks / MATVEC_MIN_SPLIT_CHUNKS));
+}
+
 /* Splits op `o` into tiles appended to `tiles`. A MATVEC with `silu` set (the SILU_MUL
  * fused into it, see silu_fuses_into_next) reads that op's gate and up instead of x; an
  * ATTN_DECODE with `merge` set (merge_fuses_into_attention) merges into its output. */
@@ -244,7 +263,7 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
           const AmkOpInfo *merge, GArray *tiles)
 {
   const guint queues = self->num_queues;
-  guint64 n, n_tiles;
+  guint64 n, n_tiles, splits = 1; /* splits: split-K slices per row tile (MATVEC) */
   gint32 arrival = AMK_NO_COUNTER;  /* the fused merge's, of the current key/value head */
 
   switch (op->opcode)
@@ -256,6 +275,7 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
        * queues (matvec_group_rows) */
       n = info (self, op->buffers[1])->shape[0];
       n_tiles = MAX (1, MIN (n / MATVEC_MIN_ROWS, (guint64) queues * n / matvec_group_rows (self, o)));
+      splits = matvec_splits (self, op, n_tiles);
       break;
     case AMK_ABI_OP_RMSNORM:     /* vectors (heads) */
       n = info (self, op->buffers[1])->n_elements / op->ints[0];
@@ -289,11 +309,13 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
       break;
     }
 
-  /* n_tiles tiles as even as integers allow */
-  for (guint64 tile = 0; tile < n_tiles; tile++)
+  /* n_tiles tiles as even as integers allow; a MATVEC's row tiles each in `splits`
+   * column slices, one after the other */
+  for (guint64 tile = 0; tile < n_tiles * splits; tile++)
     {
       Tile t = { 0 };
-      const guint64 s = tile * n / n_tiles, e = (tile + 1) * n / n_tiles;
+      const guint64 rt = tile / splits, slice = tile % splits;
+      const guint64 s = rt * n / n_tiles, e = (rt + 1) * n / n_tiles;
       const gint32 count = (gint32) (e - s);
 
       t.op = o;
@@ -339,6 +361,15 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
             t.ins.params.i[1] = count;
             t.ins.params.i[2] = (gint32) k;
             t.ins.params.f[3] = op->value;
+            if (splits > 1)
+              {
+                /* whole 16-byte chunks of a row */
+                const guint64 per = 16 / amk_dtype_size (info (self, op->buffers[1])->dtype);
+                const guint64 chunks = k / per;
+                const guint64 c0 = slice * chunks / splits, c1 = (slice + 1) * chunks / splits;
+                t.ins.params.i[4] = (gint32) (c0 * per);
+                t.ins.params.i[5] = (gint32) ((c1 - c0) * per);
+              }
             if (silu != NULL)
               {
                 t.ins.n_buffers = 7;

@@ -60,11 +60,15 @@ op_add (const amk_instruction_t *ins, AmkCpuBuffer *b)
 
 /* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): one row at a time, fp32 sums in
  * column order; x' is x, x normalised by its RMS and scaled by the norm weight, or
- * silu(x) * up (a fused SILU_MUL, like op_silu_mul). */
+ * silu(x) * up (a fused SILU_MUL, like op_silu_mul). A split-K tile (i5 > 0) sums the
+ * columns i4 .. i4 + i5 only and adds that (plus the bias, for the first columns) to y,
+ * which is its own residual. */
 static void
 op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
 {
   const gint32 r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
+  const gboolean split = ins->params.i[5] > 0;
+  const gint32 c0 = split ? ins->params.i[4] : 0, c1 = split ? c0 + ins->params.i[5] : k;
   AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
@@ -90,9 +94,9 @@ op_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b)
   for (gint32 r = r0; r < r0 + n; r++)
     {
       float acc = 0.0f;
-      for (gint32 c = 0; c < k; c++)
+      for (gint32 c = c0; c < c1; c++)
         acc += amk_dtype_load (w->info->dtype, w->data, (guint64) r * k + c) * xs[c];
-      if (bias != NULL)
+      if (bias != NULL && c0 == 0)
         acc += amk_dtype_load (bias->info->dtype, bias->data, r);
       if (residual != NULL)
         acc += amk_dtype_load (residual->info->dtype, residual->data, r);

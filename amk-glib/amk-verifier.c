@@ -294,6 +294,43 @@ check_matvec_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instr
   return TRUE;
 }
 
+/* Split-K (i5 > 0): columns i4 .. i4 + i5 of whole 16-byte chunks, added with atomics
+ * onto an f32 output that is its own residual. */
+static gboolean
+check_matvec_split (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                    AmkBufferInfo *w, GError **error)
+{
+  const amk_params_t *p = &ins->params;
+  const gint32 k = p->i[2], k0 = p->i[4], kn = p->i[5];
+  const guint64 es = amk_dtype_size (w->dtype);
+  AmkBufferInfo *y = slot_buffer (self, ins, 0);
+
+  if (kn == 0 && k0 == 0)
+    return TRUE;
+  if (k0 < 0 || kn <= 0 || k0 > k - kn)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d (params 4 and 5) are out of range of K = %d; params 4 and 5 are both 0 for whole rows"),
+                   queue, pos, k0, kn, k);
+      return FALSE;
+    }
+  if (((guint64) k0 * es) % 16 != 0 || ((guint64) kn * es) % 16 != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on 16-byte boundaries of a row of W (%s)"),
+                   queue, pos, k0, kn, amk_dtype_name (w->dtype));
+      return FALSE;
+    }
+  if (y->dtype != AMK_DTYPE_F32 || ins->buffers[4] != ins->buffers[0])
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a split-K tile adds its share to the output “%s” with atomic adds, so the output must be f32 and also the residual (buffer 4)"),
+                   queue, pos, y->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
               GError **error)
@@ -318,6 +355,8 @@ check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
                    queue, pos, k, amk_dtype_name (w->dtype));
       return FALSE;
     }
+  if (!check_matvec_split (self, queue, pos, ins, w, error))
+    return FALSE;
   if (ins->buffers[5] != AMK_NO_BUFFER && !(p->f[3] >= 0.0f && p->f[3] < G_MAXFLOAT))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,

@@ -9,8 +9,11 @@
  * Besides the host wall clock, two fairer kernel figures: the wall clock minus that of a
  * launch of 132 NOP queues (launch overhead), and the device span of one traced launch.
  *
+ * With --splits S every tile is cut into S split-K slices of its columns (on S queues),
+ * which add onto y (then its own residual, zeroed before the checked launch).
+ *
  * Usage: amk-matvec-bench [--repeats N] [--threads T] [--smem BYTES] [--shape ROWSxK]
- *                         [--tile ROWS]
+ *                         [--tile ROWS] [--splits S]
  * Defaults: 20 repeats, the kernel's maximum threads per block, AMK_MATVEC_SMEM_BYTES.
  * Exit status 1 when a check fails, 77 without a CUDA device.
  *
@@ -28,6 +31,7 @@
 #define N_SAMPLES  96
 
 static int repeats = 20;
+static guint splits = 1;
 
 /* First start to last end of one traced launch, in microseconds. */
 static double
@@ -98,13 +102,19 @@ make_program (guint rows, guint k, guint tile, gint *yb, gint *wb, gint *xb)
   *xb = amk_program_add_buffer (p, "x", AMK_DTYPE_F32, sx, 1, AMK_BUFFER_ROLE_INPUT, &error);
   if (error != NULL)
     g_error ("%s", error->message);
-  for (guint r0 = 0; r0 < rows; r0 += tile, i++)
-    {
-      gint ins = amk_program_add_instruction (p, i % N_QUEUES, AMK_OPCODE_MATVEC,
-                                              (gint[]) { *yb, *wb, *xb, -1, -1, -1 }, 6, &error);
-      if (ins < 0 || !amk_program_set_param_ints (p, ins, (gint[]) { r0, MIN (tile, rows - r0), k }, 3, &error))
-        g_error ("%s", error->message);
-    }
+  for (guint r0 = 0; r0 < rows; r0 += tile)
+    for (guint s = 0; s < splits; s++, i++)
+      {
+        const guint chunks = k / 8, c0 = s * chunks / splits, c1 = (s + 1) * chunks / splits;
+        gint ins = amk_program_add_instruction (p, i % N_QUEUES, AMK_OPCODE_MATVEC,
+                                                (gint[]) { *yb, *wb, *xb, -1, splits > 1 ? *yb : -1, -1 },
+                                                6, &error);
+        if (ins < 0 ||
+            !amk_program_set_param_ints (p, ins, (gint[]) { r0, MIN (tile, rows - r0), k, 0,
+                                                            splits > 1 ? c0 * 8 : 0,
+                                                            splits > 1 ? (c1 - c0) * 8 : 0 }, 6, &error))
+          g_error ("%s", error->message);
+      }
   return p;
 }
 
@@ -194,7 +204,7 @@ bench_shape (guint rows, guint k, guint threads, guint smem, guint only_tile, do
   for (guint c = 0; c < n_cand; c++)
     {
       const guint tile = cand[c];
-      const guint n_tiles = (rows + tile - 1) / tile;
+      const guint n_tiles = (rows + tile - 1) / tile * splits;
       g_autoptr(AmkProgram) p = make_program (rows, k, tile, &yb, &wb, &xb);
       g_autoptr(AmkLauncher) l = amk_launcher_new (0);
       g_autoptr(GBytes) ybytes = NULL;
@@ -209,7 +219,14 @@ bench_shape (guint rows, guint k, guint threads, guint smem, guint only_tile, do
           !amk_launcher_bind_buffer (l, xb, x_addr, (guint64) k * 4, &error))
         g_error ("loading tile %u: %s", tile, error->message);
 
-      /* check a sample of rows (first, last, evenly spaced) against fp64 */
+      /* check a sample of rows (first, last, evenly spaced) against fp64; split-K slices
+       * add onto y, which starts at zero */
+      if (splits > 1)
+        {
+          g_autoptr(GBytes) zeros = g_bytes_new_take (g_malloc0 ((gsize) rows * 4), (gsize) rows * 4);
+          if (!amk_launcher_upload (l, yb, zeros, &error))
+            g_error ("zeroing y: %s", error->message);
+        }
       if (!amk_launcher_launch (l, NULL, &error))
         g_error ("launch (tile %u): %s", tile, error->message);
       ybytes = amk_launcher_download (l, yb, &error);
@@ -284,6 +301,8 @@ main (int argc, char **argv)
         smem = (guint) atoi (argv[i + 1]);
       else if (g_str_equal (argv[i], "--tile"))
         only_tile = (guint) atoi (argv[i + 1]);
+      else if (g_str_equal (argv[i], "--splits"))
+        splits = (guint) CLAMP (atoi (argv[i + 1]), 1, 64);
       else if (g_str_equal (argv[i], "--shape"))
         {
           if (sscanf (argv[i + 1], "%ux%u", &only_rows, &only_k) != 2)

@@ -47,7 +47,12 @@ enum {
    * + f3) * b5, else x' = x. bias, residual and b5 are F32 or BF16. i2 * sizeof(W elem)
    * must be a multiple of 16. A seventh buffer (n_buffers 7), b6 = up (F32 or BF16, [i2])
    * or AMK_NO_BUFFER, gates the input instead of a norm: x' = silu(x) * b6, SILU_MUL fused
-   * into the matvec (b5 must then be absent). */
+   * into the matvec (b5 must then be absent). Split-K: with i5 > 0 the tile covers only
+   * the columns i4 .. i4+i5 (whole 16-byte chunks of a row) and adds its share to y with
+   * atomic fp32 adds, y[r] += W[r, i4 .. i4+i5) x'[i4 .. i4+i5) (+ bias when i4 = 0), so
+   * that the splits of a row may run on several queues at once, in any order: y must be
+   * F32 and b4 y itself. x' is still normalised over all K columns. i5 = 0: the whole
+   * row (i4 = 0). */
   AMK_ABI_OP_MATVEC    = 6,
   /* The vector ops (ops-vector.cuh). F32 or BF16 vectors unless said otherwise. */
   /* out[v*n + c] = x[v*n + c] / sqrt(mean_c x[v*n + c]^2 + f3) * w[c] for vectors

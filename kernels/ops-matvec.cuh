@@ -6,7 +6,10 @@
  * with x' = x, or x' = (x * rsqrt(mean(x^2) + eps)) * norm (a fused RMSNORM; the ring
  * pipeline computes it as (x * norm) * rsqrt(...), equal up to rounding), or
  * x' = silu(x) * up (a fused SILU_MUL: the down projection reads gate and up itself, one
- * stage less per layer), fp32 accumulation and round-to-nearest-even stores.
+ * stage less per layer), fp32 accumulation and round-to-nearest-even stores. A split-K
+ * tile (i5 > 0) sums only the columns k0 .. k0 + kn of its rows and adds that share to
+ * an F32 y with atomic adds (red.global.add.f32), so that a matvec with fewer rows than
+ * the queues can still spread over all of them.
  *
  * Three parts (the utility ops have two):
  *   amk_matvec_check():    every thread, before the waits: operands, ranges, dtypes,
@@ -58,6 +61,7 @@
 #define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
 #define AMK_MV_STAGE   4                     /* x' staging: float4 groups in flight per thread */
 #define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
+#define AMK_MV_SPLIT   0x40000000u           /* packed flag: a split-K tile (atomic adds) */
 
 static_assert ((AMK_MV_DEPTH & (AMK_MV_DEPTH - 1)) == 0 && AMK_MV_DEPTH >= 2,
                "the ring depth must be a power of two");
@@ -66,14 +70,16 @@ static_assert (AMK_MATVEC_RING_BYTES_PER_THREAD == 16 * AMK_MV_DEPTH, "ring slot
 /* The block's dynamic shared memory: [ring: nt * DEPTH * 16 bytes][x': 4 K bytes]. */
 extern __shared__ __align__ (16) unsigned char amk_dyn_smem[];
 
-/* amk_op_ctx for MATVEC:
- *   ptr[0] = y + r0, ptr[1] = W + r0 K (16-byte aligned), ptr[2] = x,
- *   count = n rows, esize = K,
+/* amk_op_ctx for MATVEC, whose tile covers columns k0 .. k0 + kn of its rows (k0 = 0,
+ * kn = K unless split-K):
+ *   ptr[0] = y + r0, ptr[1] = W + r0 K + k0 (16-byte aligned), ptr[2] = x + k0,
+ *   count = n rows, esize = kn, pattern = K (the row stride),
  *   dtype = packed dtypes, 4 bits per buffer slot (slot s at bit 4 s; AMK_MV_ABSENT for
- *           a missing bias / residual / norm / up) | AMK_MV_WCONST,
- *   pattern = eps (f3) as bits.
- * bias, residual, norm and up are re-resolved by amk_matvec_exec() from the instruction
- * (in shared memory) and the buffer table: they need no registers across the waits. */
+ *           a missing bias / residual / norm / up; a split-K tile marks the residual
+ *           absent, it adds onto y, and the bias unless k0 = 0) | AMK_MV_WCONST |
+ *           AMK_MV_SPLIT.
+ * bias, residual, norm, up and eps are re-resolved by amk_matvec_exec() from the
+ * instruction (in shared memory) and the buffer table: no registers across the waits. */
 
 static __device__ __forceinline__ uint32_t
 amk_mv_dt (uint32_t packed, int slot)
@@ -149,13 +155,15 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
   const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
   const uint32_t mat = vec | (1u << AMK_ABI_DTYPE_F16);
   const int32_t r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
+  const int32_t k0 = ins->params.i[4], kn = ins->params.i[5];
+  const bool split = kn != 0;
   unsigned char *y, *w, *x, *o;
   uint32_t ydt, wdt, xdt, odt, wflags, fl;
   uint32_t packed;
   int code;
 
   *detail = ins->buffers[1];
-  if (r0 < 0 || n < 0 || k < 1)
+  if (r0 < 0 || n < 0 || k < 1 || k0 < 0 || kn < 0 || k0 > k - kn || (!split && k0 != 0))
     return AMK_ABORT_CHECK;
   if ((code = amk_mv_ref (ins, 0, buffers, n_buffers, (uint64_t) r0, (uint64_t) n, vec, false,
                           &y, &ydt, &fl, detail)))
@@ -167,6 +175,11 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
   /* rows of whole 16-byte chunks; the tile's chunks (and a thread's items) fit 32 bits */
   if (row_bytes % 16 != 0 || (uint64_t) n * (row_bytes / 16) >= (1ull << 32))
     return AMK_ABORT_CHECK;
+  const uint32_t wes = amk_dtype_size (wdt);
+  /* a split: whole chunks, onto an F32 y that is its own residual (checked below) */
+  if (split && (((uint32_t) k0 * wes) % 16 != 0 || ((uint32_t) kn * wes) % 16 != 0 ||
+                ydt != AMK_ABI_DTYPE_F32 || ins->buffers[4] != ins->buffers[0]))
+    return AMK_ABORT_CHECK; /* detail: W's buffer index */
   const uint64_t ybytes = (uint64_t) n * amk_dtype_size (ydt);
   if (amk_mv_overlap (y, ybytes, w, (uint64_t) n * row_bytes))
     return AMK_ABORT_CHECK; /* detail: W's buffer index */
@@ -202,24 +215,31 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
       *detail = ins->buffers[6];
       return AMK_ABORT_CHECK; /* a norm and a gate: one or the other */
     }
+  if (split)
+    {
+      /* y already holds the residual; the bias goes in once, with the first columns */
+      packed = (packed & ~(0xfu << 16)) | (AMK_MV_ABSENT << 16) | AMK_MV_SPLIT;
+      if (k0 != 0)
+        packed = (packed & ~(0xfu << 12)) | (AMK_MV_ABSENT << 12);
+    }
 
   ctx->ptr[0] = y;
-  ctx->ptr[1] = w;
-  ctx->ptr[2] = x;
+  ctx->ptr[1] = w + (uint64_t) k0 * wes;
+  ctx->ptr[2] = x + (uint64_t) k0 * amk_dtype_size (xdt);
   ctx->count = (uint32_t) n;
-  ctx->esize = (uint32_t) k;
+  ctx->esize = (uint32_t) (split ? kn : k);
   ctx->dtype = packed | ((wflags & AMK_BUFFER_FLAG_CONSTANT) ? AMK_MV_WCONST : 0u);
-  ctx->pattern = ins->params.u[3];
+  ctx->pattern = (uint32_t) k;
   return AMK_ABORT_NONE;
 }
 
 /* ---- geometry of a thread's item stream ---------------------------------------------- */
 
 struct amk_mv_geom {
-  uint32_t C;    /* 16-byte chunks per row */
+  uint32_t C;    /* 16-byte chunks per row of the tile (its columns only, when split) */
   uint32_t J;    /* items per row per lane: ceil(C / 32) */
   uint32_t T;    /* items of this thread: rows of its warp * J */
-  uint64_t rowb; /* bytes per row */
+  uint64_t rowb; /* bytes per row of W (the stride) */
 };
 
 static __device__ __forceinline__ amk_mv_geom
@@ -230,8 +250,8 @@ amk_mv_geometry (const amk_op_ctx *ctx, int tid, int nt)
   const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5;
   const uint32_t es = amk_dtype_size (amk_mv_dt (ctx->dtype, 1));
 
-  g.rowb = (uint64_t) ctx->esize * es;
-  g.C = (uint32_t) (g.rowb / 16);
+  g.rowb = (uint64_t) ctx->pattern * es;
+  g.C = (uint32_t) ((uint64_t) ctx->esize * es / 16);
   g.J = (g.C + 31) / 32;
   g.T = n > w ? ((n - 1 - w) / nw + 1) * g.J : 0;
   return g;
@@ -466,7 +486,7 @@ amk_mv_ld_stream (const unsigned char *p)
 }
 
 /* Lane 0 at the end of tile row r: add bias and residual (in that order, like the CPU
- * reference), round to y's dtype, store. */
+ * reference), round to y's dtype, store; a split-K tile adds its share to y instead. */
 static __device__ __forceinline__ void
 amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                   const amk_buffer_t *buffers, uint32_t r, float acc)
@@ -479,7 +499,9 @@ amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr), bdt, row);
   if (rdt != AMK_MV_ABSENT)
     acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr), rdt, row);
-  if (amk_mv_dt (packed, 0) == AMK_ABI_DTYPE_F32)
+  if (packed & AMK_MV_SPLIT) /* one of the row's splits: its share, added in any order */
+    atomicAdd (reinterpret_cast<float *> (ctx->ptr[0]) + r, acc);
+  else if (amk_mv_dt (packed, 0) == AMK_ABI_DTYPE_F32)
     reinterpret_cast<float *> (ctx->ptr[0])[r] = acc;
   else
     reinterpret_cast<__nv_bfloat16 *> (ctx->ptr[0])[r] = __float2bfloat16_rn (acc);
@@ -544,11 +566,14 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
   const uint32_t lane = (uint32_t) tid & 31;
   const uint32_t xdt = amk_mv_dt (ctx->dtype, 2), ndt = amk_mv_dt (ctx->dtype, 5);
   const uint32_t udt = amk_mv_dt (ctx->dtype, 6);
-  const unsigned char *x = ctx->ptr[2];
+  const unsigned char *x = ctx->ptr[2]; /* at the tile's first column, like these: */
+  const uint32_t k0 = (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] : 0u;
   const unsigned char *nw = ndt != AMK_MV_ABSENT
-      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
+      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) + k0 * amk_dtype_size (ndt)
+      : nullptr;
   const unsigned char *up = udt != AMK_MV_ABSENT
-      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) : nullptr;
+      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) + k0 * amk_dtype_size (udt)
+      : nullptr;
   const int64_t wrap = amk_mv_wrap (g, nt);
   amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, 0, tid, nt);
   uint32_t j = 0, r = (uint32_t) tid >> 5;
@@ -615,7 +640,8 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                  bool run, int tid, int nt)
 {
   __shared__ float red[32]; /* one partial sum of squares per warp */
-  const uint32_t k = ctx->esize;
+  const uint32_t k = ctx->esize;   /* the tile's columns: all K unless split */
+  const uint32_t g0 = (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] / 4 : 0u;
   const uint32_t packed = ctx->dtype;
   const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
   const uint32_t udt = amk_mv_dt (packed, 6);
@@ -637,7 +663,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   float scale = 1.0f;
   if (ring || norm)
     {
-      const unsigned char *x = ctx->ptr[2];
+      const unsigned char *x = reinterpret_cast<const unsigned char *> (buffers[ins->buffers[2]].addr);
       /* RING with a norm stages x * weight in the same pass as x (one round trip, not
        * two) and applies the scale once it is known */
       const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
@@ -647,16 +673,18 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
        * chunks), AMK_MV_STAGE groups loaded before any is stored: the loads of a batch
        * are in flight together, one round trip per batch rather than one per element
        * (K = 8192 took 16 round trips, most of a down projection's tile) */
-      const uint32_t n4 = k / 4;
+      /* groups g0 .. g0 + n4 are the tile's columns (a split-K tile's slice); a norm
+       * needs all K / 4 for its sum of squares */
+      const uint32_t n4 = k / 4, lo = norm ? 0u : g0, hi = norm ? ctx->pattern / 4 : g0 + n4;
       if (run)
-        for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_STAGE)
+        for (uint32_t j0 = lo + (uint32_t) tid; j0 < hi; j0 += (uint32_t) nt * AMK_MV_STAGE)
           {
             float4 v[AMK_MV_STAGE], m[AMK_MV_STAGE];
 #pragma unroll
             for (int b = 0; b < AMK_MV_STAGE; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
-                if (j < n4)
+                if (j < hi)
                   {
                     v[b] = amk_mv_load4 (x, xdt, j);
                     if (ring && norm) /* DIRECT only needs the sum of squares here */
@@ -669,19 +697,19 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
             for (int b = 0; b < AMK_MV_STAGE; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
-                if (j >= n4)
+                if (j >= hi)
                   break;
                 float4 o = v[b];
                 if (norm) /* the sum of squares only for a fused norm */
                   ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
-                if (!ring)
+                if (!ring || j - g0 >= n4) /* outside the tile's columns (unsigned) */
                   continue;
                 if (norm)
                   o = make_float4 (o.x * m[b].x, o.y * m[b].y, o.z * m[b].z, o.w * m[b].w);
                 else if (up != nullptr)
                   o = make_float4 (amk_mv_gated (o.x, m[b].x), amk_mv_gated (o.y, m[b].y),
                                    amk_mv_gated (o.z, m[b].z), amk_mv_gated (o.w, m[b].w));
-                reinterpret_cast<float4 *> (xs)[amk_mv_stage_slot (j, C, E)] = o;
+                reinterpret_cast<float4 *> (xs)[amk_mv_stage_slot (j - g0, C, E)] = o;
               }
           }
       if (norm)
@@ -693,7 +721,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
           float total = 0.0f;
           for (int w = 0; w < (nt >> 5); w++)
             total += red[w];
-          scale = 1.0f / sqrtf (total / (float) k + __uint_as_float (ctx->pattern));
+          scale = 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.f[3]);
           if (ring && run)
             /* every thread rescales the groups it staged itself: no barrier needed */
             for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)

@@ -17,7 +17,7 @@
 #       --device cuda --reference-dtype bfloat16
 #
 # Presets: tiny-llama, tiny-qwen3 (2 layers, hidden 64, vocabulary 512, under 400 kB),
-# llama-3.2-1b, qwen3-0.6b (the real models' shapes). Weights: seeded (--seed), each
+# llama-3.2-1b, qwen3-0.6b, smollm2-135m (the real models' shapes). Weights: seeded (--seed), each
 # matrix N(0, 1/fan_in), the embedding N(0, 1/16), every norm weight U(0.5, 1.5), so
 # that attention, RoPE and the norms all shape the logits; saved as --dtype (bf16).
 #
@@ -78,6 +78,14 @@ PRESETS = {
                                                  128001: "<|end_of_text|>",
                                                  128009: "<|eot_id|>"},
                        bos="<|begin_of_text|>", eos="<|end_of_text|>")),
+    "smollm2-135m": dict(
+        arch="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
+        rms_norm_eps=1e-5, max_position_embeddings=8192, tie_word_embeddings=True,
+        rope=dict(rope_type="default", rope_theta=100000.0),
+        tokenizer=dict(style="llama3", specials={49149: "<|endoftext|>", 49150: "<|im_start|>",
+                                                 49151: "<|im_end|>"},
+                       bos=None, eos="<|im_end|>")),
     "qwen3-0.6b": dict(
         arch="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
         num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,

@@ -463,6 +463,7 @@ typedef struct {
   gboolean wait;      /* x is copied into scratch by another queue; every tile waits */
   gboolean w_input;   /* W is an INPUT buffer, not CONSTANT (no loads before the waits) */
   gboolean gated;     /* a seventh buffer, up (x's dtype): x' = silu(x) * up */
+  guint    splits;    /* > 1: each row tile in that many split-K column slices (y in place) */
 } MatvecCase;
 
 static const char *
@@ -616,26 +617,29 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
                         (gint[]) { 0, 0, c->k }, 3);
       signal_on (p, i, counter);
     }
-  for (guint r0 = 0; r0 < c->rows; r0 += c->tile, n_tiles++)
-    {
-      guint n = MIN (c->tile, c->rows - r0);
-      gint i = add_ins (p, n_tiles % n_queues, AMK_OPCODE_MATVEC,
-                        (gint[]) { y, w, xsrc, bias, res, norm, up }, c->gated ? 7 : 6,
-                        (gint[]) { r0, n, c->k }, 3);
-      if (norm != MV_NONE)
-        g_assert_true (amk_program_set_param_float (p, i, 3, 1e-5f, &error));
-      if (c->wait)
-        wait_on (p, i, counter, 1);
-    }
+  for (guint r0 = 0; r0 < c->rows; r0 += c->tile)
+    for (guint s = 0; s < MAX (c->splits, 1); s++, n_tiles++)
+      {
+        const guint n = MIN (c->tile, c->rows - r0), per = 16 / mv_esize (c->w), chunks = c->k / per;
+        const guint c0 = s * chunks / MAX (c->splits, 1), c1 = (s + 1) * chunks / MAX (c->splits, 1);
+        gint i = add_ins (p, n_tiles % n_queues, AMK_OPCODE_MATVEC,
+                          (gint[]) { y, w, xsrc, bias, res, norm, up }, c->gated ? 7 : 6,
+                          (gint[]) { r0, n, c->k, 0, c->splits > 1 ? c0 * per : 0,
+                                     c->splits > 1 ? (c1 - c0) * per : 0 }, 6);
+        if (norm != MV_NONE)
+          g_assert_true (amk_program_set_param_float (p, i, 3, 1e-5f, &error));
+        if (c->wait)
+          wait_on (p, i, counter, 1);
+      }
   g_assert_true (amk_program_verify (p, &error));
   g_assert_no_error (error);
 
-  label = g_strdup_printf ("W=%s y=%s x=%s bias=%s residual=%s norm=%s rows=%u K=%u tile=%u (%u tiles)%s%s%s",
+  label = g_strdup_printf ("W=%s y=%s x=%s bias=%s residual=%s norm=%s rows=%u K=%u tile=%u (%u tiles, split-K %u)%s%s%s",
                            mv_dtype_name (c->w), mv_dtype_name (c->y), mv_dtype_name (c->x),
                            mv_dtype_name (c->bias),
                            c->residual == RES_NONE ? "-" : c->residual == RES_IN_PLACE ? "y(in place)"
                                                                                        : mv_dtype_name (c->res_dtype),
-                           mv_dtype_name (c->norm), c->rows, c->k, c->tile, n_tiles,
+                           mv_dtype_name (c->norm), c->rows, c->k, c->tile, n_tiles, MAX (c->splits, 1),
                            c->wait ? " waits" : "", c->w_input ? " W=input" : " W=constant",
                            c->gated ? " x'=silu(x)*up" : "");
 
@@ -755,6 +759,14 @@ test_matvec (void)
     { BF16, F32,  F32,  MV_NONE, RES_IN_PLACE, 0, MV_NONE, 2048, 8192, 16, TRUE,  FALSE, TRUE },
     { BF16, BF16, BF16, F32,  RES_NONE,     0,    MV_NONE, 1000, 2304, 9,  FALSE, FALSE, TRUE },
     { F32,  F32,  F32,  MV_NONE, RES_NONE,  0,    MV_NONE, 300,  40,   7,  FALSE, TRUE,  TRUE },
+    /* split-K: the slices of a row add onto y (atomics), the bias once; a fused norm
+     * still over all K (SmolLM2's o and down projections are 576 rows) */
+    { BF16, F32,  F32,  F32,  RES_IN_PLACE, 0,    BF16,    576,  1536, 16, FALSE, FALSE, FALSE, 3 },
+    { BF16, F32,  F32,  MV_NONE, RES_IN_PLACE, 0, MV_NONE, 576,  576,  16, TRUE,  FALSE, FALSE, 2 },
+    { F32,  F32,  BF16, BF16, RES_IN_PLACE, 0,    MV_NONE, 300,  640,  8,  TRUE,  FALSE, TRUE,  5 },
+    { F16,  F32,  F32,  MV_NONE, RES_IN_PLACE, 0, F32,     200,  2048, 16, FALSE, TRUE,  FALSE, 4 },
+    { BF16, F32,  F32,  MV_NONE, RES_IN_PLACE, 0, MV_NONE, 64,   8192, 16, TRUE,  FALSE, TRUE,  8 },
+    { BF16, F32,  BF16, F32,  RES_IN_PLACE, 0,    MV_NONE, 1000, 2304, 100, FALSE, FALSE, FALSE, 7 },
   };
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkLauncher) probe = NULL;
@@ -787,7 +799,7 @@ test_matvec_checks (void)
   if (!need_gpu ())
     return;
 
-  for (guint t = 0; t < 4; t++)
+  for (guint t = 0; t < 6; t++)
     {
       g_autoptr(GError) error = NULL;
       g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
@@ -805,6 +817,16 @@ test_matvec_checks (void)
         {
           add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, (gint[]) { 0, 64, 6 }, 3);
           want = w, what = "W rows of 12 bytes";
+        }
+      else if (t == 4) /* split-K columns 4 .. 12: not whole 16-byte chunks of bf16 */
+        {
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, y, -1 }, 6, (gint[]) { 0, 64, 16, 0, 4, 8 }, 6);
+          want = w, what = "split-K columns not whole chunks";
+        }
+      else if (t == 5) /* split-K onto a y that is not its own residual */
+        {
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, (gint[]) { 0, 64, 16, 0, 8, 8 }, 6);
+          want = w, what = "split-K without y as the residual";
         }
       else if (t == 1) /* the bias is y itself */
         {

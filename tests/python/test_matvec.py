@@ -1,6 +1,7 @@
 """MATVEC on the CPU executor against numpy in float64: random data, odd shapes (rows
 not a multiple of the tile, K = 2304), every weight dtype, bias, residual (also in place),
-the fused RMSNORM, tiles spread over queues; and the verifier's rules for the op."""
+the fused RMSNORM, split-K tiles, tiles spread over queues; and the verifier's rules for
+the op."""
 import numpy as np
 import pytest
 
@@ -28,10 +29,13 @@ def rel_err(got, want):
 
 
 class MatvecCase:
-    """rows x k matvec split into tiles of `tile` rows, dealt round-robin over `queues`."""
+    """rows x k matvec split into tiles of `tile` rows, dealt round-robin over `queues`;
+    with `splits` > 1 each tile's columns are cut into that many split-K slices of whole
+    16-byte chunks (y in place), each a tile of its own."""
 
     def __init__(self, rng, rows, k, wdt=Amk.DType.BF16, xdt=Amk.DType.F32, ydt=Amk.DType.F32,
-                 bias=False, residual=None, norm=False, up=None, tile=16, queues=4, eps=1e-5):
+                 bias=False, residual=None, norm=False, up=None, tile=16, queues=4, eps=1e-5,
+                 splits=1):
         self.rows, self.k, self.eps = rows, k, eps
         self.dt = dict(w=wdt, x=xdt, y=ydt, up=up)
         p = Amk.Program.new(queues)
@@ -62,9 +66,19 @@ class MatvecCase:
             self.data["up"] = values(rng, up, k)
         self.residual = residual
         refs = [self.y, self.w, self.x, self.b, self.r, self.g] + ([self.u] if up is not None else [])
-        for t, r0 in enumerate(range(0, rows, tile)):
+        per = 4 if wdt == Amk.DType.F32 else 8  # elements per 16-byte chunk
+        chunks = k // per
+        t = 0
+        for r0 in range(0, rows, tile):
             n = min(tile, rows - r0)
-            add_op(p, t % queues, Amk.Opcode.MATVEC, refs, ints=[r0, n, k], floats={3: eps})
+            for s in range(splits):
+                cols = [0, 0]
+                if splits > 1:
+                    c0, c1 = s * chunks // splits, (s + 1) * chunks // splits
+                    cols = [c0 * per, (c1 - c0) * per]
+                add_op(p, t % queues, Amk.Opcode.MATVEC, refs, ints=[r0, n, k] + [0] + cols,
+                       floats={3: eps})
+                t += 1
         p.verify()
         self.program = p
 
@@ -137,6 +151,19 @@ def test_fused_silu_mul(rng, up, residual):
     assert rel_err(got, want) <= (1e-2 if up == Amk.DType.BF16 else 1e-5)
 
 
+@pytest.mark.parametrize("wdt", [Amk.DType.BF16, Amk.DType.F16, Amk.DType.F32])
+@pytest.mark.parametrize("fused", [None, "norm", "up"])
+@pytest.mark.parametrize("splits", [2, 3, 5])
+def test_split_k(rng, wdt, fused, splits):
+    # the slices of a row add onto y (in place) in queue order; the bias comes once, with
+    # the first columns; a fused norm still normalises over all K
+    case = MatvecCase(rng, rows=37, k=320, wdt=wdt, bias=True, residual="in-place",
+                      norm=fused == "norm", up=Amk.DType.F32 if fused == "up" else None,
+                      tile=8, queues=7, splits=splits)
+    got, want = case.run(rng)
+    assert rel_err(got, want) <= (1e-2 if fused == "norm" or wdt != Amk.DType.F32 else 1e-5)
+
+
 def test_same_for_every_seed(rng):
     case = MatvecCase(rng, rows=64, k=128, tile=4, queues=8)
     first, _ = case.run(rng, seed=1)
@@ -198,6 +225,36 @@ def test_verifier_up_too_short():
     u = p.add_buffer("up", Amk.DType.F32, [8], Amk.BufferRole.INPUT)
     add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE, u], ints=[0, 8, 16])
     assert "up vector" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
+
+
+def split_program(ydt=Amk.DType.F32):
+    p, y, w, x = matvec_program(k=32, ydt=ydt)  # bf16 rows of 4 chunks of 8 elements
+    return p, y, w, x
+
+
+@pytest.mark.parametrize("cols", [[-8, 8], [8, -8], [24, 16], [8, 0], [0, 40]])
+def test_verifier_split_out_of_range(cols):
+    p, y, w, x = split_program()
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE], ints=[0, 8, 32, 0] + cols)
+    assert "split-K" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
+
+
+@pytest.mark.parametrize("cols", [[4, 8], [8, 12]])
+def test_verifier_split_alignment(cols):
+    p, y, w, x = split_program()
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE], ints=[0, 8, 32, 0] + cols)
+    assert "16-byte boundaries" in expect_error(p, Amk.ProgramError.INVALID)
+
+
+@pytest.mark.parametrize("ydt,residual", [(Amk.DType.BF16, "y"), (Amk.DType.F32, None),
+                                          (Amk.DType.F32, "other")])
+def test_verifier_split_adds_onto_f32_y(ydt, residual):
+    p, y, w, x = split_program(ydt)
+    r = {"y": y, None: NONE}.get(residual)
+    if residual == "other":
+        r = p.add_buffer("r", Amk.DType.F32, [8], Amk.BufferRole.INPUT)
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, r, NONE], ints=[0, 8, 32, 0, 8, 16])
+    assert "atomic adds" in expect_error(p, Amk.ProgramError.INVALID)
 
 
 def test_needs_y_w_x():

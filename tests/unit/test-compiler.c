@@ -1,8 +1,9 @@
 /* test-compiler.c: the op API and amk_program_compile(). Random op graphs compile,
  * verify, and compute what a plain sequential interpreter of the same ops computes (on
  * every seed of the CPU executor's scheduler); matvecs spread over all queues; a
- * SILU_MUL fuses into the matvec that reads it; the estimated makespan stays close to
- * its lower bound.
+ * SILU_MUL fuses into the matvec that reads it; a matvec with too few rows for the queues
+ * is split over its columns (split-K); the estimated makespan stays close to its lower
+ * bound.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -249,6 +250,86 @@ test_matvec_spreads (void)
       g_assert_true (amk_program_compile (p, &error));
       g_assert_no_error (error);
       g_assert_cmpuint (queues_used (p, AMK_OPCODE_MATVEC, y), ==, queues);
+    }
+}
+
+/* A matvec whose row tiles fill few of the queues (SmolLM2's 576-row o and down
+ * projections on 132 queues) is cut into split-K slices that add onto its output when
+ * that is its own f32 residual: the slices of a row cover its columns exactly once, more
+ * queues stream, and the CPU executor computes what fp64 does. Written to another
+ * output, the same op is not split. */
+static void
+test_matvec_split_k (void)
+{
+  const guint queues = 132, rows = 576, k = 1536;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkCpuExecutor) ex = NULL;
+  g_autoptr(GBytes) out = NULL;
+  g_autofree float *w = g_new (float, (gsize) rows * k), *x = g_new (float, k);
+  g_autofree float *y0 = g_new (float, rows);
+  g_autofree guint *cover = g_new0 (guint, rows);
+  gint64 shape[2] = { rows, k };
+  const float *got;
+  double diff = 0, norm = 0;
+  guint split_tiles = 0;
+
+  for (guint in_place = 0; in_place < 2; in_place++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (queues);
+      gint wb = amk_program_add_buffer (p, "w", AMK_DTYPE_F32, shape, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint xb = test_add_buffer (p, "x", AMK_DTYPE_F32, k, AMK_BUFFER_ROLE_INPUT);
+      gint yb = test_add_buffer (p, "y", AMK_DTYPE_F32, rows, AMK_BUFFER_ROLE_STATE);
+
+      for (gsize i = 0; i < (gsize) rows * k; i++)
+        w[i] = (float) g_test_rand_double_range (-1, 1);
+      for (guint i = 0; i < k; i++)
+        x[i] = (float) g_test_rand_double_range (-1, 1);
+      for (guint i = 0; i < rows; i++)
+        y0[i] = (float) g_test_rand_double_range (-1, 1);
+      g_assert_true (amk_program_set_buffer_data (p, wb, g_bytes_new_static (w, (gsize) rows * k * 4), &error));
+      g_assert_cmpint (amk_program_op_matvec (p, yb, wb, xb, -1, in_place ? yb : -1, -1, 0, &error), >=, 0);
+      g_assert_true (amk_program_compile (p, &error));
+      g_assert_no_error (error);
+
+      split_tiles = 0;
+      memset (cover, 0, rows * sizeof (guint));
+      for (guint i = 0; i < p->instructions->len; i++)
+        {
+          const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t, i);
+          if (ins->opcode != AMK_OPCODE_MATVEC)
+            continue;
+          split_tiles += ins->params.i[5] > 0;
+          for (gint r = ins->params.i[0]; r < ins->params.i[0] + ins->params.i[1]; r++)
+            cover[r] += ins->params.i[5] > 0 ? (guint) ins->params.i[5] : k;
+        }
+      for (guint r = 0; r < rows; r++)
+        g_assert_cmpuint (cover[r], ==, k);
+      if (!in_place)
+        {
+          g_assert_cmpuint (split_tiles, ==, 0);
+          continue;
+        }
+      /* 36 row tiles of 16 rows, each in 3 slices of 512 columns */
+      g_assert_cmpuint (split_tiles, ==, 108);
+      g_assert_cmpuint (queues_used (p, AMK_OPCODE_MATVEC, yb), ==, 108);
+
+      ex = amk_cpu_executor_new (p, &error);
+      g_assert_no_error (error);
+      g_assert_true (amk_cpu_executor_upload (ex, xb, g_bytes_new_static (x, k * 4), &error));
+      g_assert_true (amk_cpu_executor_upload (ex, yb, g_bytes_new_static (y0, rows * 4), &error));
+      g_assert_true (amk_cpu_executor_run (ex, &error));
+      out = amk_cpu_executor_download (ex, yb, &error);
+      g_assert_no_error (error);
+      got = g_bytes_get_data (out, NULL);
+      for (guint r = 0; r < rows; r++)
+        {
+          double want = y0[r];
+          for (guint c = 0; c < k; c++)
+            want += (double) w[(gsize) r * k + c] * x[c];
+          diff += (got[r] - want) * (got[r] - want);
+          norm += want * want;
+        }
+      g_assert_cmpfloat (sqrt (diff), <=, 1e-5 * sqrt (norm));
     }
 }
 
@@ -511,6 +592,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/compiler/random-graphs", test_random_graphs);
   g_test_add_func ("/amk/compiler/matvec-spreads", test_matvec_spreads);
   g_test_add_func ("/amk/compiler/matvec-siblings", test_matvec_siblings);
+  g_test_add_func ("/amk/compiler/matvec-split-k", test_matvec_split_k);
   g_test_add_func ("/amk/compiler/silu-fused", test_silu_fused);
   g_test_add_func ("/amk/compiler/makespan-near-bound", test_makespan_near_bound);
   g_test_add_func ("/amk/compiler/op-errors", test_op_errors);
