@@ -487,6 +487,7 @@ amk_mv_ld_stream (const unsigned char *p)
 
 /* Lane 0 at the end of tile row r: add bias and residual (in that order, like the CPU
  * reference), round to y's dtype, store; a split-K tile adds its share to y instead. */
+template <bool SPLIT>
 static __device__ __forceinline__ void
 amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                   const amk_buffer_t *buffers, uint32_t r, float acc)
@@ -499,7 +500,7 @@ amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr), bdt, row);
   if (rdt != AMK_MV_ABSENT)
     acc += amk_mv_elem (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr), rdt, row);
-  if (packed & AMK_MV_SPLIT) /* one of the row's splits: its share, added in any order */
+  if (SPLIT) /* one of the row's splits: its share, added in any order */
     atomicAdd (reinterpret_cast<float *> (ctx->ptr[0]) + r, acc);
   else if (amk_mv_dt (packed, 0) == AMK_ABI_DTYPE_F32)
     reinterpret_cast<float *> (ctx->ptr[0])[r] = acc;
@@ -509,7 +510,7 @@ amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
 
 /* ---- the two pipelines ----------------------------------------------------------------- */
 
-template <uint32_t WDT>
+template <uint32_t WDT, bool SPLIT>
 static __device__ __forceinline__ void
 amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                  const amk_mv_geom &g, int tid, int nt)
@@ -549,7 +550,7 @@ amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
         {
           acc = amk_mv_warp_sum (acc);
           if (lane == 0)
-            amk_mv_store_row (ctx, ins, buffers, r, acc);
+            amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
           acc = 0.0f;
           j = 0;
           r += (uint32_t) nt >> 5;
@@ -557,7 +558,7 @@ amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
     }
 }
 
-template <uint32_t WDT>
+template <uint32_t WDT, bool SPLIT>
 static __device__ __forceinline__ void
 amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                    const amk_mv_geom &g, float scale, int tid, int nt)
@@ -622,7 +623,7 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
             {
               acc = amk_mv_warp_sum (acc);
               if (lane == 0)
-                amk_mv_store_row (ctx, ins, buffers, r, acc);
+                amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
               acc = 0.0f;
               j = 0;
               r += (uint32_t) nt >> 5;
@@ -631,7 +632,52 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
     }
 }
 
+/* The pipeline for W's dtype; SPLIT (a split-K tile: atomic adds onto y) is a template
+ * argument rather than a branch per row, which cost the kernel spill reloads. */
+template <bool SPLIT>
+static __device__ __forceinline__ void
+amk_mv_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+            const amk_mv_geom &g, float scale, bool ring, uint32_t wdt, int tid, int nt)
+{
+  if (ring)
+    switch (wdt)
+      {
+      case AMK_ABI_DTYPE_BF16: amk_mv_run_ring<AMK_ABI_DTYPE_BF16, SPLIT> (ctx, ins, buffers, g, tid, nt); break;
+      case AMK_ABI_DTYPE_F16:  amk_mv_run_ring<AMK_ABI_DTYPE_F16, SPLIT> (ctx, ins, buffers, g, tid, nt); break;
+      default:                 amk_mv_run_ring<AMK_ABI_DTYPE_F32, SPLIT> (ctx, ins, buffers, g, tid, nt); break;
+      }
+  else
+    switch (wdt)
+      {
+      case AMK_ABI_DTYPE_BF16: amk_mv_run_direct<AMK_ABI_DTYPE_BF16, SPLIT> (ctx, ins, buffers, g, scale, tid, nt); break;
+      case AMK_ABI_DTYPE_F16:  amk_mv_run_direct<AMK_ABI_DTYPE_F16, SPLIT> (ctx, ins, buffers, g, scale, tid, nt); break;
+      default:                 amk_mv_run_direct<AMK_ABI_DTYPE_F32, SPLIT> (ctx, ins, buffers, g, scale, tid, nt); break;
+      }
+}
+
 /* ---- exec ------------------------------------------------------------------------------- */
+
+/* A split-K tile's fused norm: this thread's share of the sum of squares of the groups of
+ * four elements of x outside the tile's columns, [0, g0) and [g1, n4). */
+static __device__ __noinline__ float
+amk_mv_sumsq_outside (const unsigned char *x, uint32_t xdt, uint32_t g0, uint32_t g1, uint32_t n4,
+                      int tid, int nt)
+{
+  float ss = 0.0f;
+
+  for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)
+    {
+      if (j >= g0 && j < g1) /* the tile's own columns, summed while staging */
+        {
+          j += (g1 - j + (uint32_t) nt - 1) / (uint32_t) nt * (uint32_t) nt;
+          if (j >= n4)
+            break;
+        }
+      const float4 o = amk_mv_load4 (x, xdt, j);
+      ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
+    }
+  return ss;
+}
 
 /* The whole block, after the waits. run: this warp's waits succeeded (otherwise it only
  * joins the barriers and drains its prefetched loads; the block leaves afterwards). */
@@ -663,28 +709,27 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   float scale = 1.0f;
   if (ring || norm)
     {
-      const unsigned char *x = reinterpret_cast<const unsigned char *> (buffers[ins->buffers[2]].addr);
+      /* x, the norm weight and up at the tile's first column (a split-K tile's k0) */
+      const unsigned char *x = ctx->ptr[2];
       /* RING with a norm stages x * weight in the same pass as x (one round trip, not
        * two) and applies the scale once it is known */
-      const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) : nullptr;
-      const unsigned char *up = udt != AMK_MV_ABSENT ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) : nullptr;
+      const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) + 4 * g0 * amk_dtype_size (ndt) : nullptr;
+      const unsigned char *up = udt != AMK_MV_ABSENT ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) + 4 * g0 * amk_dtype_size (udt) : nullptr;
       float ss = 0.0f;
       /* four elements per thread and group (K is a multiple of 4: rows are whole 16-byte
        * chunks), AMK_MV_STAGE groups loaded before any is stored: the loads of a batch
        * are in flight together, one round trip per batch rather than one per element
        * (K = 8192 took 16 round trips, most of a down projection's tile) */
-      /* groups g0 .. g0 + n4 are the tile's columns (a split-K tile's slice); a norm
-       * needs all K / 4 for its sum of squares */
-      const uint32_t n4 = k / 4, lo = norm ? 0u : g0, hi = norm ? ctx->pattern / 4 : g0 + n4;
+      const uint32_t n4 = k / 4;
       if (run)
-        for (uint32_t j0 = lo + (uint32_t) tid; j0 < hi; j0 += (uint32_t) nt * AMK_MV_STAGE)
+        for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_STAGE)
           {
             float4 v[AMK_MV_STAGE], m[AMK_MV_STAGE];
 #pragma unroll
             for (int b = 0; b < AMK_MV_STAGE; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
-                if (j < hi)
+                if (j < n4)
                   {
                     v[b] = amk_mv_load4 (x, xdt, j);
                     if (ring && norm) /* DIRECT only needs the sum of squares here */
@@ -697,21 +742,24 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
             for (int b = 0; b < AMK_MV_STAGE; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
-                if (j >= hi)
+                if (j >= n4)
                   break;
                 float4 o = v[b];
                 if (norm) /* the sum of squares only for a fused norm */
                   ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
-                if (!ring || j - g0 >= n4) /* outside the tile's columns (unsigned) */
+                if (!ring)
                   continue;
                 if (norm)
                   o = make_float4 (o.x * m[b].x, o.y * m[b].y, o.z * m[b].z, o.w * m[b].w);
                 else if (up != nullptr)
                   o = make_float4 (amk_mv_gated (o.x, m[b].x), amk_mv_gated (o.y, m[b].y),
                                    amk_mv_gated (o.z, m[b].z), amk_mv_gated (o.w, m[b].w));
-                reinterpret_cast<float4 *> (xs)[amk_mv_stage_slot (j - g0, C, E)] = o;
+                reinterpret_cast<float4 *> (xs)[amk_mv_stage_slot (j, C, E)] = o;
               }
           }
+      if (norm && run && (packed & AMK_MV_SPLIT))
+        ss += amk_mv_sumsq_outside (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[2]].addr),
+                                    xdt, g0, g0 + n4, ctx->pattern / 4, tid, nt);
       if (norm)
         {
           ss = amk_mv_warp_sum (ss);
@@ -736,20 +784,10 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
 
   if (g.T != 0)
     {
-      if (ring)
-        switch (wdt)
-          {
-          case AMK_ABI_DTYPE_BF16: amk_mv_run_ring<AMK_ABI_DTYPE_BF16> (ctx, ins, buffers, g, tid, nt); break;
-          case AMK_ABI_DTYPE_F16:  amk_mv_run_ring<AMK_ABI_DTYPE_F16> (ctx, ins, buffers, g, tid, nt); break;
-          default:                 amk_mv_run_ring<AMK_ABI_DTYPE_F32> (ctx, ins, buffers, g, tid, nt); break;
-          }
+      if (packed & AMK_MV_SPLIT)
+        amk_mv_run<true> (ctx, ins, buffers, g, scale, ring, wdt, tid, nt);
       else
-        switch (wdt)
-          {
-          case AMK_ABI_DTYPE_BF16: amk_mv_run_direct<AMK_ABI_DTYPE_BF16> (ctx, ins, buffers, g, scale, tid, nt); break;
-          case AMK_ABI_DTYPE_F16:  amk_mv_run_direct<AMK_ABI_DTYPE_F16> (ctx, ins, buffers, g, scale, tid, nt); break;
-          default:                 amk_mv_run_direct<AMK_ABI_DTYPE_F32> (ctx, ins, buffers, g, scale, tid, nt); break;
-          }
+        amk_mv_run<false> (ctx, ins, buffers, g, scale, ring, wdt, tid, nt);
     }
 
   /* A warp that skipped its items may still have prefetched loads in flight; they must
