@@ -219,7 +219,10 @@ optional_vector (AmkProgram *self, const char *what, gint buffer, guint64 n, GEr
  *
  * Records `y = W x' + bias + residual` with fp32 accumulation, where `x'` is @x or,
  * with @norm, `x / sqrt(mean(x²) + eps) * norm`. The compiler splits the rows into tiles
- * spread over every queue.
+ * spread over every queue. When those tiles would leave at least half of the queues idle
+ * and @residual is @y (f32), it also splits each row's columns (split-K): the slices add
+ * their shares onto @y with atomic adds (on the GPU in an order that may differ from run
+ * to run).
  *
  * Returns: the op's index, or -1 with @error set
  */
