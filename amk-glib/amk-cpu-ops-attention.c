@@ -104,22 +104,8 @@ op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   return AMK_ABORT_CODE_NONE;
 }
 
-/* Positions start .. end of split i5 of i6 of 0 .. pos (chunks of at least i9 positions),
- * and how many splits hold positions (the first `active` ones). */
-static void
-split_range (const amk_params_t *p, gint32 pos, gint64 *start, gint64 *end, gint64 *active)
-{
-  const gint64 n = (gint64) pos + 1;
-  const gint64 chunk = MAX ((n + p->i[6] - 1) / p->i[6], (gint64) p->i[9]);
-
-  *start = MIN ((gint64) p->i[5] * chunk, n);
-  *end = MIN (*start + chunk, n);
-  *active = (n - 1) / chunk + 1;
-}
-
-/* Split i5 of i6 of the positions 0 .. pos for the query heads of key/value head i4. With
- * the fused merge (six buffers) a split without positions writes nothing: the merge reads
- * only the splits that hold some. */
+/* Split i5 of i6 of the positions 0 .. pos (chunks of at least i9 positions) for the
+ * query heads of key/value head i4. */
 static AmkAbortCode
 op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
 {
@@ -131,15 +117,16 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   AmkCpuBuffer *partial = &b[ins->buffers[0]], *q = &b[ins->buffers[1]];
   AmkCpuBuffer *kc = &b[ins->buffers[2]], *vc = &b[ins->buffers[3]];
   const gint32 pos = read_pos (ins, b, 4, detail);
-  gint64 start, end, active;
+  gint64 n, chunk, start, end;
   g_autofree double *scores = NULL;
   g_autofree double *acc = NULL;
 
   if (pos < 0)
     return AMK_ABORT_CODE_CHECK;
-  split_range (p, pos, &start, &end, &active);
-  if (start == end && ins->n_buffers >= 6)
-    return AMK_ABORT_CODE_NONE;
+  n = (gint64) pos + 1;
+  chunk = MAX ((n + n_splits - 1) / n_splits, (gint64) p->i[9]);
+  start = MIN ((gint64) split * chunk, n);
+  end = MIN (start + chunk, n);
   scores = g_new (double, MAX (end - start, 1));
   acc = g_new (double, d);
 
@@ -174,20 +161,19 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   return AMK_ABORT_CODE_NONE;
 }
 
-/* out[h] = the first n_used of the n_splits partials of head h merged, for heads first ..
- * first+count. */
+/* out[h] = the n_splits partials of head h merged, for heads first .. first+count. */
 static void
-merge_heads (gint32 d, gint32 n_splits, gint32 n_used, AmkCpuBuffer *out, AmkCpuBuffer *partial,
-             gint32 first, gint32 count)
+merge_heads (gint32 d, gint32 n_splits, AmkCpuBuffer *out, AmkCpuBuffer *partial, gint32 first,
+             gint32 count)
 {
   for (gint32 h = first; h < first + count; h++)
     {
       const guint64 base = (guint64) h * n_splits * (d + 2);
       double big_m = -INFINITY, den = 0.0;
 
-      for (gint32 s = 0; s < n_used; s++)
+      for (gint32 s = 0; s < n_splits; s++)
         big_m = MAX (big_m, (double) load_f32 (partial, base + (guint64) s * (d + 2) + d));
-      for (gint32 s = 0; s < n_used; s++)
+      for (gint32 s = 0; s < n_splits; s++)
         {
           const double m = load_f32 (partial, base + (guint64) s * (d + 2) + d);
           if (m != -INFINITY)
@@ -196,7 +182,7 @@ merge_heads (gint32 d, gint32 n_splits, gint32 n_used, AmkCpuBuffer *out, AmkCpu
       for (gint32 c = 0; c < d; c++)
         {
           double num = 0.0;
-          for (gint32 s = 0; s < n_used; s++)
+          for (gint32 s = 0; s < n_splits; s++)
             {
               const double m = load_f32 (partial, base + (guint64) s * (d + 2) + d);
               if (m != -INFINITY)
@@ -213,7 +199,7 @@ op_attn_reduce (const amk_instruction_t *ins, AmkCpuBuffer *b)
 {
   const amk_params_t *p = &ins->params;
 
-  merge_heads (p->i[0], p->i[2], p->i[2], &b[ins->buffers[0]], &b[ins->buffers[1]], p->i[3], p->i[4]);
+  merge_heads (p->i[0], p->i[2], &b[ins->buffers[0]], &b[ins->buffers[1]], p->i[3], p->i[4]);
   return AMK_ABORT_CODE_NONE;
 }
 
@@ -232,16 +218,11 @@ amk_cpu_attention_op (const amk_instruction_t *ins,
       return op_rope_kv (ins, buffers, detail);
     case AMK_ABI_OP_ATTN_DECODE:
       code = op_attn_decode (ins, buffers, detail);
-      /* the fused merge: the last split of the key/value head to arrive merges its heads'
-       * splits that hold positions (the position is valid: the split checked it) */
+      /* the fused merge: the last split of the key/value head to arrive merges its heads */
       if (code == AMK_ABORT_CODE_NONE && ins->n_buffers >= 6 &&
           ++counters[ins->params.i[8]] == (guint32) ins->params.i[6])
-        {
-          gint64 start, end, active;
-          split_range (&ins->params, read_pos (ins, buffers, 4, detail), &start, &end, &active);
-          merge_heads (ins->params.i[0], ins->params.i[6], (gint32) active, &buffers[ins->buffers[5]],
-                       &buffers[ins->buffers[0]], ins->params.i[4] * group, group);
-        }
+        merge_heads (ins->params.i[0], ins->params.i[6], &buffers[ins->buffers[5]], &buffers[ins->buffers[0]],
+                     ins->params.i[4] * group, group);
       return code;
     case AMK_ABI_OP_ATTN_REDUCE:
       return op_attn_reduce (ins, buffers);

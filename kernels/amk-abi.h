@@ -88,12 +88,12 @@ enum {
    * the fewest positions worth a split of their own, 0 or 1 for none) for the query
    * heads of kv head i4: per query head h, m = max score, l = sum e^(s - m), acc = sum
    * e^(s - m) v with s = f7 * q.k. Writes partial[(h * i6 + i5) * (i0 + 2) + ...] = acc[i0],
-   * m, l (an empty split: m = -inf, l = 0, acc = 0; with the fused merge below, nothing). b0 = partial (F32), b1 = q (F32),
+   * m, l (an empty split: m = -inf, l = 0, acc = 0). b0 = partial (F32), b1 = q (F32),
    * b2 = k cache, b3 = v cache, b4 = pos (I32). With a sixth buffer b5 = out (F32, [i1 i0])
    * ATTN_REDUCE is fused: after writing its partial the block adds 1 to counters[i8] (an
    * arrival counter that no instruction waits on or signals, used by the i6 splits of this
    * key/value head only), and the block that brings it to i6 merges the splits of the
-   * group's query heads that hold positions into out like ATTN_REDUCE. */
+   * group's query heads into out like ATTN_REDUCE. */
   AMK_ABI_OP_ATTN_DECODE = 13,
   /* Merges the i2 splits of query heads i3 .. i3+i4: out[h * i0 + c] = sum_s e^(m_s - M)
    * acc_s[c] / sum_s e^(m_s - M) l_s, M = max_s m_s. b0 = out (F32), b1 = partial. */

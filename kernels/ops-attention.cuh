@@ -976,11 +976,6 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   const int32_t active = (int32_t) ((n32 - 1u) / chunk + 1u);
   const bool direct = amk_attn_merges (ins) && active == 1 && amk_attn_short_fits (d, group, (int32_t) n32, nt);
   *to_merge = direct ? 0 : active;
-  /* with the fused merge nobody reads the partial of a split without positions: such a
-   * split (most of them at short contexts) is done, and the queue's next instruction,
-   * often an o projection whose weights load before its waits, starts at once */
-  if (start == end && amk_attn_merges (ins))
-    return AMK_ABORT_NONE;
 
   if (amk_attn_short_fits (d, group, end - start, nt))
     {
