@@ -177,7 +177,7 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
     return AMK_ABORT_CHECK;
   const uint32_t wes = amk_dtype_size (wdt);
   /* a split: whole chunks, onto an F32 y that is its own residual (checked below) */
-  if (split && (((uint32_t) k0 * wes) % 16 != 0 || ((uint32_t) kn * wes) % 16 != 0 ||
+  if (split && (((uint64_t) k0 * wes) % 16 != 0 || ((uint64_t) kn * wes) % 16 != 0 ||
                 ydt != AMK_ABI_DTYPE_F32 || ins->buffers[4] != ins->buffers[0]))
     return AMK_ABORT_CHECK; /* detail: W's buffer index */
   const uint64_t ybytes = (uint64_t) n * amk_dtype_size (ydt);
