@@ -60,7 +60,8 @@ typedef enum {
  * @AMK_OPCODE_MATVEC: a tile of rows of a matrix-vector product: `y[i0 + r] = W[i0 + r, :] x'
  *   (+ bias) (+ residual)` for `r < i1` over `K = i2` columns, fp32 accumulation; buffers
  *   y, W, x, bias, residual, norm (the last three may be -1); with a norm weight, `x' =
- *   x / sqrt(mean(x²) + f3) * norm` (a fused RMSNORM), else `x' = x`
+ *   x / sqrt(mean(x²) + f3) * norm` (a fused RMSNORM), else `x' = x`; with `i5 > 0` only
+ *   the columns `i4 .. i4 + i5`, added onto an f32 y that is its own residual (split-K)
  * @AMK_OPCODE_RMSNORM: RMS normalisation of one vector or of every head (see amk-abi.h)
  * @AMK_OPCODE_SILU_MUL: `out = silu(gate) * up` (SwiGLU)
  * @AMK_OPCODE_EMBED: a row of an embedding table, for a token id read on the device
