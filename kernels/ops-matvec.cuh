@@ -485,6 +485,23 @@ amk_mv_ld_stream (const unsigned char *p)
   return v;
 }
 
+/* The tile's first column: k0 of a split-K tile, else 0. */
+static __device__ __forceinline__ uint32_t
+amk_mv_first_column (const amk_op_ctx *ctx, const amk_instruction_t *ins)
+{
+  return (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] : 0u;
+}
+
+/* A [K] operand (the norm weight in slot 5, up in slot 6) from the tile's first column,
+ * as the check already placed x (ctx->ptr[2]). */
+static __device__ __forceinline__ const unsigned char *
+amk_mv_vector_at (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                  int slot, uint32_t dt)
+{
+  return reinterpret_cast<const unsigned char *> (buffers[ins->buffers[slot]].addr) +
+         (uint64_t) amk_mv_first_column (ctx, ins) * amk_dtype_size (dt);
+}
+
 /* Lane 0 at the end of tile row r: add bias and residual (in that order, like the CPU
  * reference), round to y's dtype, store; a split-K tile adds its share to y instead. */
 template <bool SPLIT>
@@ -567,14 +584,9 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
   const uint32_t lane = (uint32_t) tid & 31;
   const uint32_t xdt = amk_mv_dt (ctx->dtype, 2), ndt = amk_mv_dt (ctx->dtype, 5);
   const uint32_t udt = amk_mv_dt (ctx->dtype, 6);
-  const unsigned char *x = ctx->ptr[2]; /* at the tile's first column, like these: */
-  const uint32_t k0 = (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] : 0u;
-  const unsigned char *nw = ndt != AMK_MV_ABSENT
-      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) + k0 * amk_dtype_size (ndt)
-      : nullptr;
-  const unsigned char *up = udt != AMK_MV_ABSENT
-      ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) + k0 * amk_dtype_size (udt)
-      : nullptr;
+  const unsigned char *x = ctx->ptr[2];
+  const unsigned char *nw = ndt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 5, ndt) : nullptr;
+  const unsigned char *up = udt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 6, udt) : nullptr;
   const int64_t wrap = amk_mv_wrap (g, nt);
   amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, 0, tid, nt);
   uint32_t j = 0, r = (uint32_t) tid >> 5;
@@ -687,7 +699,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
 {
   __shared__ float red[32]; /* one partial sum of squares per warp */
   const uint32_t k = ctx->esize;   /* the tile's columns: all K unless split */
-  const uint32_t g0 = (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] / 4 : 0u;
+  const uint32_t g0 = amk_mv_first_column (ctx, ins) / 4; /* in groups of four elements */
   const uint32_t packed = ctx->dtype;
   const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
   const uint32_t udt = amk_mv_dt (packed, 6);
@@ -709,12 +721,12 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   float scale = 1.0f;
   if (ring || norm)
     {
-      /* x, the norm weight and up at the tile's first column (a split-K tile's k0) */
+      /* x, the norm weight and up from the tile's first column */
       const unsigned char *x = ctx->ptr[2];
       /* RING with a norm stages x * weight in the same pass as x (one round trip, not
        * two) and applies the scale once it is known */
-      const unsigned char *nwt = norm ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr) + 4 * g0 * amk_dtype_size (ndt) : nullptr;
-      const unsigned char *up = udt != AMK_MV_ABSENT ? reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr) + 4 * g0 * amk_dtype_size (udt) : nullptr;
+      const unsigned char *nwt = norm ? amk_mv_vector_at (ctx, ins, buffers, 5, ndt) : nullptr;
+      const unsigned char *up = udt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 6, udt) : nullptr;
       float ss = 0.0f;
       /* four elements per thread and group (K is a multiple of 4: rows are whole 16-byte
        * chunks), AMK_MV_STAGE groups loaded before any is stored: the loads of a batch
