@@ -78,6 +78,7 @@ struct _AmkLauncher
   gboolean    trace_valid;   /* the last launch ran with tracing */
 
   AmkAbortRecord last_abort;
+  double      last_launch_ms; /* device time of the last successful launch */
 };
 
 enum {
@@ -542,6 +543,25 @@ amk_launcher_get_last_abort (AmkLauncher *self)
   if (self->last_abort.code == AMK_ABORT_CODE_NONE)
     return NULL;
   return amk_abort_record_copy (&self->last_abort);
+}
+
+/**
+ * amk_launcher_get_last_launch_time:
+ * @self: a launcher
+ *
+ * Gets the device time of the last launch: from the clearing of its counters to the end
+ * of the megakernel, measured with CUDA events in the launch stream. It leaves out what
+ * the host does around a launch (the wait for the kernel's end, copies to and from the
+ * device), so it is the figure to compare with a CUDA graph replayed on the device.
+ *
+ * Returns: the device time of the last launch in milliseconds, or 0 when there was no
+ *   launch yet or the last one failed
+ */
+double
+amk_launcher_get_last_launch_time (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0.0);
+  return self->last_launch_ms;
 }
 
 /* Maps a failed amk-cuda.h call to the launcher's error domain. */
@@ -1111,6 +1131,7 @@ amk_launcher_launch (AmkLauncher   *self,
   amk_abort_record_t record = { 0 };
   gint cancel = 0;
   gulong handler = 0;
+  float device_ms = 0.0f;
   amk_cuda_status status;
   AmkProgram *program;
 
@@ -1175,7 +1196,9 @@ amk_launcher_launch (AmkLauncher   *self,
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), &cancel, NULL);
   status = amk_cuda_launch (self->device, &prog, (int) program->num_queues,
                             (int) self->threads_per_block, (int) self->dynamic_shared_memory,
-                            cancellable != NULL ? &cancel : NULL, &record, msg, sizeof msg);
+                            cancellable != NULL ? &cancel : NULL, &record, &device_ms,
+                            msg, sizeof msg);
+  self->last_launch_ms = status == AMK_CUDA_OK ? device_ms : 0.0;
   if (cancellable != NULL)
     g_cancellable_disconnect (cancellable, handler);
 

@@ -140,5 +140,7 @@ char                *amk_launcher_get_trace_json        (AmkLauncher    *self,
                                                          GError        **error);
 AMK_AVAILABLE_IN_1_0
 AmkAbortRecord      *amk_launcher_get_last_abort        (AmkLauncher    *self);
+AMK_AVAILABLE_IN_1_0
+double               amk_launcher_get_last_launch_time  (AmkLauncher    *self);
 
 G_END_DECLS

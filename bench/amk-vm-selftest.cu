@@ -292,7 +292,7 @@ launch (const Prog &p, const Dev &d, int threads, uint64_t watchdog_ns, bool tra
   memset (&r, 0, sizeof r);
   double t0 = now_s ();
   r.status = amk_cuda_launch (dev, &prog, grid < 0 ? (int) p.queues.size () : grid, threads, 0,
-                              cancel, &r.rec, r.msg, sizeof r.msg);
+                              cancel, &r.rec, NULL, r.msg, sizeof r.msg);
   r.seconds = now_s () - t0;
   return r;
 }

@@ -17,13 +17,15 @@ from llama_layer import LLAMA_1B, Layer  # noqa: E402
 
 
 def time_launches(gpu, layer, n=20):
-    times = []
+    """Medians of the host wall time of a launch call and of its device time."""
+    times, device = [], []
     for _ in range(n + 3):
         layer.load(gpu)                    # the same step again: position and caches restored
         t0 = time.perf_counter()
         gpu.launch(None)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times[3:])
+        device.append(gpu.get_last_launch_time() * 1e-3)
+    return statistics.median(times[3:]), statistics.median(device[3:])
 
 
 def main(path):
@@ -36,11 +38,12 @@ def main(path):
             gpu.props.threads_per_block = 512
             gpu.props.dynamic_shared_memory = smem
             gpu.props.l2_prefetch = ahead
-            t = time_launches(gpu, layer)
+            t, dev = time_launches(gpu, layer)
             tbps = layer.bytes_moved() / t / 1e12
             print(f"layer, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}: "
                   f"{t * 1e6:7.1f} us per step (host wall), {tbps:.2f} TB/s over "
-                  f"{layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy")
+                  f"{layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy; device time "
+                  f"{dev * 1e6:.1f} us, {layer.bytes_moved() / dev / 4.16e12:.2f} x copy")
             if best is None or t < best[0]:
                 best = (t, smem, ahead)
     gpu.props.dynamic_shared_memory = best[1]

@@ -28,7 +28,9 @@ PROMPT = "The capital of France is"
 
 def step_ms(model, launcher, tokens):
     """ms per decode step of a greedy run: (time of prompt + tokens) - (time of the prompt
-    alone), over the tokens generated."""
+    alone), over the tokens generated; and the median device time of those steps'
+    launches (AmkLauncher.get_last_launch_time after each token: what the GPU spends on
+    a step, without the host's work between launches)."""
     generator = Amk.Generator.new(model, launcher)
     generator.generate(PROMPT, 2, None)                 # warm-up: load, first launches
     generator.reset()
@@ -36,11 +38,15 @@ def step_ms(model, launcher, tokens):
     generator.prefill(PROMPT, None)
     prefill = time.perf_counter() - t0
     generator.reset()
+    device = []
+    handler = generator.connect("token", lambda g, token, text: device.append(launcher.get_last_launch_time()))
     t0 = time.perf_counter()
     text = generator.generate(PROMPT, tokens, None)
     total = time.perf_counter() - t0
+    generator.disconnect(handler)
     n = generator.props.generated_tokens
-    return (total - prefill) * 1e3 / n, n, text
+    device.sort()
+    return (total - prefill) * 1e3 / n, device[len(device) // 2], n, text
 
 
 def attention_phases(starts):
@@ -161,11 +167,11 @@ def main(model_path, outdir, tokens, l2_lookaheads):
         launcher.props.threads_per_block = 512
         launcher.props.dynamic_shared_memory = smem
         launcher.props.l2_prefetch = l2
-        ms, n, text = step_ms(model, launcher, tokens)
+        ms, device_ms, n, text = step_ms(model, launcher, tokens)
         floor_ms = model.props.weight_bytes / 4.16e12 * 1e3
         print(f"STEP smem {smem:6d} l2-prefetch {l2}: {ms:.3f} ms per decode step ({n} tokens), "
               f"{floor_ms / ms * 100:.0f} % of the copy-bandwidth floor {floor_ms:.3f} ms; "
-              f"text {text[:40]!r}")
+              f"device time {device_ms:.3f} ms (median); text {text[:40]!r}")
         launcher.props.trace = True
         generator = Amk.Generator.new(model, launcher)
         generator.generate(PROMPT, 3, None)

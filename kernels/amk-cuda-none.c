@@ -70,7 +70,8 @@ amk_cuda_memset (int device, uint64_t dst, int value, size_t size, char *msg, si
 
 amk_cuda_status
 amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threads, int dyn_smem,
-                 const volatile int *cancel, amk_abort_record_t *record, char *msg, size_t msg_len)
+                 const volatile int *cancel, amk_abort_record_t *record, float *device_ms,
+                 char *msg, size_t msg_len)
 {
   return no_cuda (msg, msg_len);
 }

@@ -127,6 +127,7 @@ typedef struct {
   cudaStream_t  cancel_stream;
   int32_t      *one;          /* pinned host memory holding 1 */
   amk_abort_record_t *record; /* pinned host memory the record is copied into */
+  cudaEvent_t   began, ended; /* around a launch's device work: its device time */
   std::mutex   *launch_lock;  /* one launch at a time: they share the above */
   /* the contract's numbers for the last launch configuration; kernel_attributes calls
    * invalidate them, since they may change the function's dynamic smem attribute */
@@ -154,11 +155,16 @@ amk_state (int device, amk_device_state **out, char *msg, size_t msg_len)
     {
       cudaError_t e;
       cudaStream_t s1 = NULL, s2 = NULL;
+      cudaEvent_t began = NULL, ended = NULL;
       void *one = NULL, *rec = NULL;
 
       e = cudaStreamCreateWithFlags (&s1, cudaStreamNonBlocking);
       if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags (&s2, cudaStreamNonBlocking);
+      if (e == cudaSuccess)
+        e = cudaEventCreate (&began);
+      if (e == cudaSuccess)
+        e = cudaEventCreate (&ended);
       if (e == cudaSuccess)
         e = cudaHostAlloc (&one, sizeof (int32_t), cudaHostAllocPortable);
       if (e == cudaSuccess)
@@ -169,6 +175,10 @@ amk_state (int device, amk_device_state **out, char *msg, size_t msg_len)
             cudaStreamDestroy (s1);
           if (s2 != NULL)
             cudaStreamDestroy (s2);
+          if (began != NULL)
+            cudaEventDestroy (began);
+          if (ended != NULL)
+            cudaEventDestroy (ended);
           return amk_fail (e, msg, msg_len, "creating the launch streams");
         }
       *(int32_t *) one = 1;
@@ -176,6 +186,8 @@ amk_state (int device, amk_device_state **out, char *msg, size_t msg_len)
       st->cancel_stream = s2;
       st->one = (int32_t *) one;
       st->record = (amk_abort_record_t *) rec;
+      st->began = began;
+      st->ended = ended;
       st->launch_lock = new std::mutex ();
       st->ready = true;
     }
@@ -508,7 +520,7 @@ amk_wait (amk_device_state *st, const amk_device_program *prog, cudaEvent_t clea
 extern "C" amk_cuda_status
 amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threads,
                  int dyn_smem, const volatile int *cancel, amk_abort_record_t *record,
-                 char *msg, size_t msg_len)
+                 float *device_ms, char *msg, size_t msg_len)
 {
   amk_abort_record_t rec;
   amk_cuda_attributes_t at;
@@ -520,6 +532,8 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
   memset (&rec, 0, sizeof rec);
   if (record != NULL)
     *record = rec;
+  if (device_ms != NULL)
+    *device_ms = 0.0f;
   if (msg != NULL && msg_len > 0)
     msg[0] = '\0';
 
@@ -592,14 +606,17 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
     }
 
   /* (b) one launch == one pass: clear counters, flag, record and barrier; one memset
-   * when they sit in one control block (record, flag, barrier, counters at 64 bytes) */
-  e = cudaSuccess;
+   * when they sit in one control block (record, flag, barrier, counters at 64 bytes).
+   * The launch's device time runs from here to the kernel's end. */
+  e = cudaEventRecord (st->began, st->stream);
   const char *base = (const char *) prog->abort_record;
-  if ((const char *) prog->abort_flag == base + 32 && (const char *) prog->grid_barrier == base + 36 &&
-      (prog->n_counters == 0 || (const char *) prog->counters == base + 64))
+  const bool one_block = (const char *) prog->abort_flag == base + 32 &&
+                         (const char *) prog->grid_barrier == base + 36 &&
+                         (prog->n_counters == 0 || (const char *) prog->counters == base + 64);
+  if (e == cudaSuccess && one_block)
     e = cudaMemsetAsync ((void *) base, 0, 64 + (size_t) prog->n_counters * sizeof (amk_counter_t),
                          st->stream);
-  else if (prog->n_counters > 0)
+  else if (e == cudaSuccess && prog->n_counters > 0)
     e = cudaMemsetAsync (prog->counters, 0, (size_t) prog->n_counters * sizeof (amk_counter_t),
                          st->stream);
   if (e == cudaSuccess && (const char *) prog->abort_flag != base + 32)
@@ -648,7 +665,9 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
     }
 
   /* the abort record travels back in the same stream, so one wait covers both */
-  e = cudaMemcpyAsync (st->record, prog->abort_record, sizeof rec, cudaMemcpyDeviceToHost, st->stream);
+  e = cudaEventRecord (st->ended, st->stream);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync (st->record, prog->abort_record, sizeof rec, cudaMemcpyDeviceToHost, st->stream);
   if (e != cudaSuccess)
     {
       if (cleared != NULL)
@@ -684,8 +703,13 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
   if (e != cudaSuccess)
     return amk_fail (e, msg, msg_len, "waiting for the megakernel");
 
-  /* (e) the abort record, already copied */
+  /* (e) the abort record, already copied, and the device time */
   rec = *st->record;
+  if (device_ms != NULL && cudaEventElapsedTime (device_ms, st->began, st->ended) != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      *device_ms = 0.0f;
+    }
 
   if (rec.code == AMK_ABORT_NONE && raised)
     {

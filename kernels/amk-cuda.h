@@ -65,12 +65,13 @@ amk_cuda_status amk_cuda_memset                 (int device, uint64_t dst, int v
  * barrier, launches cooperatively and waits. While waiting it polls *cancel (if not
  * NULL); when it becomes non-zero the abort flag is raised on the device and the launch
  * ends with AMK_CUDA_CANCELLED. On AMK_CUDA_TIMEOUT / AMK_CUDA_ABORTED / AMK_CUDA_CANCELLED
- * *record holds the device's abort record. `prog` points at device memory the caller
- * owns; prog->counters etc. must be valid device addresses. */
+ * *record holds the device's abort record. *device_ms (if not NULL) gets the launch's
+ * device time, from the clearing to the kernel's end (CUDA events), or 0. `prog` points
+ * at device memory the caller owns; prog->counters etc. must be valid device addresses. */
 amk_cuda_status amk_cuda_launch                 (int device, const amk_device_program *prog,
                                                  int grid, int threads, int dyn_smem,
                                                  const volatile int *cancel,
-                                                 amk_abort_record_t *record,
+                                                 amk_abort_record_t *record, float *device_ms,
                                                  char *msg, size_t msg_len);
 
 /* Checks every instruction of `prog` once, for its buffer table as it is now, into the

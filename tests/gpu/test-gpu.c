@@ -411,6 +411,39 @@ test_trace (void)
   }
 }
 
+/* The device time of a launch: 0 before any, positive and within the host's wall time of
+ * the call after a good launch, 0 again after a failed one. */
+static void
+test_launch_time (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkProgram) good = NULL, trap = NULL;
+  gint64 start;
+  double wall_ms, device_ms;
+
+  if (!need_gpu ())
+    return;
+  launcher = amk_launcher_new (0);
+  g_assert_cmpfloat (amk_launcher_get_last_launch_time (launcher), ==, 0.0);
+  good = make_nop_program (132);
+  g_assert_true (amk_launcher_load (launcher, good, &error));
+  start = g_get_monotonic_time ();
+  g_assert_true (amk_launcher_launch (launcher, NULL, &error));
+  wall_ms = (g_get_monotonic_time () - start) / 1000.0;
+  device_ms = amk_launcher_get_last_launch_time (launcher);
+  g_test_message ("launch: %.4f ms on the device, %.4f ms on the host", device_ms, wall_ms);
+  g_assert_cmpfloat (device_ms, >, 0.0);
+  g_assert_cmpfloat (device_ms, <=, wall_ms);
+
+  trap = make_nop_program (16);
+  add_ins (trap, 3, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { 7 }, 1);
+  g_assert_true (amk_launcher_load (launcher, trap, &error));
+  g_assert_false (amk_launcher_launch (launcher, NULL, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+  g_assert_cmpfloat (amk_launcher_get_last_launch_time (launcher), ==, 0.0);
+}
+
 /* 1000 load/upload/launch/destroy cycles must leave the device's free memory as it was. */
 static void
 test_no_leak (void)
@@ -875,6 +908,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/gpu/trap", test_trap);
   g_test_add_func ("/amk/gpu/cancel", test_cancel);
   g_test_add_func ("/amk/gpu/trace", test_trace);
+  g_test_add_func ("/amk/gpu/launch-time", test_launch_time);
   g_test_add_func ("/amk/gpu/no-leak", test_no_leak);
   g_test_add_func ("/amk/gpu/matvec", test_matvec);
   g_test_add_func ("/amk/gpu/matvec-checks", test_matvec_checks);

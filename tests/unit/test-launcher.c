@@ -112,6 +112,7 @@ test_no_device (gconstpointer data)
   g_assert_false (amk_launcher_launch (l, cancellable, &error));
   assert_no_device (error);
   g_assert_null (amk_launcher_get_last_abort (l));
+  g_assert_cmpfloat (amk_launcher_get_last_launch_time (l), ==, 0.0);
 
   /* errors may be ignored */
   g_assert_false (amk_launcher_launch (l, NULL, NULL));
