@@ -39,7 +39,7 @@ def step_ms(model, launcher, tokens):
     prefill = time.perf_counter() - t0
     generator.reset()
     device = []
-    handler = generator.connect("token", lambda g, token, text: device.append(launcher.get_last_launch_time()))
+    handler = generator.connect("token", lambda *args: device.append(launcher.get_last_launch_time()))
     t0 = time.perf_counter()
     text = generator.generate(PROMPT, tokens, None)
     total = time.perf_counter() - t0
