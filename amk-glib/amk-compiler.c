@@ -26,12 +26,6 @@
 #define MATVEC_MIN_ROWS       16u         /* a smaller tile costs more to start than it streams */
 #define MATVEC_MIN_SPLIT_CHUNKS 32u       /* 16-byte chunks of a row per split-K slice: one per lane */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
-/* ATTN_DECODE: the fewest positions worth a split of their own. Shorter splits leave
- * more partials to merge than the positions they spread (at position 64 on the H200 every
- * one of 16 splits per key/value head took 3.5 to 6 us, and the merge 4 us more); with
- * this minimum a short context runs on one split per key/value head, which writes the
- * result itself, and longer ones still spread over the queues. */
-#define ATTN_MIN_SPLIT_POSITIONS 128
 
 typedef struct {
   gint32  buffer;
@@ -43,7 +37,7 @@ typedef struct {
   guint    op;
   guint64  start, end;     /* rows or elements of the op's output */
   amk_instruction_t ins;   /* without waits and signal */
-  Access   access[AMK_MAX_BUFFER_REFS];
+  Access   access[AMK_MAX_BUFFER_REFS + 2]; /* a buffer may be read in several ranges */
   guint    n_access;
   double   cost;
   GArray  *preds;          /* guint: tiles this one must wait for */
@@ -130,6 +124,7 @@ add_access (Tile *t, gint32 buffer, guint64 start, guint64 end, gboolean write)
 {
   if (buffer == AMK_NO_BUFFER)
     return;
+  g_assert (t->n_access < G_N_ELEMENTS (t->access));
   t->access[t->n_access++] = (Access) { buffer, start, end, write };
 }
 
@@ -462,6 +457,9 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
           {
             const guint64 hd = op->ints[0], nq = op->ints[1], nkv = op->ints[2], ns = op->ints[4];
             const guint64 group = s / ns, split = s % ns, per = nq / nkv;
+            /* RoPE fused (amk_program_op_rope_attention): b1 is qkv, b6 the cos and sin
+             * table; the op is recorded with its merge, so it always fuses */
+            const gboolean ropes = op->buffers[5] != AMK_NO_BUFFER && merge != NULL;
             use_buffers (&t, op, 5);
             for (guint i = 0; i < 4; i++)
               t.ins.params.i[i] = op->ints[i];
@@ -486,8 +484,18 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
               add_access (&t, op->buffers[0], (group * per * ns + split) * (hd + 2),
                           (((group + 1) * per - 1) * ns + split + 1) * (hd + 2), TRUE);
             add_access (&t, op->buffers[1], group * per * hd, (group + 1) * per * hd, FALSE);
-            add_access (&t, op->buffers[2], 0, info (self, op->buffers[2])->n_elements, FALSE);
-            add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, FALSE);
+            if (ropes)
+              {
+                t.ins.n_buffers = 7;
+                t.ins.buffers[6] = op->buffers[5];
+                /* the group's key and value heads; the row it appends is known on the
+                 * device only */
+                add_access (&t, op->buffers[1], (nq + group) * hd, (nq + group + 1) * hd, FALSE);
+                add_access (&t, op->buffers[1], (nq + nkv + group) * hd, (nq + nkv + group + 1) * hd, FALSE);
+                add_access (&t, op->buffers[5], 0, info (self, op->buffers[5])->n_elements, FALSE);
+              }
+            add_access (&t, op->buffers[2], 0, info (self, op->buffers[2])->n_elements, ropes);
+            add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, ropes);
             add_access (&t, op->buffers[4], 0, 1, FALSE);
           }
           break;

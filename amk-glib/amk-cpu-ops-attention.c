@@ -1,5 +1,6 @@
 /* amk-cpu-ops-attention.c: reference implementations of the attention ops (ROPE_KV,
- * ATTN_DECODE, ATTN_REDUCE; their contract is in kernels/amk-abi.h). Obviously correct
+ * ATTN_DECODE with or without RoPE fused, ATTN_REDUCE; their contract is in
+ * kernels/amk-abi.h). Obviously correct
  * before fast: one head, one position at a time; sums in double, results stored as fp32
  * (bf16 caches with round-to-nearest-even).
  *
@@ -104,6 +105,50 @@ op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   return AMK_ABORT_CODE_NONE;
 }
 
+/* RoPE fused into ATTN_DECODE (a seventh buffer, the cos and sin of every position's
+ * angles): the group's query heads of qkv rotated into qrot, and, when the split holds
+ * pos, key head g rotated and value head g appended at row pos of the caches. The fp32
+ * steps of op_rope_kv. */
+static void
+rope_fused (const amk_instruction_t *ins, AmkCpuBuffer *b, gint32 pos, gboolean holds, float *qrot)
+{
+  const amk_params_t *p = &ins->params;
+  const gint32 d = p->i[0], n_q = p->i[1], n_kv = p->i[2], g = p->i[4];
+  const gint32 group = n_q / n_kv, half = d / 2;
+  AmkCpuBuffer *qkv = &b[ins->buffers[1]], *cos_sin = &b[ins->buffers[6]];
+  AmkCpuBuffer *kc = &b[ins->buffers[2]], *vc = &b[ins->buffers[3]];
+  const guint64 row = ((guint64) pos * n_kv + g) * d;
+
+  for (gint32 h = 0; h <= group; h++)
+    {
+      const gboolean is_key = h == group;
+      const guint64 base = (guint64) (is_key ? n_q + g : g * group + h) * d;
+      const guint64 v_base = (guint64) (n_q + n_kv + g) * d;
+
+      if (is_key && !holds)
+        break;
+      for (gint32 c = 0; c < half; c++)
+        {
+          const float cs = load_f32 (cos_sin, ((guint64) pos * half + c) * 2);
+          const float sn = load_f32 (cos_sin, ((guint64) pos * half + c) * 2 + 1);
+          const float x1 = load_f32 (qkv, base + c), x2 = load_f32 (qkv, base + c + half);
+          const float x1c = x1 * cs, x2s = x2 * sn, x2c = x2 * cs, x1s = x1 * sn;
+          const float r1 = x1c - x2s, r2 = x2c + x1s;
+
+          if (!is_key)
+            {
+              qrot[h * d + c] = r1;
+              qrot[h * d + c + half] = r2;
+              continue;
+            }
+          store_f32 (kc, row + c, r1);
+          store_f32 (kc, row + c + half, r2);
+          store_f32 (vc, row + c, load_f32 (qkv, v_base + c));
+          store_f32 (vc, row + c + half, load_f32 (qkv, v_base + c + half));
+        }
+    }
+}
+
 /* Split i5 of i6 of the positions 0 .. pos (chunks of at least i9 positions) for the
  * query heads of key/value head i4. */
 static AmkAbortCode
@@ -120,6 +165,7 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   gint64 n, chunk, start, end;
   g_autofree double *scores = NULL;
   g_autofree double *acc = NULL;
+  g_autofree float *qrot = NULL;
 
   if (pos < 0)
     return AMK_ABORT_CODE_CHECK;
@@ -129,6 +175,11 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
   end = MIN (start + chunk, n);
   scores = g_new (double, MAX (end - start, 1));
   acc = g_new (double, d);
+  if (ins->n_buffers >= 7)
+    {
+      qrot = g_new (float, (gsize) group * d);
+      rope_fused (ins, b, pos, start <= pos && pos < end, qrot);
+    }
 
   for (gint32 h = g * group; h < (g + 1) * group; h++)
     {
@@ -141,7 +192,8 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
           const guint64 row = ((guint64) t * n_kv + g) * d;
           double dot = 0.0;
           for (gint32 c = 0; c < d; c++)
-            dot += (double) load_f32 (q, (guint64) h * d + c) * load_f32 (kc, row + c);
+            dot += (double) (qrot != NULL ? qrot[(h - g * group) * d + c] : load_f32 (q, (guint64) h * d + c)) *
+                   load_f32 (kc, row + c);
           scores[t - start] = scale * dot;
           m = MAX (m, scores[t - start]);
         }

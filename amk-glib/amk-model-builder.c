@@ -15,6 +15,7 @@
 #include "amk-gguf-private.h"
 #include "amk-model-builder-private.h"
 #include "amk-rope-private.h"
+#include "amk-program-private.h"
 
 /* The layer graph */
 
@@ -56,6 +57,41 @@ add_weight (Graph           *g,
     }
   buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, n_dims,
                                 AMK_BUFFER_ROLE_CONSTANT, error);
+  if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
+    return -1;
+  g->build->weight_bytes += g_bytes_get_size (bytes);
+  return buf;
+}
+
+/* Layer `layer`'s q, k and v projections as one [q_dim + 2 kv_dim, hidden] constant
+ * (their rows one after the other), for one MATVEC into a qkv vector. */
+static gint
+add_qkv_weight (Graph    *g,
+                guint     layer,
+                guint64   q_dim,
+                guint64   kv_dim,
+                guint64   cols,
+                GError  **error)
+{
+  const AmkModelWeight parts[3] = { AMK_MODEL_WEIGHT_ATTN_Q, AMK_MODEL_WEIGHT_ATTN_K, AMK_MODEL_WEIGHT_ATTN_V };
+  const guint64 rows[3] = { q_dim, kv_dim, kv_dim };
+  g_autofree char *name = g_strdup_printf ("blk.%u.attn_qkv.weight", layer);
+  g_autoptr(GByteArray) all = g_byte_array_new ();
+  g_autoptr(GBytes) bytes = NULL;
+  gint64 shape[2] = { (gint64) (q_dim + 2 * kv_dim), (gint64) cols };
+  gint buf;
+
+  for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
+    {
+      g_autofree char *part_name = NULL;
+      g_autoptr(GBytes) part = g->source->load (g->source, parts[i], layer, rows[i], cols, &part_name, error);
+
+      if (part == NULL)
+        return -1;
+      g_byte_array_append (all, g_bytes_get_data (part, NULL), g_bytes_get_size (part));
+    }
+  bytes = g_byte_array_free_to_bytes (g_steal_pointer (&all));
+  buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, 2, AMK_BUFFER_ROLE_CONSTANT, error);
   if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
     return -1;
   g->build->weight_bytes += g_bytes_get_size (bytes);
@@ -132,6 +168,10 @@ check_params (const AmkModelParams *hp, GError **error)
  *     x += Wo attention(rope(q), cache + rope(k), cache + v)
  *     x += Wd (silu(Wg n2(x)) * Wu n2(x))
  *
+ * A model without q/k norm gets q, k and v from one matvec over the three matrices
+ * stacked, and RoPE inside the attention (amk_program_op_rope_attention()): one stage
+ * less per layer.
+ *
  * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
  */
 AmkModelBuild *
@@ -146,7 +186,9 @@ amk_model_build_graph (const AmkModelParams  *hp,
   guint64 q_dim, kv_dim;
   Graph g;
   AmkProgram *p;
-  gint tokens, pos, x, q, k, v, attn, gate, up, act, logits, table, out_norm, out_w;
+  gint tokens, pos, x, q = -1, k = -1, v = -1, qkv = -1, attn, gate, up, act, logits, table, out_norm, out_w;
+  gboolean fuse_rope;
+  float scale;
 
   g_return_val_if_fail (hp != NULL, NULL);
   g_return_val_if_fail (source != NULL && source->load != NULL, NULL);
@@ -158,6 +200,7 @@ amk_model_build_graph (const AmkModelParams  *hp,
     return NULL;
   q_dim = (guint64) hp->n_heads * hp->head_dim;
   kv_dim = (guint64) hp->n_kv_heads * hp->head_dim;
+  scale = 1.0f / sqrtf ((float) hp->head_dim);
 
   build = g_new0 (AmkModelBuild, 1);
   build->tokenizer = g_object_ref (tokenizer);
@@ -180,6 +223,11 @@ amk_model_build_graph (const AmkModelParams  *hp,
       build->n_eos_ids = 1;
     }
   build->program = p = amk_program_new (n_queues);
+  /* RoPE inside the attention (one q/k/v projection, one stage less per layer) where
+   * nothing runs between the projection and RoPE (Qwen3's q/k norm does) and the shapes
+   * allow it */
+  fuse_rope = !hp->qk_norm &&
+              amk_program_rope_attention_fits (p, hp->head_dim, hp->n_heads, hp->n_kv_heads, context, 0);
   g.program = p;
   g.source = source;
   g.build = build;
@@ -187,9 +235,11 @@ amk_model_build_graph (const AmkModelParams  *hp,
   if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
       (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
       (x = add_buffer (p, "x", AMK_DTYPE_F32, hp->hidden, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (q = add_buffer (p, "q", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (k = add_buffer (p, "k", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (v = add_buffer (p, "v", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (fuse_rope ? (qkv = add_buffer (p, "qkv", AMK_DTYPE_F32, (gint64) (q_dim + 2 * kv_dim), 0,
+                                      AMK_BUFFER_ROLE_SCRATCH, error)) < 0
+                 : ((q = add_buffer (p, "q", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+                    (k = add_buffer (p, "k", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+                    (v = add_buffer (p, "v", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)) ||
       (attn = add_buffer (p, "attn", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (gate = add_buffer (p, "gate", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (up = add_buffer (p, "up", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
@@ -209,13 +259,16 @@ amk_model_build_graph (const AmkModelParams  *hp,
     {
       g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
       g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
-      gint an, wq, wk, wv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
+      gint an, wq = -1, wk = -1, wv = -1, wqkv = -1, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
 
-      if ((an = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_NORM, i, 0, hp->hidden, error)) < 0 ||
-          (wq = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q, i, q_dim, hp->hidden, error)) < 0 ||
-          (wk = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_K, i, kv_dim, hp->hidden, error)) < 0 ||
-          (wv = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_V, i, kv_dim, hp->hidden, error)) < 0 ||
-          (wo = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, hp->hidden, q_dim, error)) < 0)
+      if ((an = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_NORM, i, 0, hp->hidden, error)) < 0)
+        return NULL;
+      if (fuse_rope ? (wqkv = add_qkv_weight (&g, i, q_dim, kv_dim, hp->hidden, error)) < 0
+                    : ((wq = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q, i, q_dim, hp->hidden, error)) < 0 ||
+                       (wk = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_K, i, kv_dim, hp->hidden, error)) < 0 ||
+                       (wv = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_V, i, kv_dim, hp->hidden, error)) < 0))
+        return NULL;
+      if ((wo = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, hp->hidden, q_dim, error)) < 0)
         return NULL;
       if (hp->qk_norm &&
           ((qn = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, 0, hp->head_dim, error)) < 0 ||
@@ -229,20 +282,33 @@ amk_model_build_graph (const AmkModelParams  *hp,
           (vc = add_buffer (p, n_vc, AMK_DTYPE_BF16, context, (gint64) kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0)
         return NULL;
 
-      if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, hp->eps, error) < 0 ||
-          amk_program_op_matvec (p, k, wk, x, -1, -1, an, hp->eps, error) < 0 ||
-          amk_program_op_matvec (p, v, wv, x, -1, -1, an, hp->eps, error) < 0)
-        return NULL;
-      if (hp->qk_norm &&
-          (amk_program_op_rmsnorm (p, q, q, qn, hp->head_dim, hp->eps, error) < 0 ||
-           amk_program_op_rmsnorm (p, k, k, kn, hp->head_dim, hp->eps, error) < 0))
-        return NULL;
-      if (amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
-                                  hp->rope_theta, hp->rope_factor, hp->rope_low_freq_factor,
-                                  hp->rope_high_freq_factor, hp->rope_original_context, error) < 0 ||
-          amk_program_op_attention (p, attn, q, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
-                                    0, 1.0f / sqrtf ((float) hp->head_dim), error) < 0 ||
-          amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
+      if (fuse_rope)
+        {
+          if (amk_program_op_matvec (p, qkv, wqkv, x, -1, -1, an, hp->eps, error) < 0 ||
+              amk_program_op_rope_attention (p, attn, qkv, kc, vc, pos, hp->head_dim, hp->n_heads,
+                                             hp->n_kv_heads, 0, scale, hp->rope_theta, hp->rope_factor,
+                                             hp->rope_low_freq_factor, hp->rope_high_freq_factor,
+                                             hp->rope_original_context, error) < 0)
+            return NULL;
+        }
+      else
+        {
+          if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, hp->eps, error) < 0 ||
+              amk_program_op_matvec (p, k, wk, x, -1, -1, an, hp->eps, error) < 0 ||
+              amk_program_op_matvec (p, v, wv, x, -1, -1, an, hp->eps, error) < 0)
+            return NULL;
+          if (hp->qk_norm &&
+              (amk_program_op_rmsnorm (p, q, q, qn, hp->head_dim, hp->eps, error) < 0 ||
+               amk_program_op_rmsnorm (p, k, k, kn, hp->head_dim, hp->eps, error) < 0))
+            return NULL;
+          if (amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
+                                      hp->rope_theta, hp->rope_factor, hp->rope_low_freq_factor,
+                                      hp->rope_high_freq_factor, hp->rope_original_context, error) < 0 ||
+              amk_program_op_attention (p, attn, q, kc, vc, pos, hp->head_dim, hp->n_heads,
+                                        hp->n_kv_heads, 0, scale, error) < 0)
+            return NULL;
+        }
+      if (amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
           amk_program_op_matvec (p, gate, wg, x, -1, -1, fn, hp->eps, error) < 0 ||
           amk_program_op_matvec (p, up, wu, x, -1, -1, fn, hp->eps, error) < 0 ||
           amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||

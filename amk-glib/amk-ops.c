@@ -6,12 +6,14 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <glib/gi18n-lib.h>
 
 #include "amk-program.h"
 #include "amk-program-private.h"
 #include "amk-dtype-private.h"
 #include "amk-error.h"
+#include "amk-rope-private.h"
 
 static AmkBufferInfo *
 tensor (AmkProgram *self, const char *op, const char *what, gint buffer, GError **error)
@@ -565,6 +567,21 @@ f32_of (AmkProgram *self, const char *op, const char *what, gint buffer, guint64
   return TRUE;
 }
 
+static gboolean
+rope_params_ok (const char *op, gfloat theta, gfloat factor, gfloat low_freq_factor,
+                gfloat high_freq_factor, guint original_context, GError **error)
+{
+  if (!(theta > 0.0f && theta < G_MAXFLOAT) || factor < 0.0f ||
+      (factor > 0.0f && !(low_freq_factor > 0.0f && high_freq_factor > low_freq_factor && original_context > 0)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("%s: theta must be positive, and Llama-3 scaling needs 0 < low < high frequency factors and an original context"),
+                   op);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /**
  * amk_program_op_rope_kv:
  * @self: a program
@@ -622,17 +639,35 @@ amk_program_op_rope_kv (AmkProgram  *self,
       !writable ("ROPE_KV", amk_program_get_buffer_info (self, k_cache), error) ||
       !writable ("ROPE_KV", amk_program_get_buffer_info (self, v_cache), error))
     return -1;
-  if (!(theta > 0.0f && theta < G_MAXFLOAT) || factor < 0.0f ||
-      (factor > 0.0f && !(low_freq_factor > 0.0f && high_freq_factor > low_freq_factor && original_context > 0)))
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("ROPE_KV: theta must be positive, and Llama-3 scaling needs 0 < low < high frequency factors and an original context"));
-      return -1;
-    }
+  if (!rope_params_ok ("ROPE_KV", theta, factor, low_freq_factor, high_freq_factor, original_context, error))
+    return -1;
   return record_full (self, AMK_ABI_OP_ROPE_KV, (gint32[]) { q, k, v, k_cache, v_cache, pos }, 0.0f,
                       (gint32[]) { (gint32) head_dim, (gint32) n_q_heads, (gint32) n_kv_heads,
                                    (gint32) max_ctx, (gint32) original_context, G_MININT32 },
                       (gfloat[]) { theta, factor, low_freq_factor, high_freq_factor });
+}
+
+/* ATTN_DECODE (with RoPE fused when cos_sin is a buffer: q is then qkv) and the
+ * ATTN_REDUCE that the compiler fuses into it. Returns the index of the merging op. */
+static gint
+record_attention (AmkProgram *self, gint out, gint q, gint k_cache, gint v_cache, gint pos,
+                  gint cos_sin, guint head_dim, guint n_q_heads, guint n_kv_heads, guint n_splits,
+                  gfloat scale, guint64 max_ctx, GError **error)
+{
+  gint partial;
+
+  n_splits = amk_program_attention_splits (self, n_kv_heads, n_splits, max_ctx);
+  partial = internal_scratch (self, "attention-partials", AMK_DTYPE_F32,
+                              (guint64) n_q_heads * n_splits * (head_dim + 2), error);
+  if (partial < 0)
+    return -1;
+  record_full (self, AMK_ABI_OP_ATTN_DECODE,
+               (gint32[]) { partial, q, k_cache, v_cache, pos, cos_sin, G_MININT32 },
+               scale, (gint32[]) { (gint32) head_dim, (gint32) n_q_heads, (gint32) n_kv_heads,
+                                   (gint32) max_ctx, (gint32) n_splits, G_MININT32 }, NULL);
+  return record_full (self, AMK_ABI_OP_ATTN_REDUCE, (gint32[]) { out, partial, G_MININT32 }, 0.0f,
+                      (gint32[]) { (gint32) head_dim, (gint32) n_q_heads, (gint32) n_splits, G_MININT32 },
+                      NULL);
 }
 
 /**
@@ -673,7 +708,6 @@ amk_program_op_attention (AmkProgram  *self,
                           GError     **error)
 {
   guint64 max_ctx = 0;
-  gint partial;
 
   g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
 
@@ -689,17 +723,127 @@ amk_program_op_attention (AmkProgram  *self,
                    _("ATTENTION: the output must not be the queries, and the scale must be positive"));
       return -1;
     }
-  if (n_splits == 0)
-    n_splits = MAX (1, self->num_queues / n_kv_heads);
-  n_splits = MIN (n_splits, MAX (max_ctx, 1));
-  partial = internal_scratch (self, "attention-partials", AMK_DTYPE_F32,
-                              (guint64) n_q_heads * n_splits * (head_dim + 2), error);
-  if (partial < 0)
+  return record_attention (self, out, q, k_cache, v_cache, pos, AMK_NO_BUFFER, head_dim, n_q_heads,
+                           n_kv_heads, n_splits, scale, max_ctx, error);
+}
+
+/**
+ * amk_program_op_rope_attention:
+ * @self: a program
+ * @out: the attention output, f32 `[n_q_heads × head_dim]`
+ * @qkv: the query, key and value heads before RoPE, f32
+ *   `[(n_q_heads + 2 × n_kv_heads) × head_dim]`: the query heads, then the key heads,
+ *   then the value heads (a q/k/v projection's output); not modified
+ * @k_cache: the key cache, `[positions, n_kv_heads × head_dim]` (bf16 or f32)
+ * @v_cache: the value cache, like @k_cache
+ * @pos: an i32 buffer whose element 0 is the position, read on the device
+ * @head_dim: elements per head (even)
+ * @n_q_heads: query heads
+ * @n_kv_heads: key/value heads (grouped-query attention)
+ * @n_splits: parts the positions are split into, or 0 for as many as fill the queues
+ * @scale: the score scale, usually `1 / sqrt(head_dim)`
+ * @theta: the RoPE base
+ * @factor: the Llama-3 frequency scaling factor, or 0 for plain RoPE
+ * @low_freq_factor: Llama-3 scaling's low frequency factor
+ * @high_freq_factor: Llama-3 scaling's high frequency factor
+ * @original_context: Llama-3 scaling's original context length
+ * @error: return location for a #GError
+ *
+ * Records what [method@Amk.Program.op_rope_kv] and [method@Amk.Program.op_attention]
+ * do together, as one stage: the rotary embedding of the query and key heads at position
+ * `pos[0]`, the append of the rotated key and of the value at row `pos[0]` of the caches,
+ * and decode attention over positions `0 .. pos[0]`. Each attention instruction rotates
+ * the query heads it needs itself, which saves the RoPE stage's round trips through
+ * device memory. The shapes must fit one instruction's shared memory: a head dimension
+ * of 32, 64, 128 or 256, at most 256 query elements per key/value head (4 heads of 64,
+ * 2 of 128), and at most 1024 scores per split (with 4 query heads per key/value head
+ * and the default splits on 132 queues, contexts up to 4096); other shapes need the two
+ * separate ops.
+ *
+ * Returns: the index of the op that writes @out, or -1 with @error set
+ */
+gint
+amk_program_op_rope_attention (AmkProgram  *self,
+                               gint         out,
+                               gint         qkv,
+                               gint         k_cache,
+                               gint         v_cache,
+                               gint         pos,
+                               guint        head_dim,
+                               guint        n_q_heads,
+                               guint        n_kv_heads,
+                               guint        n_splits,
+                               gfloat       scale,
+                               gfloat       theta,
+                               gfloat       factor,
+                               gfloat       low_freq_factor,
+                               gfloat       high_freq_factor,
+                               guint        original_context,
+                               GError     **error)
+{
+  g_autofree char *name = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  guint64 max_ctx = 0;
+  gint table;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  if (!can_add_ops (self, "ROPE_ATTENTION", error) ||
+      !check_heads (self, "ROPE_ATTENTION", head_dim, n_q_heads, n_kv_heads, k_cache, v_cache, pos,
+                    &max_ctx, error) ||
+      !f32_of (self, "ROPE_ATTENTION", _("the queries, keys and values"), qkv,
+               ((guint64) n_q_heads + 2ull * n_kv_heads) * head_dim, error) ||
+      !f32_of (self, "ROPE_ATTENTION", _("the output"), out, (guint64) n_q_heads * head_dim, error) ||
+      !writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, out), error) ||
+      !writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, k_cache), error) ||
+      !writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, v_cache), error) ||
+      !rope_params_ok ("ROPE_ATTENTION", theta, factor, low_freq_factor, high_freq_factor,
+                       original_context, error))
     return -1;
-  record_full (self, AMK_ABI_OP_ATTN_DECODE, (gint32[]) { partial, q, k_cache, v_cache, pos, G_MININT32 },
-               scale, (gint32[]) { (gint32) head_dim, (gint32) n_q_heads, (gint32) n_kv_heads,
-                                   (gint32) max_ctx, (gint32) n_splits, G_MININT32 }, NULL);
-  return record_full (self, AMK_ABI_OP_ATTN_REDUCE, (gint32[]) { out, partial, G_MININT32 }, 0.0f,
-                      (gint32[]) { (gint32) head_dim, (gint32) n_q_heads, (gint32) n_splits, G_MININT32 },
-                      NULL);
+  if (out == qkv || !(scale > 0.0f && scale < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("ROPE_ATTENTION: the output must not be the queries, and the scale must be positive"));
+      return -1;
+    }
+  if (!amk_program_rope_attention_fits (self, head_dim, n_q_heads, n_kv_heads, max_ctx, n_splits))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("ROPE_ATTENTION: head_dim %u (must be 32, 64, 128 or 256), %u query heads per key/value head and %" PRIu64 " positions in %u splits do not fit one attention instruction’s shared memory; use op_rope_kv and op_attention"),
+                   head_dim, n_q_heads / n_kv_heads, max_ctx,
+                   amk_program_attention_splits (self, n_kv_heads, n_splits, max_ctx));
+      return -1;
+    }
+
+  /* cos and sin of every position's angles, computed on the host like the CPU
+   * executor's ROPE_KV (amk-rope.c): every executor rotates by the same values, and the
+   * GPU skips the double-precision cos and sin. One table per set of parameters. */
+  name = g_strdup_printf ("rope-cos-sin.%u.%" PRIu64 ".%a.%a.%a.%a.%u", head_dim, max_ctx, theta, factor,
+                          low_freq_factor, high_freq_factor, original_context);
+  table = amk_program_find_buffer (self, name);
+  if (table < 0)
+    {
+      const guint half = head_dim / 2;
+      float *cs = g_new (float, max_ctx * head_dim);
+      gint64 shape[3] = { (gint64) max_ctx, half, 2 };
+
+      for (guint c = 0; c < half; c++)
+        {
+          const float inv_freq = amk_rope_inv_freq ((gint32) c, (gint32) head_dim, theta, factor,
+                                                    low_freq_factor, high_freq_factor,
+                                                    (gint32) original_context);
+          for (guint64 t = 0; t < max_ctx; t++)
+            {
+              const float angle = (float) t * inv_freq;
+              cs[(t * half + c) * 2] = (float) cos ((double) angle);
+              cs[(t * half + c) * 2 + 1] = (float) sin ((double) angle);
+            }
+        }
+      bytes = g_bytes_new_take (cs, max_ctx * head_dim * sizeof (float));
+      table = amk_program_add_buffer (self, name, AMK_DTYPE_F32, shape, 3, AMK_BUFFER_ROLE_CONSTANT, error);
+      if (table < 0 || !amk_program_set_buffer_data (self, (guint) table, bytes, error))
+        return -1;
+    }
+  return record_attention (self, out, qkv, k_cache, v_cache, pos, table, head_dim, n_q_heads,
+                           n_kv_heads, n_splits, scale, max_ctx, error);
 }

@@ -15,6 +15,12 @@ G_BEGIN_DECLS
 #define AMK_MAX_DIMS          8u
 #define AMK_MAX_ENTRIES       (1u << 24)
 #define AMK_ARENA_ALIGNMENT   256u
+/* ATTN_DECODE: the fewest positions worth a split of their own. Shorter splits leave
+ * more partials to merge than the positions they spread (at position 64 on the H200 every
+ * one of 16 splits per key/value head took 3.5 to 6 us, and the merge 4 us more); with
+ * this minimum a short context runs on one split per key/value head, which writes the
+ * result itself, and longer ones still spread over the queues. */
+#define ATTN_MIN_SPLIT_POSITIONS 128
 
 typedef struct {
   char          *name;
@@ -86,6 +92,7 @@ void         amk_program_flatten_queues   (AmkProgram  *self,
 /* Whether buffer slot `slot` of `opcode` may be AMK_NO_BUFFER (amk-verifier.c). */
 gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
 
+
 /* The op families' instruction checks, called by the verifier once the indices are in
  * range and the buffer count is right (amk-verifier-vector.c, amk-verifier-attention.c);
  * they check dtypes, ranges, writes to constant buffers and aliasing. */
@@ -110,5 +117,28 @@ double       amk_instruction_cost_ns      (AmkProgram *self, const amk_instructi
 
 /* Hands out the next arena offset for a scratch buffer of `size` bytes. */
 guint64      amk_arena_place              (guint64 *arena_end, guint64 size);
+
+/* The splits of the positions of each key/value head that amk_program_op_attention()
+ * and amk_program_op_rope_attention() record: as many as asked for (0: as many as fill
+ * the queues), at most one per position. */
+static inline guint
+amk_program_attention_splits (AmkProgram *self, guint n_kv_heads, guint n_splits, guint64 max_ctx)
+{
+  if (n_splits == 0)
+    n_splits = MAX (1, self->num_queues / n_kv_heads);
+  return (guint) MIN (n_splits, MAX (max_ctx, 1));
+}
+
+/* Whether amk_program_op_rope_attention() takes these shapes (amk_abi_rope_attn_fits):
+ * the model builder's choice between it and the two separate ops. */
+static inline gboolean
+amk_program_rope_attention_fits (AmkProgram *self, guint head_dim, guint n_q_heads,
+                                 guint n_kv_heads, guint64 max_ctx, guint n_splits)
+{
+  return n_kv_heads > 0 && n_q_heads % n_kv_heads == 0 &&
+         amk_abi_rope_attn_fits (head_dim, n_q_heads / n_kv_heads, (int64_t) max_ctx,
+                                 amk_program_attention_splits (self, n_kv_heads, n_splits, max_ctx),
+                                 ATTN_MIN_SPLIT_POSITIONS);
+}
 
 G_END_DECLS

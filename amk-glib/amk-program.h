@@ -209,6 +209,24 @@ gint          amk_program_op_attention        (AmkProgram    *self,
                                                gfloat         scale,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_rope_attention   (AmkProgram    *self,
+                                               gint           out,
+                                               gint           qkv,
+                                               gint           k_cache,
+                                               gint           v_cache,
+                                               gint           pos,
+                                               guint          head_dim,
+                                               guint          n_q_heads,
+                                               guint          n_kv_heads,
+                                               guint          n_splits,
+                                               gfloat         scale,
+                                               gfloat         theta,
+                                               gfloat         factor,
+                                               gfloat         low_freq_factor,
+                                               gfloat         high_freq_factor,
+                                               guint          original_context,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
 guint         amk_program_get_n_ops           (AmkProgram    *self);
 AMK_AVAILABLE_IN_1_0
 gboolean      amk_program_compile             (AmkProgram    *self,

@@ -7,7 +7,9 @@
  *   ROPE_KV:     q [i1 D] (read, written), k [i2 D] (read, written), v [i2 D],
  *                k cache and v cache [i3 i2 D] (written), pos [1]
  *   ATTN_DECODE: partial [i1 i6 (D + 2)] (written), q [i1 D], caches [i3 i2 D], pos [1],
- *                with the merge fused out [i1 D] (written) and the arrival counter i8
+ *                with the merge fused out [i1 D] (written) and the arrival counter i8;
+ *                with RoPE fused as well qkv [(i1 + 2 i2) D] instead of q, the caches
+ *                written, cos_sin [i3 D]
  *   ATTN_REDUCE: out [i1 D] (written), partial [i1 i2 (D + 2)]
  * A written buffer may not share a byte with any other operand's buffer, the whole
  * buffers compared, like the device check (q and k are rotated in place: that is one
@@ -318,8 +320,8 @@ verify_attn_decode (const Ctx *c, GError **error)
   const amk_params_t *p = &c->ins->params;
   const gint32 d = p->i[0], n_q = p->i[1], n_kv = p->i[2], max_ctx = p->i[3];
   const gint32 kv_head = p->i[4], split = p->i[5], n_splits = p->i[6];
-  const gboolean merges = c->ins->n_buffers == 6;
-  Operand ops[6];
+  const gboolean merges = c->ins->n_buffers >= 6, ropes = c->ins->n_buffers == 7;
+  Operand ops[7];
   guint64 cache;
 
   if (!check_heads (c, d, AMK_ATTN_MAX_HEAD_DIM, n_q, n_kv, error) ||
@@ -356,11 +358,22 @@ verify_attn_decode (const Ctx *c, GError **error)
 
   cache = product3 (max_ctx, n_kv, d);
   ops[0] = (Operand) { 0, _("the partial results"), F32_ONLY, product3 (n_q, n_splits, (guint64) d + 2) };
-  ops[1] = (Operand) { 1, _("the query vector"), F32_ONLY, (guint64) n_q * d };
+  if (ropes)
+    ops[1] = (Operand) { 1, _("the query, key and value vector"), F32_ONLY, ((guint64) n_q + 2ull * n_kv) * d };
+  else
+    ops[1] = (Operand) { 1, _("the query vector"), F32_ONLY, (guint64) n_q * d };
   ops[2] = (Operand) { 2, _("the k cache"), CACHE_TYPES, cache };
   ops[3] = (Operand) { 3, _("the v cache"), CACHE_TYPES, cache };
   ops[4] = (Operand) { 4, _("the position"), I32_ONLY, 1 };
   ops[5] = (Operand) { 5, _("the output"), F32_ONLY, (guint64) n_q * d };
+  ops[6] = (Operand) { 6, _("the RoPE cos and sin table"), F32_ONLY, (guint64) max_ctx * d };
+  if (ropes && !amk_abi_rope_attn_fits (d, n_q / n_kv, max_ctx, n_splits, p->i[9]))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): with RoPE fused, head dimension %d (32, 64, 128 or 256), %d query heads per key/value head and %d positions in %d splits do not fit one instruction’s shared memory; record RoPE and the attention as separate ops"),
+                   c->queue, c->pos, c->op, d, n_q / n_kv, max_ctx, n_splits);
+      return FALSE;
+    }
   if (merges && (p->i[8] < 0 || (guint) p->i[8] >= c->self->counter_names->len))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
@@ -368,7 +381,7 @@ verify_attn_decode (const Ctx *c, GError **error)
                    c->queue, c->pos, c->op, p->i[8], c->self->counter_names->len);
       return FALSE;
     }
-  return check_operands (c, ops, merges ? 6 : 5, error) &&
+  return check_operands (c, ops, ropes ? 7 : merges ? 6 : 5, error) &&
          check_same_cache_dtype (c, 2, 3, error);
 }
 

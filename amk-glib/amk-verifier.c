@@ -70,12 +70,13 @@ check_buffers (AmkProgram  *self,
 }
 
 /* How many buffer slots an opcode names (which of them it writes:
- * amk_abi_written_slots). MATVEC and ATTN_DECODE may name one buffer more (the fused
- * SILU_MUL's up, the fused merge's output): *n_extra. */
+ * amk_abi_written_slots), and how many more it may name (*n_extra): MATVEC the fused
+ * SILU_MUL's up, ATTN_DECODE the fused merge's output and the fused RoPE's inverse
+ * frequencies. */
 static gboolean
 op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra)
 {
-  *n_extra = opcode == AMK_ABI_OP_MATVEC || opcode == AMK_ABI_OP_ATTN_DECODE;
+  *n_extra = opcode == AMK_ABI_OP_MATVEC ? 1 : opcode == AMK_ABI_OP_ATTN_DECODE ? 2 : 0;
   switch (opcode)
     {
     case AMK_ABI_OP_MATVEC:

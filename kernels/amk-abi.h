@@ -93,13 +93,20 @@ enum {
    * ATTN_REDUCE is fused: after writing its partial the block adds 1 to counters[i8] (an
    * arrival counter that no instruction waits on or signals, used by the i6 splits of this
    * key/value head only), and the block that brings it to i6 merges the splits of the
-   * group's query heads into out like ATTN_REDUCE. */
+   * group's query heads into out like ATTN_REDUCE. With a seventh buffer b6 = inv_freq
+   * (F32, [i0/2]) RoPE is fused as well (the merge must be): b1 is then qkv (F32,
+   * [(i1 + 2 i2) i0]: the query heads, the key heads, the value heads, not rotated), the
+   * block rotates its group's query heads (rotate-half pairs (c, c + i0/2), angle
+   * pos * inv_freq[c], as ROPE_KV), and the split that holds position pos rotates key
+   * head i4 and appends it and value head i4 at row pos of the caches before it attends;
+   * ROPE_KV and its stage are gone. Needs amk_abi_rope_attn_fits (below). */
   AMK_ABI_OP_ATTN_DECODE = 13,
   /* Merges the i2 splits of query heads i3 .. i3+i4: out[h * i0 + c] = sum_s e^(m_s - M)
    * acc_s[c] / sum_s e^(m_s - M) l_s, M = max_s m_s. b0 = out (F32), b1 = partial. */
   AMK_ABI_OP_ATTN_REDUCE = 14,
   AMK_ABI_N_OPS
 };
+
 
 /* The buffer slots an instruction writes, bit s for slot s (every slot for an unknown
  * opcode). The one table for the host verifier (no write to a constant buffer, the
@@ -125,7 +132,8 @@ amk_abi_written_slots (uint32_t opcode, uint32_t n_buffers)
     case AMK_ABI_OP_ROPE_KV:
       return 0x1bu; /* q, k, the k and v caches */
     case AMK_ABI_OP_ATTN_DECODE:
-      return n_buffers >= 6 ? 0x21u : 0x1u; /* the partials; the fused merge's output */
+      /* the partials; the fused merge's output; with RoPE fused the caches too */
+      return n_buffers >= 7 ? 0x2du : n_buffers >= 6 ? 0x21u : 0x1u;
     case AMK_ABI_OP_COPY:
     case AMK_ABI_OP_FILL:
     case AMK_ABI_OP_ADD:
@@ -139,6 +147,25 @@ amk_abi_written_slots (uint32_t opcode, uint32_t n_buffers)
     default:
       return (1u << AMK_MAX_BUFFER_REFS) - 1u;
     }
+}
+
+/* Whether an ATTN_DECODE with RoPE fused takes the GPU's short path at every position
+ * (the only one that rotates): head dimension d of 32, 64, 128 or 256, a group of at
+ * most 256 query elements (8 floats per lane), and a split of the longest context
+ * (max(ceil(max_ctx / n_splits), min_split) positions) whose scores fit 1024 floats. */
+AMK_ABI_INLINE int
+amk_abi_rope_attn_fits (int64_t d, int64_t group, int64_t max_ctx, int64_t n_splits, int64_t min_split)
+{
+  const int64_t e = d / 32;
+  int64_t chunk;
+
+  if (d % 32 != 0 || !(e == 1 || e == 2 || e == 4 || e == 8) || group < 1 || group * e > 8 ||
+      max_ctx < 1 || n_splits < 1)
+    return 0;
+  chunk = (max_ctx + n_splits - 1) / n_splits;
+  if (chunk < min_split)
+    chunk = min_split;
+  return group * chunk <= 1024;
 }
 
 /* MATVEC's shared-memory pipeline (kernels/ops-matvec.cuh). With at least

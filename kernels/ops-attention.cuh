@@ -64,6 +64,9 @@
 
 static_assert (AMK_ATTN_STAGE >= AMK_ATTN_HEADS * AMK_ATTN_MAX_HEAD_DIM, "q must fit the stage");
 static_assert (AMK_ATTN_STAGE / AMK_ATTN_MAX_WARPS >= 1, "a round must hold an element per warp");
+static_assert (AMK_ATTN_SHORT_REGS == 8 && AMK_ATTN_STAGE - AMK_ATTN_SHORT_SUMS == 1024 &&
+               AMK_ATTN_MAX_WARPS * 32 <= AMK_ATTN_SHORT_SUMS,
+               "amk_abi_rope_attn_fits must describe amk_attn_short_fits");
 
 /* amk_op_ctx for the attention ops: ptr[0..2] = b0, b1, b2; dtype = the caches' dtype
  * (ROPE_KV, ATTN_DECODE). The other operands are re-read from the buffer table (constant
@@ -98,6 +101,13 @@ amk_attn_merges (const amk_instruction_t *ins)
   return ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers >= 6;
 }
 
+/* ATTN_DECODE with RoPE fused (a seventh buffer, the inverse frequencies). */
+static __device__ __forceinline__ bool
+amk_attn_ropes (const amk_instruction_t *ins)
+{
+  return ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers >= 7;
+}
+
 /* The parameters of the instruction (what needs no buffer). */
 static __device__ __forceinline__ bool
 amk_attn_params_ok (const amk_instruction_t *ins)
@@ -122,7 +132,9 @@ amk_attn_params_ok (const amk_instruction_t *ins)
     case AMK_ABI_OP_ATTN_DECODE:
       return d <= AMK_ATTN_MAX_HEAD_DIM && nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 &&
              p->i[4] >= 0 && p->i[4] < nkv && p->i[6] >= 1 && p->i[5] >= 0 && p->i[5] < p->i[6] &&
-             p->i[9] >= 0 && fabsf (p->f[7]) <= 3.402823466e38f;
+             p->i[9] >= 0 && fabsf (p->f[7]) <= 3.402823466e38f &&
+             (!amk_attn_ropes (ins) ||
+              amk_abi_rope_attn_fits (d, nq / nkv, max_ctx, p->i[6], p->i[9]));
     default: /* ATTN_REDUCE: i2 splits of heads i3 .. i3 + i4 */
       return p->i[2] >= 1 && p->i[3] >= 0 && p->i[4] >= 0 && (int64_t) p->i[3] + p->i[4] <= nq;
     }
@@ -146,10 +158,12 @@ amk_attn_operand_spec (const amk_instruction_t *ins, int slot, uint64_t *count, 
     }
   else if (ins->opcode == AMK_ABI_OP_ATTN_DECODE)
     {
-      /* partial, q, k cache, v cache, pos, out (fused merge); the caches are read 16
-       * bytes at a time */
-      *dtypes = slot <= 1 || slot == 5 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
-      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2) : slot == 1 || slot == 5 ? (uint64_t) nq * d
+      /* partial, q (with RoPE fused: qkv), k cache, v cache, pos, out (fused merge),
+       * cos_sin (fused RoPE); the caches are read 16 bytes at a time */
+      *dtypes = slot <= 1 || slot >= 5 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
+      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2)
+             : slot == 1 ? ((uint64_t) nq + (amk_attn_ropes (ins) ? 2ull * nkv : 0ull)) * d
+             : slot == 5 ? (uint64_t) nq * d : slot == 6 ? (uint64_t) max_ctx * d
              : slot == 4 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
       if (slot == 2 || slot == 3)
         *align = 16;
@@ -173,7 +187,8 @@ amk_attention_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, 
 {
   const uint32_t op = ins->opcode;
   const bool merges = amk_attn_merges (ins);
-  const int n = op == AMK_ABI_OP_ROPE_KV ? 6 : op == AMK_ABI_OP_ATTN_DECODE ? (merges ? 6 : 5) : 2;
+  const int n = op == AMK_ABI_OP_ROPE_KV ? 6
+              : op == AMK_ABI_OP_ATTN_DECODE ? (amk_attn_ropes (ins) ? 7 : merges ? 6 : 5) : 2;
   const uint32_t written = amk_abi_written_slots (op, ins->n_buffers);
   const int cache_slot = op == AMK_ABI_OP_ROPE_KV ? 3 : 2;
 
@@ -442,6 +457,69 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
         }
     }
   return AMK_ABORT_NONE;
+}
+
+/* ---- ATTN_DECODE with RoPE fused -------------------------------------------------------- */
+
+/* ATTN_DECODE with RoPE fused, in shared memory that exists anyway: growing the
+ * megakernel's static shared memory by a few bytes slowed every MATVEC on the H200
+ * (gate/up 16.8 -> 18.9 us, a 1B step 1.13 -> 1.21 ms; why is not known), so the
+ * rotated query heads of the block's group go where ROPE_KV keeps its angles (every
+ * ROPE_KV rewrites those, and their tag, before its waits), and the position and the
+ * cos/sin table's address into s_ml's unused tail (AMK_ATTN_SML_*: the short path uses
+ * 2 floats per query head of its group, at most 16). */
+#define AMK_ATTN_SML_TABLE 60 /* two floats: the table's address */
+#define AMK_ATTN_SML_POS   62 /* the position (amk_attn_read_pos) */
+static_assert (2 * AMK_ROPE_EARLY_MAX >= AMK_ATTN_SHORT_REGS * 32, "the rotated query heads must fit");
+static_assert (AMK_ATTN_MAX_WARPS * AMK_ATTN_HEADS * 2 > AMK_ATTN_SML_POS && AMK_ATTN_SML_TABLE >= 2 * 16,
+               "s_ml's tail must be free");
+
+static __device__ __forceinline__ float *
+amk_attn_q_rot (void)
+{
+  return reinterpret_cast<float *> (amk_rope_cs);
+}
+
+/* Every thread of the block, after the waits: the group's query heads rotated into
+ * amk_attn_q_rot (head h of the group at h * D), and, when this split holds position pos
+ * (holds), key head g rotated and value head g stored at row pos of the caches. The same
+ * fp32 steps as ROPE_KV, the cos and sin from the table (b6). The caller's barrier
+ * publishes them. Inlined into the short path: a call there would cost the megakernel
+ * registers. */
+static __device__ __forceinline__ void
+amk_attn_rope_stage (const amk_instruction_t *ins, const float *qkv, const float2 *cos_sin,
+                     unsigned char *kc, unsigned char *vc, uint32_t cdt, int32_t pos, bool holds,
+                     int tid, int nt)
+{
+  const amk_params_t &p = ins->params;
+  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4];
+  const int32_t group = nq / nkv, half = d >> 1;
+  const float2 *cs_pos = cos_sin + (uint64_t) pos * half;
+  const int32_t pairs = (group + (holds ? 1 : 0)) * half; /* the query heads', then the key's */
+  const uint64_t row = ((uint64_t) pos * nkv + g) * d;
+
+  for (int32_t i = tid; i < pairs; i += nt)
+    {
+      const int32_t h = i / half, c = i - h * half;
+      const bool key = h == group;
+      const float2 cs = cs_pos[c];
+      const float *x = qkv + (uint64_t) (key ? nq + g : g * group + h) * d;
+      const float x1 = x[c], x2 = x[c + half];
+      const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
+      const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));
+
+      if (!key)
+        {
+          amk_attn_q_rot ()[h * d + c] = r1;
+          amk_attn_q_rot ()[h * d + c + half] = r2;
+          continue;
+        }
+      const float *v = qkv + (uint64_t) (nq + nkv + g) * d;
+      amk_attn_store_cache (kc, cdt, row + c, r1);
+      amk_attn_store_cache (kc, cdt, row + c + half, r2);
+      amk_attn_store_cache (vc, cdt, row + c, v[c]);
+      amk_attn_store_cache (vc, cdt, row + c + half, v[c + half]);
+    }
 }
 
 /* ---- ATTN_DECODE ---------------------------------------------------------------------- */
@@ -763,6 +841,26 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
   const bool vpre = chunked && vrow % 16 == 0 && rowb % 16 == 0 &&
                     (reinterpret_cast<uintptr_t> (vsrc) & 15) == 0 &&
                     (uint64_t) n * vrow <= amk_mv_dyn_smem_bytes ();
+
+  /* RoPE fused (q is qkv; only this path rotates, amk_abi_rope_attn_fits): the rotated
+   * query heads in shared memory, indexed like q (the group's first head at qh0 D); the
+   * split that holds pos appends the new row to the caches, and its stores reach L2
+   * before the barrier (__threadfence), since it reads the row back from there (keeping
+   * the row in shared memory instead cost the megakernel's MATVEC registers). */
+  if (amk_attn_ropes (ins))
+    {
+      const int32_t pos = reinterpret_cast<volatile int32_t *> (s_ml)[AMK_ATTN_SML_POS];
+      const bool holds = start <= pos && pos < end;
+      const float2 *cos_sin = *reinterpret_cast<const float2 * volatile *> (s_ml + AMK_ATTN_SML_TABLE);
+      if (run)
+        amk_attn_rope_stage (ins, q, cos_sin, const_cast<unsigned char *> (kc),
+                             const_cast<unsigned char *> (vc), BF ? AMK_ABI_DTYPE_BF16 : AMK_ABI_DTYPE_F32,
+                             pos, holds, tid, nt);
+      if (holds)
+        __threadfence ();
+      __syncthreads ();
+      q = amk_attn_q_rot () - (ptrdiff_t) qh0 * d;
+    }
   if (vpre && run)
     {
       const uint32_t per = vrow / 16, total = (uint32_t) n * per, dst = amk_mv_ring_base ();
@@ -953,6 +1051,9 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   int32_t pos;
 
   *to_merge = 0;
+  if (tid == 0 && amk_attn_ropes (ins)) /* published by amk_attn_read_pos's barrier */
+    *reinterpret_cast<const float2 **> (s_ml + AMK_ATTN_SML_TABLE) =
+      reinterpret_cast<const float2 *> (amk_attn_buffer (prog, ins, 6));
   if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 4)),
                           early_pos, run, tid, s_pos, &pos))
     return AMK_ABORT_NONE;
@@ -976,6 +1077,7 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   const int32_t active = (int32_t) ((n32 - 1u) / chunk + 1u);
   const bool direct = amk_attn_merges (ins) && active == 1 && amk_attn_short_fits (d, group, (int32_t) n32, nt);
   *to_merge = direct ? 0 : active;
+
 
   if (amk_attn_short_fits (d, group, end - start, nt))
     {
@@ -1156,7 +1258,10 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
             return AMK_ABORT_BAD_INDEX;
           }
         int32_t to_merge = 0;
-        const int r = amk_attn_decode_exec (ctx, ins, prog, early_pos, run, tid, nt, &s_pos, s_stage, s_ml,
+        /* RoPE fused: the position in s_ml's tail, where the short path finds it (the
+         * general path, never taken then, uses all of s_ml) */
+        int32_t *pos_at = amk_attn_ropes (ins) ? reinterpret_cast<int32_t *> (s_ml + AMK_ATTN_SML_POS) : &s_pos;
+        const int r = amk_attn_decode_exec (ctx, ins, prog, early_pos, run, tid, nt, pos_at, s_stage, s_ml,
                                             &to_merge, detail);
         if (r == AMK_ABORT_NONE && merges)
           amk_attn_arrive_and_merge (ins, prog, run, to_merge, tid, nt, &s_pos);

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from amktest import Amk, GLib, add_op, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
+from attention_ref import ref_attention, ref_inv_freq, ref_rope
+from rope_attention import RopeAttention
 
 F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
 IN, OUT, SCRATCH, CONST = (Amk.BufferRole.INPUT, Amk.BufferRole.OUTPUT, Amk.BufferRole.SCRATCH,
@@ -35,52 +37,6 @@ def rel_err(got, want):
 
 def tolerance(cache_dtype):
     return 1e-5 if cache_dtype == F32 else 1e-2
-
-
-# ---- the reference --------------------------------------------------------------------
-
-def ref_inv_freq(head_dim, theta, factor=0.0, low=0.0, high=0.0, old_ctx=0):
-    """HF's inv_freq in float32: 1 / theta^(arange(0, D, 2) / D), then Llama-3's
-    _compute_llama3_parameters. theta^e is taken in float64 and rounded once."""
-    f32 = np.float32
-    exponent = np.arange(0, head_dim, 2, dtype=np.int64).astype(f32) / f32(head_dim)
-    inv = f32(1.0) / (np.float64(theta) ** exponent.astype(np.float64)).astype(f32)
-    if factor <= 0:
-        return inv
-    wavelen = f32(2 * math.pi) / inv
-    low_freq_wavelen = f32(old_ctx / low)
-    high_freq_wavelen = f32(old_ctx / high)
-    scaled = np.where(wavelen > low_freq_wavelen, inv / f32(factor), inv).astype(f32)
-    smooth = ((f32(old_ctx) / wavelen - f32(low)) / (f32(high) - f32(low))).astype(f32)
-    smoothed = ((f32(1.0) - smooth) * scaled / f32(factor) + smooth * scaled).astype(f32)
-    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
-    return np.where(medium, smoothed, scaled).astype(f32)
-
-
-def ref_rope(x, pos, inv):
-    """x [heads, D] float32 rotated like HF's apply_rotary_pos_emb: x cos + rotate_half(x) sin,
-    with the angle pos * inv_freq in float32 and cos/sin rounded to float32."""
-    angle = (np.float32(pos) * inv).astype(np.float32)
-    emb = np.concatenate([angle, angle])
-    cos = np.cos(emb.astype(np.float64)).astype(np.float32)
-    sin = np.sin(emb.astype(np.float64)).astype(np.float32)
-    half = x.shape[-1] // 2
-    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return (x * cos + rotated * sin).astype(np.float32)
-
-
-def ref_attention(q, kcache, vcache, pos, n_kv, scale):
-    """softmax(scale q K^T) V over positions 0 .. pos, query head h on kv head h // group."""
-    n_q, d = q.shape
-    group = n_q // n_kv
-    out = np.zeros((n_q, d))
-    for h in range(n_q):
-        k = kcache[:pos + 1, h // group].astype(np.float64)
-        v = vcache[:pos + 1, h // group].astype(np.float64)
-        s = scale * (k @ q[h].astype(np.float64))
-        p = np.exp(s - s.max())
-        out[h] = (p / p.sum()) @ v
-    return out
 
 
 def rope_ints(d, n_q, n_kv, max_ctx, first, count, rope):
@@ -608,3 +564,134 @@ def test_reduce_buffer_count():
     r = Rig()
     add_op(r.p, 0, Amk.Opcode.ATTN_REDUCE, [r.out, r.partial, r.q], [8, 4, 3, 0, 4])
     expect_error(r.p, PE.INVALID, 'ATTN_REDUCE')
+
+
+# ---- RoPE fused into the attention (op_rope_attention) -----------------------------------
+
+ROPE_ATTN_CASES = [
+    # n_q, n_kv, d, max_ctx, rope
+    pytest.param(32, 8, 64, 1024, LLAMA3, id='llama-3.2-1b'),
+    pytest.param(9, 3, 64, 300, PLAIN, id='smollm2'),
+    pytest.param(4, 2, 128, 512, QWEN, id='head-dim-128'),
+]
+
+
+@pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
+@pytest.mark.parametrize('n_q,n_kv,d,max_ctx,rope', ROPE_ATTN_CASES)
+def test_rope_attention(rng, cache, n_q, n_kv, d, max_ctx, rope):
+    """The fused op on the CPU executor against numpy, at positions on one split and on
+    several (past ATTN_MIN_SPLIT_POSITIONS), the new row in the caches and no other."""
+    case = RopeAttention(n_q, n_kv, d, max_ctx, cache, rope)
+    for pos in (0, 37, max_ctx // 2 + 3, max_ctx - 1):
+        case.random_data(rng)
+        ex = Amk.CpuExecutor.new(case.program)
+        case.load(ex, pos)
+        ex.run()
+        out, kc, vc = case.results(ex)
+        want, k_row, v_row = case.expected(pos)
+        err = rel_err(out, want)
+        print(f'pos {pos}: out rel err {err:.3g}')
+        assert err <= tolerance(cache)
+        assert rel_err(to_f32(cache, kc[pos]), k_row) <= tolerance(cache)
+        assert rel_err(to_f32(cache, vc[pos]), v_row) <= tolerance(cache)
+        others = np.arange(max_ctx) != pos
+        shape = kc.shape
+        assert kc[others].tobytes() == case.data['kc'].reshape(shape)[others].tobytes()
+        assert vc[others].tobytes() == case.data['vc'].reshape(shape)[others].tobytes()
+
+
+def test_rope_attention_equals_two_ops(rng):
+    """The same numbers as op_rope_kv then op_attention on the CPU executor, to the bit."""
+    n_q, n_kv, d, ctx, pos = 8, 2, 64, 256, 200
+    fused = RopeAttention(n_q, n_kv, d, ctx, BF16, LLAMA3, queues=4)
+    fused.random_data(rng)
+    ex = Amk.CpuExecutor.new(fused.program)
+    fused.load(ex, pos)
+    ex.run()
+    got = fused.results(ex)
+
+    p = Amk.Program.new(4)
+    q = p.add_buffer('q', F32, [n_q * d], IN)
+    k = p.add_buffer('k', F32, [n_kv * d], IN)
+    v = p.add_buffer('v', F32, [n_kv * d], IN)
+    kc = p.add_buffer('k cache', BF16, [ctx, n_kv, d], IN)
+    vc = p.add_buffer('v cache', BF16, [ctx, n_kv, d], IN)
+    pb = p.add_buffer('pos', I32, [1], IN)
+    out = p.add_buffer('out', F32, [n_q * d], OUT)
+    r = LLAMA3
+    p.op_rope_kv(q, k, v, kc, vc, pb, d, n_q, n_kv, r['theta'], r['factor'], r['low'], r['high'],
+                 r['old_ctx'])
+    p.op_attention(out, q, kc, vc, pb, d, n_q, n_kv, 0, fused.scale)
+    p.compile()
+    ex = Amk.CpuExecutor.new(p)
+    qkv = fused.data['qkv']
+    for buf, data in ((q, qkv[:n_q * d]), (k, qkv[n_q * d:(n_q + n_kv) * d]),
+                      (v, qkv[(n_q + n_kv) * d:]), (kc, fused.data['kc']), (vc, fused.data['vc'])):
+        ex.upload(buf, to_bytes(data))
+    ex.upload(pb, to_bytes(np.array([pos], dtype=np.int32)))
+    ex.run()
+    assert from_bytes(F32, ex.download(out)).tobytes() == got[0].tobytes()
+    assert ex.download(kc).get_data() == to_bytes(got[1]).get_data()
+    assert ex.download(vc).get_data() == to_bytes(got[2]).get_data()
+
+
+def rope_attention_error(n_q=8, n_kv=2, d=64, ctx=64, cache=F32, qkv_n=None, out_is_qkv=False,
+                         cache_role=IN, scale=0.125, theta=10000.0):
+    p = Amk.Program.new(4)
+    qkv = p.add_buffer('qkv', F32, [qkv_n or (n_q + 2 * n_kv) * d], IN)
+    kc = p.add_buffer('k cache', cache, [ctx, n_kv, d], cache_role)
+    vc = p.add_buffer('v cache', cache, [ctx, n_kv, d], IN)
+    pos = p.add_buffer('pos', I32, [1], IN)
+    out = qkv if out_is_qkv else p.add_buffer('out', F32, [n_q * d], OUT)
+    with pytest.raises(GLib.Error) as e:
+        p.op_rope_attention(out, qkv, kc, vc, pos, d, n_q, n_kv, 0, scale, theta, 0.0, 0.0, 0.0, 0)
+    return e.value
+
+
+@pytest.mark.parametrize('shape', [dict(d=48), dict(n_q=16, n_kv=2), dict(ctx=8192)],
+                         ids=['head-dim-48', 'group-of-512', 'split-too-long'])
+def test_rope_attention_shapes_that_do_not_fit(shape):
+    err = rope_attention_error(**shape)
+    assert err.matches(Amk.program_error_quark(), PE.INVALID), err.message
+    assert 'op_rope_kv and op_attention' in err.message
+
+
+@pytest.mark.parametrize('bad', [dict(qkv_n=100), dict(out_is_qkv=True), dict(cache_role=CONST),
+                                 dict(scale=0.0), dict(theta=-1.0)],
+                         ids=['qkv-too-small', 'out-is-qkv', 'constant-cache', 'scale', 'theta'])
+def test_rope_attention_bad_operands(bad):
+    err = rope_attention_error(**bad)
+    assert (err.matches(Amk.program_error_quark(), PE.INVALID) or
+            err.matches(Amk.program_error_quark(), PE.OUT_OF_RANGE)), err.message
+    assert 'ROPE_ATTENTION' in err.message
+
+
+def fused_rig(table_len, ctx=Rig.CTX, n_splits=Rig.S, d=32):
+    """A raw ATTN_DECODE with RoPE fused (seven buffers): qkv, the caches, the cos and sin
+    table of table_len floats."""
+    p = Amk.Program.new(1)
+    n_q, n_kv = Rig.N_Q, Rig.N_KV
+    qkv = p.add_buffer('qkv', F32, [(n_q + 2 * n_kv) * d], IN)
+    kc = p.add_buffer('kcache', BF16, [ctx * n_kv * d], IN)
+    vc = p.add_buffer('vcache', BF16, [ctx * n_kv * d], IN)
+    pos = p.add_buffer('position', I32, [1], IN)
+    partial = p.add_buffer('partial', F32, [n_q * n_splits * (d + 2)], SCRATCH)
+    out = p.add_buffer('out', F32, [n_q * d], OUT)
+    table = p.add_buffer('cos sin', F32, [table_len], CONST)
+    c = p.add_counter('arrivals')
+    add_op(p, 0, Amk.Opcode.ATTN_DECODE, [partial, qkv, kc, vc, pos, out, table],
+           [d, n_q, n_kv, ctx, 1, 0, n_splits, 0, c, 0], {7: 0.3})
+    return p
+
+
+def test_decode_rope_fused_accepted():
+    fused_rig(Rig.CTX * 32).verify()
+
+
+def test_decode_rope_fused_table_too_small():
+    expect_error(fused_rig(Rig.CTX * 32 - 1), PE.OUT_OF_RANGE, 'ATTN_DECODE', 'cos and sin', '“cos sin”')
+
+
+def test_decode_rope_fused_split_too_long():
+    expect_error(fused_rig(4096 * 32, ctx=4096, n_splits=1), PE.OUT_OF_RANGE, 'ATTN_DECODE',
+                 'RoPE fused', 'separate ops')
