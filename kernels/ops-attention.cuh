@@ -101,7 +101,7 @@ amk_attn_merges (const amk_instruction_t *ins)
   return ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers >= 6;
 }
 
-/* ATTN_DECODE with RoPE fused (a seventh buffer, the inverse frequencies). */
+/* ATTN_DECODE with RoPE fused (a seventh buffer, the cos/sin table). */
 static __device__ __forceinline__ bool
 amk_attn_ropes (const amk_instruction_t *ins)
 {
@@ -468,7 +468,7 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
  * ROPE_KV rewrites those, and their tag, before its waits), and the position and the
  * cos/sin table's address into s_ml's unused tail (AMK_ATTN_SML_*: the short path uses
  * 2 floats per query head of its group, at most 16). */
-#define AMK_ATTN_SML_TABLE 60 /* two floats: the table's address */
+#define AMK_ATTN_SML_TABLE 60 /* two 32-bit words (s_ml is only 4-byte aligned): the table's address */
 #define AMK_ATTN_SML_POS   62 /* the position (amk_attn_read_pos) */
 static_assert (2 * AMK_ROPE_EARLY_MAX >= AMK_ATTN_SHORT_REGS * 32, "the rotated query heads must fit");
 static_assert (AMK_ATTN_MAX_WARPS * AMK_ATTN_HEADS * 2 > AMK_ATTN_SML_POS && AMK_ATTN_SML_TABLE >= 2 * 16,
@@ -851,7 +851,8 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
     {
       const int32_t pos = reinterpret_cast<volatile int32_t *> (s_ml)[AMK_ATTN_SML_POS];
       const bool holds = start <= pos && pos < end;
-      const float2 *cos_sin = *reinterpret_cast<const float2 * volatile *> (s_ml + AMK_ATTN_SML_TABLE);
+      const volatile uint32_t *at = reinterpret_cast<volatile uint32_t *> (s_ml + AMK_ATTN_SML_TABLE);
+      const float2 *cos_sin = reinterpret_cast<const float2 *> ((uint64_t) at[0] | (uint64_t) at[1] << 32);
       if (run)
         amk_attn_rope_stage (ins, q, cos_sin, const_cast<unsigned char *> (kc),
                              const_cast<unsigned char *> (vc), BF ? AMK_ABI_DTYPE_BF16 : AMK_ABI_DTYPE_F32,
@@ -1052,8 +1053,11 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
 
   *to_merge = 0;
   if (tid == 0 && amk_attn_ropes (ins)) /* published by amk_attn_read_pos's barrier */
-    *reinterpret_cast<const float2 **> (s_ml + AMK_ATTN_SML_TABLE) =
-      reinterpret_cast<const float2 *> (amk_attn_buffer (prog, ins, 6));
+    {
+      const uint64_t table = reinterpret_cast<uint64_t> (amk_attn_buffer (prog, ins, 6));
+      reinterpret_cast<uint32_t *> (s_ml)[AMK_ATTN_SML_TABLE] = (uint32_t) table;
+      reinterpret_cast<uint32_t *> (s_ml)[AMK_ATTN_SML_TABLE + 1] = (uint32_t) (table >> 32);
+    }
   if (!amk_attn_read_pos (reinterpret_cast<const int32_t *> (amk_attn_buffer (prog, ins, 4)),
                           early_pos, run, tid, s_pos, &pos))
     return AMK_ABORT_NONE;
@@ -1077,7 +1081,6 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
   const int32_t active = (int32_t) ((n32 - 1u) / chunk + 1u);
   const bool direct = amk_attn_merges (ins) && active == 1 && amk_attn_short_fits (d, group, (int32_t) n32, nt);
   *to_merge = direct ? 0 : active;
-
 
   if (amk_attn_short_fits (d, group, end - start, nt))
     {
