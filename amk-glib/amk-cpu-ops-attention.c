@@ -1,7 +1,6 @@
 /* amk-cpu-ops-attention.c: reference implementations of the attention ops (ROPE_KV,
  * ATTN_DECODE with or without RoPE fused, ATTN_REDUCE; their contract is in
- * kernels/amk-abi.h). Obviously correct
- * before fast: one head, one position at a time; sums in double, results stored as fp32
+ * kernels/amk-abi.h). Obviously correct before fast: one head, one position at a time; sums in double, results stored as fp32
  * (bf16 caches with round-to-nearest-even).
  *
  * The RoPE angle is computed in fp32 step by step like HF transformers (inv_freq and the
@@ -63,6 +62,17 @@ read_pos (const amk_instruction_t *ins, AmkCpuBuffer *buffers, guint slot, gint 
   return pos;
 }
 
+/* The rotate-half step of one pair (x1, x2) by the angle whose cosine and sine are cs
+ * and sn, each fp32 product and sum rounded on its own, as the GPU does. */
+static void AMK_NO_CONTRACT
+rotate_pair (float x1, float x2, float cs, float sn, float *r1, float *r2)
+{
+  const float x1c = x1 * cs, x2s = x2 * sn, x2c = x2 * cs, x1s = x1 * sn;
+
+  *r1 = x1c - x2s;
+  *r2 = x2c + x1s;
+}
+
 static AmkAbortCode AMK_NO_CONTRACT
 op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
 {
@@ -87,10 +97,9 @@ op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
         {
           const float angle = (float) pos * rope_inv_freq (c, d, p);
           const float cs = (float) cos ((double) angle), sn = (float) sin ((double) angle);
-          const float x1 = load_f32 (x, base + c), x2 = load_f32 (x, base + c + half);
-          const float x1c = x1 * cs, x2s = x2 * sn, x2c = x2 * cs, x1s = x1 * sn;
-          const float r1 = x1c - x2s, r2 = x2c + x1s;
+          float r1, r2;
 
+          rotate_pair (load_f32 (x, base + c), load_f32 (x, base + c + half), cs, sn, &r1, &r2);
           store_f32 (x, base + c, r1);
           store_f32 (x, base + c + half, r2);
           if (is_key)
@@ -131,10 +140,9 @@ rope_fused (const amk_instruction_t *ins, AmkCpuBuffer *b, gint32 pos, gboolean 
         {
           const float cs = load_f32 (cos_sin, ((guint64) pos * half + c) * 2);
           const float sn = load_f32 (cos_sin, ((guint64) pos * half + c) * 2 + 1);
-          const float x1 = load_f32 (qkv, base + c), x2 = load_f32 (qkv, base + c + half);
-          const float x1c = x1 * cs, x2s = x2 * sn, x2c = x2 * cs, x1s = x1 * sn;
-          const float r1 = x1c - x2s, r2 = x2c + x1s;
+          float r1, r2;
 
+          rotate_pair (load_f32 (qkv, base + c), load_f32 (qkv, base + c + half), cs, sn, &r1, &r2);
           if (!is_key)
             {
               qrot[h * d + c] = r1;

@@ -25,6 +25,24 @@ typedef struct {
   AmkModelBuild        *build;
 } Graph;
 
+/* Adds bytes as a bf16 CONSTANT buffer and counts them as weights. */
+static gint
+add_constant (Graph          *g,
+              const char     *name,
+              GBytes         *bytes,
+              const gint64   *shape,
+              gsize           n_dims,
+              GError        **error)
+{
+  gint buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, n_dims,
+                                     AMK_BUFFER_ROLE_CONSTANT, error);
+
+  if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
+    return -1;
+  g->build->weight_bytes += g_bytes_get_size (bytes);
+  return buf;
+}
+
 /* Adds the weight as a bf16 CONSTANT buffer of shape {rows, cols} (or {cols} when rows
  * is 0), named as in the file. */
 static gint
@@ -39,7 +57,6 @@ add_weight (Graph           *g,
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2];
   gsize n_dims;
-  gint buf;
 
   bytes = g->source->load (g->source, weight, layer, rows, cols, &name, error);
   if (bytes == NULL)
@@ -55,12 +72,7 @@ add_weight (Graph           *g,
       shape[0] = (gint64) cols;
       n_dims = 1;
     }
-  buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, n_dims,
-                                AMK_BUFFER_ROLE_CONSTANT, error);
-  if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
-    return -1;
-  g->build->weight_bytes += g_bytes_get_size (bytes);
-  return buf;
+  return add_constant (g, name, bytes, shape, n_dims, error);
 }
 
 /* Layer `layer`'s q, k and v projections as one [q_dim + 2 kv_dim, hidden] constant
@@ -79,7 +91,6 @@ add_qkv_weight (Graph    *g,
   g_autoptr(GByteArray) all = g_byte_array_new ();
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2] = { (gint64) (q_dim + 2 * kv_dim), (gint64) cols };
-  gint buf;
 
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
     {
@@ -91,11 +102,7 @@ add_qkv_weight (Graph    *g,
       g_byte_array_append (all, g_bytes_get_data (part, NULL), g_bytes_get_size (part));
     }
   bytes = g_byte_array_free_to_bytes (g_steal_pointer (&all));
-  buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, 2, AMK_BUFFER_ROLE_CONSTANT, error);
-  if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
-    return -1;
-  g->build->weight_bytes += g_bytes_get_size (bytes);
-  return buf;
+  return add_constant (g, name, bytes, shape, 2, error);
 }
 
 static gint

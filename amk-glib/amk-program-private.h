@@ -92,7 +92,6 @@ void         amk_program_flatten_queues   (AmkProgram  *self,
 /* Whether buffer slot `slot` of `opcode` may be AMK_NO_BUFFER (amk-verifier.c). */
 gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
 
-
 /* The op families' instruction checks, called by the verifier once the indices are in
  * range and the buffer count is right (amk-verifier-vector.c, amk-verifier-attention.c);
  * they check dtypes, ranges, writes to constant buffers and aliasing. */

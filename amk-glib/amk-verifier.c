@@ -71,8 +71,8 @@ check_buffers (AmkProgram  *self,
 
 /* How many buffer slots an opcode names (which of them it writes:
  * amk_abi_written_slots), and how many more it may name (*n_extra): MATVEC the fused
- * SILU_MUL's up, ATTN_DECODE the fused merge's output and the fused RoPE's inverse
- * frequencies. */
+ * SILU_MUL's up, ATTN_DECODE the fused merge's output and the fused RoPE's cos and sin
+ * table. */
 static gboolean
 op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra)
 {
