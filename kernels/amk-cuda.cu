@@ -278,13 +278,16 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
   out->num_sms = sms;
   out->max_dynamic_smem_optin = optin;
 
-  const long long dyn_cap = (long long) optin - (long long) attr.sharedSizeBytes;
+  /* the dynamic part starts behind the static part, 128-byte aligned (amk_dyn_smem) */
+  const long long static_used = ((long long) attr.sharedSizeBytes + 127) / 128 * 128;
+  const long long dyn_cap = (long long) optin - static_used;
   if ((long long) dyn_smem > dyn_cap)
     {
       amk_msg (msg, msg_len,
                "%d bytes of dynamic shared memory exceed the per-block opt-in cap "
-               "(%d bytes minus %d bytes of static shared memory = %lld bytes)",
-               dyn_smem, optin, (int) attr.sharedSizeBytes, dyn_cap);
+               "(%d bytes minus %lld bytes of static shared memory, 128-byte aligned, "
+               "= %lld bytes)",
+               dyn_smem, optin, static_used, dyn_cap);
       return AMK_CUDA_REJECTED;
     }
   if (threads > attr.maxThreadsPerBlock)

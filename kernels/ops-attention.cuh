@@ -461,10 +461,10 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
 
 /* ---- ATTN_DECODE with RoPE fused -------------------------------------------------------- */
 
-/* ATTN_DECODE with RoPE fused, in shared memory that exists anyway: growing the
- * megakernel's static shared memory by a few bytes slowed every MATVEC on the H200
- * (gate/up 16.8 -> 18.9 us, a 1B step 1.13 -> 1.21 ms; why is not known), so the
- * rotated query heads of the block's group go where ROPE_KV keeps its angles (every
+/* ATTN_DECODE with RoPE fused, in shared memory that exists anyway (when this was
+ * written, growing the static shared memory misaligned the MATVEC ring, which starts
+ * behind it, and slowed every MATVEC; amk_dyn_smem's alignment has fixed that since), so
+ * the rotated query heads of the block's group go where ROPE_KV keeps its angles (every
  * ROPE_KV rewrites those, and their tag, before its waits), and the position and the
  * cos/sin table's address into s_ml's unused tail (AMK_ATTN_SML_*: the short path uses
  * 2 floats per query head of its group, at most 16). */

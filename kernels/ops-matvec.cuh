@@ -67,8 +67,13 @@ static_assert ((AMK_MV_DEPTH & (AMK_MV_DEPTH - 1)) == 0 && AMK_MV_DEPTH >= 2,
                "the ring depth must be a power of two");
 static_assert (AMK_MATVEC_RING_BYTES_PER_THREAD == 16 * AMK_MV_DEPTH, "ring slot size");
 
-/* The block's dynamic shared memory: [ring: nt * DEPTH * 16 bytes][x': 4 K bytes]. */
-extern __shared__ __align__ (16) unsigned char amk_dyn_smem[];
+/* The block's dynamic shared memory: [ring: nt * DEPTH * 16 bytes][x': 4 K bytes].
+ * It starts behind the static shared memory, at this alignment. A warp's cp.async copies
+ * 512 contiguous bytes of W into 512 contiguous ring bytes, and the copy is fastest when
+ * W's 128-byte lines land on 128-byte lines of shared memory. Measured on the H200 (1B
+ * step, docs/performance.md): ring at 16 mod 128 1.175 ms, at 64 mod 128 1.094 ms (both
+ * what 16-byte alignment gave, depending on the static part's size), 128-aligned 1.038. */
+extern __shared__ __align__ (128) unsigned char amk_dyn_smem[];
 
 /* amk_op_ctx for MATVEC, whose tile covers columns k0 .. k0 + kn of its rows (k0 = 0,
  * kn = K unless split-K):
