@@ -2,7 +2,9 @@
 against the CPU executor, on random data with the output poisoned: Llama-3.2-1B,
 SmolLM2 and head-dim-128 shapes, bf16 and f32 caches, positions on one split and on
 several, with the default launch (no dynamic shared memory: V read from the caches)
-and with the MATVEC ring's (V staged in shared memory). Skips without a GPU."""
+and with the MATVEC ring's (V staged in shared memory), there also with the position
+written during the launch by a COPY (so that it cannot be read before the waits).
+Skips without a GPU."""
 import os
 import sys
 
@@ -29,12 +31,13 @@ def rel_err(got, want):
     return np.linalg.norm(got - want) / np.linalg.norm(want)
 
 
-@pytest.mark.parametrize("ring", [False, True], ids=["default", "ring-smem"])
+@pytest.mark.parametrize("ring,pos_copied", [(False, False), (True, False), (True, True)],
+                         ids=["default", "ring-smem", "ring-smem-pos-copied"])
 @pytest.mark.parametrize("cache", [Amk.DType.F32, Amk.DType.BF16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("n_q,n_kv,d,max_ctx,rope", CASES)
-def test_rope_attention_gpu_matches_cpu(ring, cache, n_q, n_kv, d, max_ctx, rope):
+def test_rope_attention_gpu_matches_cpu(ring, pos_copied, cache, n_q, n_kv, d, max_ctx, rope):
     rng = make_rng()
-    case = RopeAttention(n_q, n_kv, d, max_ctx, cache, rope)
+    case = RopeAttention(n_q, n_kv, d, max_ctx, cache, rope, pos_copied=pos_copied)
     gpu = Amk.Launcher(device=0)
     if ring:
         gpu.props.threads_per_block = 512

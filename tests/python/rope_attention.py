@@ -14,9 +14,12 @@ IN, OUT = Amk.BufferRole.INPUT, Amk.BufferRole.OUTPUT
 
 class RopeAttention:
     """qkv [(n_q + 2 n_kv) d] (the query heads, the key heads, the value heads) at
-    position pos against caches of max_ctx positions."""
+    position pos against caches of max_ctx positions. With pos_copied, a COPY writes the
+    position during the launch (from 'pos source'), so that the GPU cannot load the
+    position before the attention's waits."""
 
-    def __init__(self, n_q, n_kv, d, max_ctx, cache, rope, queues=None, n_splits=0):
+    def __init__(self, n_q, n_kv, d, max_ctx, cache, rope, queues=None, n_splits=0,
+                 pos_copied=False):
         self.n_q, self.n_kv, self.d, self.max_ctx = n_q, n_kv, d, max_ctx
         self.cache, self.rope = cache, rope
         self.scale = 1.0 / math.sqrt(d)
@@ -26,6 +29,9 @@ class RopeAttention:
         self.kc = p.add_buffer('k cache', cache, [max_ctx, n_kv, d], IN)
         self.vc = p.add_buffer('v cache', cache, [max_ctx, n_kv, d], IN)
         self.pos = p.add_buffer('pos', I32, [1], IN)
+        self.pos_source = p.add_buffer('pos source', I32, [1], IN) if pos_copied else None
+        if pos_copied:
+            p.op_copy(self.pos, self.pos_source)
         self.out = p.add_buffer('out', F32, [n_q * d], OUT)
         p.op_rope_attention(self.out, self.qkv, self.kc, self.vc, self.pos, d, n_q, n_kv, n_splits,
                             self.scale, rope['theta'], rope.get('factor', 0.0), rope.get('low', 0.0),
@@ -41,7 +47,8 @@ class RopeAttention:
     def load(self, executor, pos):
         for name in ('qkv', 'kc', 'vc'):
             executor.upload(getattr(self, name), to_bytes(self.data[name]))
-        executor.upload(self.pos, to_bytes(np.array([pos], dtype=np.int32)))
+        pos_buffer = self.pos if self.pos_source is None else self.pos_source
+        executor.upload(pos_buffer, to_bytes(np.array([pos], dtype=np.int32)))
         executor.upload(self.out, to_bytes(poison(F32, self.n_q * self.d)))
 
     def results(self, executor):

@@ -576,12 +576,14 @@ ROPE_ATTN_CASES = [
 ]
 
 
+@pytest.mark.parametrize('pos_copied', [False, True], ids=['pos-input', 'pos-copied'])
 @pytest.mark.parametrize('cache', [F32, BF16], ids=['f32', 'bf16'])
 @pytest.mark.parametrize('n_q,n_kv,d,max_ctx,rope', ROPE_ATTN_CASES)
-def test_rope_attention(rng, cache, n_q, n_kv, d, max_ctx, rope):
+def test_rope_attention(rng, cache, n_q, n_kv, d, max_ctx, rope, pos_copied):
     """The fused op on the CPU executor against numpy, at positions on one split and on
-    several (past ATTN_MIN_SPLIT_POSITIONS), the new row in the caches and no other."""
-    case = RopeAttention(n_q, n_kv, d, max_ctx, cache, rope)
+    several (past ATTN_MIN_SPLIT_POSITIONS), the new row in the caches and no other; also
+    with the position written during the run by a COPY."""
+    case = RopeAttention(n_q, n_kv, d, max_ctx, cache, rope, pos_copied=pos_copied)
     for pos in (0, 37, max_ctx // 2 + 3, max_ctx - 1):
         case.random_data(rng)
         ex = Amk.CpuExecutor.new(case.program)
