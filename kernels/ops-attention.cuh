@@ -880,8 +880,19 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
   for (int i = 0; i < AMK_ATTN_SHORT_REGS; i++)
     qv[i] = i / E < group ? q[(qh0 + i / E) * d + lane * E + i % E] : 0.0f;
   /* U positions per warp and round, their K loads in flight together: the rows of a
-   * 128-position split cost one round trip (E = 2), not eight */
+   * 128-position split cost one round trip (E = 2), not eight. The dot products of UP
+   * positions at a time with the H query heads that fit the registers are summed over
+   * the warp by a transposed butterfly: each step halves the values a lane holds and
+   * sends the other half across, so that NV values cost about NV shuffles instead of
+   * 5 NV, and the code, which runs once per layer and must come into the instruction
+   * cache each time, is much shorter than a warp sum per value. The pairs are
+   * amk_attn_warp_sum's, in the same order. */
   constexpr int U = E <= 2 ? 8 : E == 4 ? 4 : 2;
+  constexpr int H = AMK_ATTN_SHORT_REGS / E;
+  constexpr int UP = 8 / H < U ? (8 / H > 0 ? 8 / H : 1) : U;
+  constexpr int NV = UP * H;           /* 8, 8, 8 or 2 values per part */
+  constexpr int L = 32 / NV;           /* lanes that end with the same sum */
+  static_assert (U % UP == 0 && NV * L == 32, "one sum per lane group");
   if (run)
     for (int t0 = w; t0 < n; t0 += U * nw)
       {
@@ -897,23 +908,44 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
                            : reinterpret_cast<const float *> (kp)[e];
           }
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u0 = 0; u0 < U; u0 += UP)
           {
-            const int t = t0 + u * nw;
-            if (t >= n) /* uniform over the warp */
+            if (t0 + u0 * nw >= n) /* uniform over the warp */
               break;
+            float v[NV];                 /* v[u H + h]: this lane's share of q_h . k_(u0 + u) */
 #pragma unroll
-            for (int h = 0; h < AMK_ATTN_SHORT_REGS / E; h++)
-              if (h < group)
+            for (int u = 0; u < UP; u++)
+#pragma unroll
+              for (int h = 0; h < H; h++)
                 {
                   float part = 0.0f;
 #pragma unroll
                   for (int e = 0; e < E; e++)
-                    part = fmaf (qv[h * E + e], k[u][e], part);
-                  part = amk_attn_warp_sum (part);
-                  if (lane == 0)
-                    s_sc[h * n + t] = part * scale;
+                    part = fmaf (qv[h * E + e], k[u0 + u][e], part);
+                  v[u * H + h] = part;
                 }
+#pragma unroll
+            for (int step = 0; step < 5; step++)
+              {
+                const int o = 16 >> step, m = NV >> step; /* values held before the step */
+                if (m > 1)
+                  {
+                    const bool upper = (lane & o) != 0;
+#pragma unroll
+                    for (int i = 0; i < m / 2; i++)
+                      {
+                        const float send = upper ? v[i] : v[i + m / 2];
+                        const float keep = upper ? v[i + m / 2] : v[i];
+                        v[i] = keep + __shfl_xor_sync (0xffffffffu, send, o);
+                      }
+                  }
+                else
+                  v[0] += __shfl_xor_sync (0xffffffffu, v[0], o);
+              }
+            /* every lane of group lane / L now holds the sum of value lane / L */
+            const int u = lane / L / H, h = lane / L % H, t = t0 + (u0 + u) * nw;
+            if (lane % L == 0 && h < group && t < n)
+              s_sc[h * n + t] = v[0] * scale;
           }
       }
   __syncthreads ();
