@@ -312,8 +312,15 @@ static __device__ __forceinline__ void
 amk_mv_issue (uint32_t ring, const amk_mv_cursor &c, const amk_mv_geom &g, int tid, int nt)
 {
   if (c.t < g.T && (uint32_t) (tid & 31) + 32u * c.j < g.C)
-    asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;"
-                  : : "r"(amk_mv_slot (ring, c.t, tid, nt)), "l"(c.p) : "memory");
+    {
+      /* W streams through L2 marked evict-first: it is read once per launch, and should
+       * not push out what the latency-bound stages read (activations, the KV caches,
+       * the counters, the instructions) */
+      uint64_t policy;
+      asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                    : : "r"(amk_mv_slot (ring, c.t, tid, nt)), "l"(c.p), "l"(policy) : "memory");
+    }
   asm volatile ("cp.async.commit_group;" : : : "memory");
 }
 
