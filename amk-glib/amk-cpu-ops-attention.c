@@ -95,9 +95,9 @@ op_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
 
       for (gint32 c = 0; c < half; c++)
         {
-          const float angle = (float) pos * rope_inv_freq (c, d, p);
-          const float cs = (float) cos ((double) angle), sn = (float) sin ((double) angle);
-          float r1, r2;
+          float cs, sn, r1, r2;
+
+          amk_rope_cos_sin (pos, rope_inv_freq (c, d, p), &cs, &sn);
 
           rotate_pair (load_f32 (x, base + c), load_f32 (x, base + c + half), cs, sn, &r1, &r2);
           store_f32 (x, base + c, r1);

@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <glib/gi18n-lib.h>
 
 #include "amk-program.h"
@@ -833,11 +832,7 @@ amk_program_op_rope_attention (AmkProgram  *self,
                                                     low_freq_factor, high_freq_factor,
                                                     (gint32) original_context);
           for (guint64 t = 0; t < max_ctx; t++)
-            {
-              const float angle = (float) t * inv_freq;
-              cs[(t * half + c) * 2] = (float) cos ((double) angle);
-              cs[(t * half + c) * 2 + 1] = (float) sin ((double) angle);
-            }
+            amk_rope_cos_sin ((gint64) t, inv_freq, &cs[(t * half + c) * 2], &cs[(t * half + c) * 2 + 1]);
         }
       bytes = g_bytes_new_take (cs, max_ctx * head_dim * sizeof (float));
       table = amk_program_add_buffer (self, name, AMK_DTYPE_F32, shape, 3, AMK_BUFFER_ROLE_CONSTANT, error);

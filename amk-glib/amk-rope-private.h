@@ -30,4 +30,12 @@ float amk_rope_inv_freq (gint32 c,
                          float  high,
                          gint32 old_ctx);
 
+/* cos and sin of the angle pos * inv_freq (the product rounded to fp32, cos and sin in
+ * double precision, then rounded): what the CPU executor's ROPE_KV rotates by, and what
+ * the fused attention's cos/sin table holds, so that both rotate by the same values. */
+void amk_rope_cos_sin (gint64 pos,
+                       float  inv_freq,
+                       float *cs,
+                       float *sn);
+
 G_END_DECLS

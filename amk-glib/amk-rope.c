@@ -41,3 +41,15 @@ amk_rope_inv_freq (gint32 c,
     }
   return inv;
 }
+
+void
+amk_rope_cos_sin (gint64 pos,
+                  float  inv_freq,
+                  float *cs,
+                  float *sn)
+{
+  const float angle = (float) pos * inv_freq;
+
+  *cs = (float) cos ((double) angle);
+  *sn = (float) sin ((double) angle);
+}
