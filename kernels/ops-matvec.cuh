@@ -15,8 +15,8 @@
  *   amk_matvec_check():    every thread, before the waits: operands, ranges, dtypes,
  *                          alignment, aliasing; resolves them into an amk_op_ctx.
  *   amk_matvec_prefetch(): every thread, before the waits, only when W is CONSTANT (its
- *                          bytes cannot depend on a counter): issues the first
- *                          AMK_MATVEC_RING_DEPTH - 1 loads of the W pipeline.
+ *                          bytes cannot depend on a counter): issues the copies of
+ *                          each warp's first AMK_MV_STAGES stages of W.
  *   amk_matvec_exec():     the whole block, after the waits (also the warps whose wait
  *                          failed: the op has block barriers, they join them and skip the
  *                          work).
@@ -28,18 +28,18 @@
  * (its rows x ceil(C / 32)), and W streams through one of two pipelines:
  *
  *  - RING (dynamic shared memory >= threads * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 K):
- *    every thread owns AMK_MATVEC_RING_DEPTH 16-byte slots of dynamic shared memory and
- *    keeps DEPTH - 1 cp.async loads in flight (one commit group per item). A thread only
- *    ever reads the slots it filled itself, so cp.async.wait_group is all the
- *    synchronisation the ring needs (no barrier). x' is staged in shared memory as fp32
+ *    every warp owns AMK_MV_STAGES stages of AMK_MV_STAGE_BYTES of dynamic shared
+ *    memory, each a piece of one of its rows, copied with cp.async (a commit group per
+ *    stage) and refilled as soon as the warp has read it: all of the warp's stages are
+ *    in flight but the one it reads. x' is staged in shared memory as fp32
  *    behind the ring, laid out so that a warp's reads are conflict-free (for 8 elements
  *    per chunk: x'[8c .. 8c+3] at float4 c, x'[8c+4 .. 8c+7] at float4 C + c).
  *  - DIRECT (less dynamic shared memory, e.g. 0): AMK_MV_DIRECT 16-byte loads per thread
  *    in flight straight into registers (ld.global.cs: streamed once), and x' read from
  *    global memory (L1) and normalised on the fly.
  *
- * Slot s of thread t lies at byte (s * nt + t) * 16 of the ring, so a warp's 16-byte
- * accesses to one slot are 512 contiguous bytes (no bank conflict).
+ * A stage holds a row's chunks in order, so the warp's 16-byte reads of it are 512
+ * contiguous bytes (no bank conflict).
  *
  * Loads of operands that another block may have written (x, bias, residual, norm, and W
  * unless CONSTANT) are ordinary coherent loads after the warp's acquire, never .nc.
@@ -56,23 +56,18 @@
 #include "amk-abi.h"
 #include "ops-utility.cuh"
 
-#define AMK_MV_DEPTH   AMK_MATVEC_RING_DEPTH /* ring slots per thread (a power of two) */
 #define AMK_MV_DIRECT  8                     /* register loads in flight per thread */
 #define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
-#define AMK_MV_STAGE   4                     /* x' staging: float4 groups in flight per thread */
+#define AMK_MV_XBATCH  4                     /* x' staging: float4 groups in flight per thread */
 #define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
 #define AMK_MV_SPLIT   0x40000000u           /* packed flag: a split-K tile (atomic adds) */
 
-static_assert ((AMK_MV_DEPTH & (AMK_MV_DEPTH - 1)) == 0 && AMK_MV_DEPTH >= 2,
-               "the ring depth must be a power of two");
-static_assert (AMK_MATVEC_RING_BYTES_PER_THREAD == 16 * AMK_MV_DEPTH, "ring slot size");
-
-/* The block's dynamic shared memory: [ring: nt * DEPTH * 16 bytes][x': 4 K bytes].
- * It starts behind the static shared memory, at this alignment. A warp's cp.async copies
- * 512 contiguous bytes of W into 512 contiguous ring bytes, and the copy is fastest when
- * W's 128-byte lines land on 128-byte lines of shared memory. Measured on the H200 (1B
- * step, docs/performance.md): ring at 16 mod 128 1.175 ms, at 64 mod 128 1.094 ms (both
- * what 16-byte alignment gave, depending on the static part's size), 128-aligned 1.038. */
+/* The block's dynamic shared memory: [ring: nt * AMK_MATVEC_RING_BYTES_PER_THREAD bytes]
+ * [x': 4 K bytes]. It starts behind the static shared memory, at this alignment: copies
+ * of W are fastest when W's 128-byte lines land on 128-byte lines of shared memory.
+ * Measured on the H200 with the ring of one commit group per 16-byte chunk (1B step,
+ * docs/performance.md): ring at 16 mod 128 1.175 ms, at 64 mod 128 1.094 ms (both what
+ * 16-byte alignment gave, depending on the static part's size), 128-aligned 1.038. */
 extern __shared__ __align__ (128) unsigned char amk_dyn_smem[];
 
 /* amk_op_ctx for MATVEC, whose tile covers columns k0 .. k0 + kn of its rows (k0 = 0,
@@ -299,30 +294,25 @@ amk_mv_wrap (const amk_mv_geom &g, int nt)
   return (int64_t) ((uint32_t) nt >> 5) * (int64_t) g.rowb - (int64_t) g.J * 512;
 }
 
-/* Shared-memory address of ring slot (t mod DEPTH) of thread tid. */
-static __device__ __forceinline__ uint32_t
-amk_mv_slot (uint32_t ring, uint32_t t, int tid, int nt)
-{
-  return ring + ((t & (AMK_MV_DEPTH - 1)) * (uint32_t) nt + (uint32_t) tid) * 16u;
-}
+/* ---- the ring: W through shared memory in stages ----------------------------------- */
 
-/* Issues the item at c into its slot (when it exists) and commits one group either way,
- * so that group g always holds item g. */
-static __device__ __forceinline__ void
-amk_mv_issue (uint32_t ring, const amk_mv_cursor &c, const amk_mv_geom &g, int tid, int nt)
-{
-  if (c.t < g.T && (uint32_t) (tid & 31) + 32u * c.j < g.C)
-    {
-      /* W streams through L2 marked evict-first: it is read once per launch, and should
-       * not push out what the latency-bound stages read (activations, the KV caches,
-       * the counters, the instructions) */
-      uint64_t policy;
-      asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-      asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
-                    : : "r"(amk_mv_slot (ring, c.t, tid, nt)), "l"(c.p), "l"(policy) : "memory");
-    }
-  asm volatile ("cp.async.commit_group;" : : : "memory");
-}
+/* Warp w owns bytes [w, w + 1) * AMK_MV_WARP_RING of the ring: AMK_MV_STAGES stages of
+ * AMK_MV_STAGE_BYTES. A stage holds up to AMK_MV_STAGE_BYTES of one of the warp's rows
+ * (a row of the tile is C * 16 bytes, in ceil(C / 128) stages); lane l copies the
+ * stage's 16-byte chunks l, l + 32, l + 64, l + 96 with cp.async, one commit group per
+ * stage, and later reads exactly those chunks: its own copies, so cp.async.wait_group is
+ * all the synchronisation the ring needs. One group per 16-byte chunk cost about 60
+ * instructions per 512 bytes a warp consumed (the copy, its slot's address, the cursor,
+ * the commit and the wait, for every chunk); per stage of four chunks these are paid
+ * once. The copies stay per thread: bulk copies (cp.async.bulk, one per stage) made the
+ * 1B step slower on the H200 (docs/performance.md). */
+#define AMK_MV_STAGE_BYTES 2048u
+#define AMK_MV_STAGES      4
+#define AMK_MV_WARP_RING   (AMK_MV_STAGES * AMK_MV_STAGE_BYTES)
+#define AMK_MV_LANE_CHUNKS (AMK_MV_STAGE_BYTES / 512) /* a lane's chunks per full stage */
+
+static_assert (AMK_MV_WARP_RING == 32 * AMK_MATVEC_RING_BYTES_PER_THREAD, "a warp's share of the ring");
+static_assert (AMK_MV_STAGE_BYTES % 512 == 0, "a stage is whole 16-byte chunks of all 32 lanes");
 
 static __device__ __forceinline__ uint32_t
 amk_mv_ring_base (void)
@@ -330,7 +320,81 @@ amk_mv_ring_base (void)
   return (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
 }
 
-/* ---- prefetch: the first DEPTH - 1 items, before the waits ----------------------------- */
+/* The warp's stream of stages. */
+struct amk_mv_stream {
+  uint64_t step;    /* from one of the warp's rows to the next: nw rows of W */
+  uint32_t rb;      /* bytes per row of the tile: C * 16 */
+  uint32_t per_row; /* stages per row */
+  uint32_t n;       /* stages of the warp */
+  uint32_t ring;    /* the warp's share of the ring: byte offset in amk_dyn_smem */
+};
+
+static __device__ __forceinline__ amk_mv_stream
+amk_mv_stream_of (const amk_mv_geom &g, int tid, int nt)
+{
+  amk_mv_stream st;
+  const uint32_t w = (uint32_t) tid >> 5;
+
+  st.step = (uint64_t) ((uint32_t) nt >> 5) * g.rowb;
+  st.rb = g.C * 16u;
+  st.per_row = (st.rb + AMK_MV_STAGE_BYTES - 1) / AMK_MV_STAGE_BYTES;
+  st.n = (g.T / g.J) * st.per_row; /* the warp's rows: T = rows * J */
+  st.ring = w * AMK_MV_WARP_RING;
+  return st;
+}
+
+/* Where one of the warp's stages starts in W: its row's W and the offset in the row. */
+struct amk_mv_stage_cursor {
+  const unsigned char *row;
+  uint32_t off;
+};
+
+/* The warp's stage k. */
+static __device__ __forceinline__ amk_mv_stage_cursor
+amk_mv_stage_at (const amk_op_ctx *ctx, const amk_mv_geom &g, const amk_mv_stream &st, uint32_t k,
+                 int tid)
+{
+  amk_mv_stage_cursor c;
+  const uint32_t i = k / st.per_row;
+
+  c.row = ctx->ptr[1] + (uint64_t) ((uint32_t) tid >> 5) * g.rowb + (uint64_t) i * st.step;
+  c.off = (k - i * st.per_row) * AMK_MV_STAGE_BYTES;
+  return c;
+}
+
+/* This lane's copies of the stage at c into slot `slot`, then the stage's commit group
+ * (also for a stage past the warp's last one: group k always holds stage k); moves c to
+ * the next stage. W streams through L2 marked evict-first: it is read once per launch,
+ * and should not push out what the latency-bound stages read (activations, the KV
+ * caches, the counters, the instructions). */
+static __device__ __forceinline__ void
+amk_mv_copy_stage (const amk_mv_stream &st, amk_mv_stage_cursor &c, bool exists, uint32_t slot,
+                   uint32_t lane)
+{
+  if (exists)
+    {
+      const uint32_t nc = min (AMK_MV_STAGE_BYTES, st.rb - c.off) / 16u;
+      const uint32_t dst = amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u;
+      const unsigned char *src = c.row + c.off + lane * 16u;
+      uint64_t policy;
+
+      asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#pragma unroll
+      for (uint32_t u = 0; u < AMK_MV_LANE_CHUNKS; u++)
+        if (lane + 32u * u < nc)
+          asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                        : : "r"(dst + 512u * u), "l"(src + 512u * u), "l"(policy) : "memory");
+      c.off += AMK_MV_STAGE_BYTES;
+      if (c.off >= st.rb)
+        {
+          c.row += st.step;
+          c.off = 0;
+        }
+    }
+  asm volatile ("cp.async.commit_group;" : : : "memory");
+}
+
+/* ---- prefetch: the first stages, before the waits --------------------------------------- */
 
 static __device__ __forceinline__ bool
 amk_matvec_early (const amk_op_ctx *ctx)
@@ -338,19 +402,16 @@ amk_matvec_early (const amk_op_ctx *ctx)
   return (ctx->dtype & AMK_MV_WCONST) != 0;
 }
 
+/* The warp's first AMK_MV_STAGES stages, a commit group each. */
 static __device__ __forceinline__ void
 amk_mv_prologue (const amk_op_ctx *ctx, const amk_mv_geom &g, int tid, int nt)
 {
-  const uint32_t ring = amk_mv_ring_base ();
-  const int64_t wrap = amk_mv_wrap (g, nt);
-  amk_mv_cursor c = amk_mv_cursor_at (ctx, g, 0, tid, nt);
+  const amk_mv_stream st = amk_mv_stream_of (g, tid, nt);
+  amk_mv_stage_cursor c = amk_mv_stage_at (ctx, g, st, 0, tid);
 
 #pragma unroll
-  for (int s = 0; s < AMK_MV_DEPTH - 1; s++)
-    {
-      amk_mv_issue (ring, c, g, tid, nt);
-      amk_mv_advance (c, g, wrap);
-    }
+  for (uint32_t k = 0; k < AMK_MV_STAGES; k++)
+    amk_mv_copy_stage (st, c, k < st.n, k, (uint32_t) tid & 31);
 }
 
 /* Every thread, between amk_check and the waits, only when amk_matvec_early(). */
@@ -545,43 +606,57 @@ amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                  const amk_mv_geom &g, int tid, int nt)
 {
   constexpr uint32_t E = amk_mv_w<WDT>::E;
+  constexpr uint32_t SC = AMK_MV_STAGE_BYTES / 16; /* chunks per full stage */
   const uint32_t lane = (uint32_t) tid & 31;
-  const uint32_t ring = amk_mv_ring_base ();
   const float4 *xs = reinterpret_cast<const float4 *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
-  const int64_t wrap = amk_mv_wrap (g, nt);
-  amk_mv_cursor pc = amk_mv_cursor_at (ctx, g, AMK_MV_DEPTH - 1, tid, nt);
-  uint32_t j = 0, r = (uint32_t) tid >> 5;
+  const amk_mv_stream st = amk_mv_stream_of (g, tid, nt);
+  /* the first stage not yet copied (the prologue copied the warp's first STAGES) */
+  amk_mv_stage_cursor next = amk_mv_stage_at (ctx, g, st, AMK_MV_STAGES, tid);
+  uint32_t c0 = 0, r = (uint32_t) tid >> 5;
   float acc = 0.0f;
 
-  for (uint32_t t = 0; t < g.T; ++t)
+  for (uint32_t k = 0; k < st.n; ++k)
     {
-      /* refill the slot consumed in the previous iteration, then wait for item t: groups
-       * 0 .. t + DEPTH - 1 are committed, the newest DEPTH - 1 may stay in flight */
-      amk_mv_issue (ring, pc, g, tid, nt);
-      amk_mv_advance (pc, g, wrap);
-      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MV_DEPTH - 1) : "memory");
+      /* groups up to stage k + STAGES - 1 are committed: stage k has landed when at most
+       * the newest STAGES - 1 are in flight */
+      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MV_STAGES - 1) : "memory");
+      const uint32_t slot = k % AMK_MV_STAGES;
+      const uint4 *ws = reinterpret_cast<const uint4 *> (amk_dyn_smem + st.ring + slot * AMK_MV_STAGE_BYTES);
+      const uint32_t nc = min (SC, g.C - c0); /* chunks of this stage */
 
-      const uint32_t c = lane + 32u * j;
-      if (c < g.C)
+      /* lane l takes chunks l, l + 32, ... of the stage: the same chunks of the row, in
+       * the same order, as one 16-byte chunk at a time did, so the sums do not change */
+#pragma unroll
+      for (uint32_t u = 0; u < AMK_MV_LANE_CHUNKS; u++)
         {
-          const uint4 w = reinterpret_cast<const uint4 *> (amk_dyn_smem)[(t & (AMK_MV_DEPTH - 1)) * (uint32_t) nt + (uint32_t) tid];
-          float x[8];
-          const float4 a = xs[c];
-          x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
-          if (E == 8)
+          const uint32_t ci = lane + 32u * u;
+          if (ci < nc)
             {
-              const float4 b = xs[g.C + c];
-              x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+              const uint4 w = ws[ci];
+              const uint32_t c = c0 + ci;
+              float x[8];
+              const float4 a = xs[c];
+              x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+              if (E == 8)
+                {
+                  const float4 b = xs[g.C + c];
+                  x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+                }
+              acc = amk_mv_dot<WDT> (w, x, acc);
             }
-          acc = amk_mv_dot<WDT> (w, x, acc);
         }
-      if (++j == g.J)
+
+      /* the lane has read its chunks of the slot: refill it with stage k + STAGES */
+      amk_mv_copy_stage (st, next, k + AMK_MV_STAGES < st.n, slot, lane);
+
+      c0 += SC;
+      if (c0 >= g.C) /* the row's last stage */
         {
           acc = amk_mv_warp_sum (acc);
           if (lane == 0)
             amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
           acc = 0.0f;
-          j = 0;
+          c0 = 0;
           r += (uint32_t) nt >> 5;
         }
     }
@@ -741,16 +816,16 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
       const unsigned char *up = udt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 6, udt) : nullptr;
       float ss = 0.0f;
       /* four elements per thread and group (K is a multiple of 4: rows are whole 16-byte
-       * chunks), AMK_MV_STAGE groups loaded before any is stored: the loads of a batch
+       * chunks), AMK_MV_XBATCH groups loaded before any is stored: the loads of a batch
        * are in flight together, one round trip per batch rather than one per element
        * (K = 8192 took 16 round trips, most of a down projection's tile) */
       const uint32_t n4 = k / 4;
       if (run)
-        for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_STAGE)
+        for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_XBATCH)
           {
-            float4 v[AMK_MV_STAGE], m[AMK_MV_STAGE];
+            float4 v[AMK_MV_XBATCH], m[AMK_MV_XBATCH];
 #pragma unroll
-            for (int b = 0; b < AMK_MV_STAGE; b++)
+            for (int b = 0; b < AMK_MV_XBATCH; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
                 if (j < n4)
@@ -763,7 +838,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                   }
               }
 #pragma unroll
-            for (int b = 0; b < AMK_MV_STAGE; b++)
+            for (int b = 0; b < AMK_MV_XBATCH; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
                 if (j >= n4)
@@ -814,7 +889,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
         amk_mv_run<false> (ctx, ins, buffers, g, scale, ring, wdt, tid, nt);
     }
 
-  /* A warp that skipped its items may still have prefetched loads in flight; they must
+  /* A warp that skipped its items may still have prefetched copies in flight; they must
    * land before the slots are reused. Elsewhere only empty groups remain. */
   if (ring && !run)
     asm volatile ("cp.async.wait_all;" : : : "memory");
