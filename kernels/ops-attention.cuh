@@ -398,6 +398,27 @@ amk_attn_store_cache (unsigned char *cache, uint32_t dt, uint64_t i, float v)
     reinterpret_cast<float *> (cache)[i] = v;
 }
 
+/* RoPE of the pair (x1, x2) of a head by (cos, sin): the fp32 steps of the CPU executor's
+ * ROPE_KV, for ROPE_KV and the attention's fused rotation alike. */
+static __device__ __forceinline__ float2
+amk_rope_rotate (float x1, float x2, float2 cs)
+{
+  return make_float2 (__fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y)),
+                      __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y)));
+}
+
+/* Pair c of the new row of the caches (element offset `row`): the rotated key r and the
+ * value's pair c. */
+static __device__ __forceinline__ void
+amk_rope_append_pair (unsigned char *kc, unsigned char *vc, uint32_t cdt, uint64_t row, int32_t c,
+                      int32_t half, float2 r, const float *vh)
+{
+  amk_attn_store_cache (kc, cdt, row + c, r.x);
+  amk_attn_store_cache (kc, cdt, row + c + half, r.y);
+  amk_attn_store_cache (vc, cdt, row + c, vh[c]);
+  amk_attn_store_cache (vc, cdt, row + c + half, vh[c + half]);
+}
+
 static __device__ __forceinline__ int
 amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
                   int32_t early_pos, bool run, int tid, int nt, int32_t *s_pos, int32_t *detail)
@@ -440,20 +461,12 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
         {
           const float2 cs = early_cs ? amk_rope_cs[c]
                             : amk_rope_angle_cs (p, c, d, fpos);
-          const float x1 = x[c], x2 = x[c + half];
-          const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
-          const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));
+          const float2 r = amk_rope_rotate (x[c], x[c + half], cs);
 
-          x[c] = r1;
-          x[c + half] = r2;
+          x[c] = r.x;
+          x[c + half] = r.y;
           if (is_key)
-            {
-              const float *vh = v + (uint64_t) hh * d;
-              amk_attn_store_cache (kc, cdt, row + c, r1);
-              amk_attn_store_cache (kc, cdt, row + c + half, r2);
-              amk_attn_store_cache (vc, cdt, row + c, vh[c]);
-              amk_attn_store_cache (vc, cdt, row + c + half, vh[c + half]);
-            }
+            amk_rope_append_pair (kc, vc, cdt, row, c, half, r, v + (uint64_t) hh * d);
         }
     }
   return AMK_ABORT_NONE;
@@ -482,8 +495,8 @@ amk_attn_q_rot (void)
 
 /* Every thread of the block, after the waits: the group's query heads rotated into
  * amk_attn_q_rot (head h of the group at h * D), and, when this split holds position pos
- * (holds), key head g rotated and value head g stored at row pos of the caches. The same
- * fp32 steps as ROPE_KV, the cos and sin from the table (b6). The caller's barrier
+ * (holds), key head g rotated and value head g stored at row pos of the caches: ROPE_KV's
+ * rotation (amk_rope_rotate), the cos and sin from the table (b6). The caller's barrier
  * publishes them. Inlined into the short path: a call there would cost the megakernel
  * registers. */
 static __device__ __forceinline__ void
@@ -504,21 +517,15 @@ amk_attn_rope_stage (const amk_instruction_t *ins, const float *qkv, const float
       const bool key = h == group;
       const float2 cs = cs_pos[c];
       const float *x = qkv + (uint64_t) (key ? nq + g : g * group + h) * d;
-      const float x1 = x[c], x2 = x[c + half];
-      const float r1 = __fsub_rn (__fmul_rn (x1, cs.x), __fmul_rn (x2, cs.y));
-      const float r2 = __fadd_rn (__fmul_rn (x2, cs.x), __fmul_rn (x1, cs.y));
+      const float2 r = amk_rope_rotate (x[c], x[c + half], cs);
 
       if (!key)
         {
-          amk_attn_q_rot ()[h * d + c] = r1;
-          amk_attn_q_rot ()[h * d + c + half] = r2;
+          amk_attn_q_rot ()[h * d + c] = r.x;
+          amk_attn_q_rot ()[h * d + c + half] = r.y;
           continue;
         }
-      const float *v = qkv + (uint64_t) (nq + nkv + g) * d;
-      amk_attn_store_cache (kc, cdt, row + c, r1);
-      amk_attn_store_cache (kc, cdt, row + c + half, r2);
-      amk_attn_store_cache (vc, cdt, row + c, v[c]);
-      amk_attn_store_cache (vc, cdt, row + c + half, v[c + half]);
+      amk_rope_append_pair (kc, vc, cdt, row, c, half, r, qkv + (uint64_t) (nq + nkv + g) * d);
     }
 }
 
