@@ -173,12 +173,11 @@ amk_abi_rope_attn_fits (int64_t d, int64_t group, int64_t max_ctx, int64_t n_spl
  * bytes of dynamic shared memory (AmkLauncher:dynamic-shared-memory), W streams through
  * a ring in shared memory, 8 KiB per warp, that the warp's threads fill with cp.async
  * 2 KiB at a time, with x' staged as fp32, and a CONSTANT W starts loading before the
- * instruction's waits.
- * With less (the default 0) W is loaded straight into registers, 8 loads in flight per
- * thread, and x' is read from global memory: correct, slower. AMK_MATVEC_SMEM_BYTES
- * (192 KiB) is the recommendation for 512 threads (the kernel's maximum,
- * __launch_bounds__(512)) and K <= 16384. These are tuning constants, not part of any
- * struct layout. */
+ * instruction's waits. With less (the default 0) W is loaded straight into registers,
+ * 8 loads in flight per thread, and x' is read from global memory: correct, slower.
+ * AMK_MATVEC_SMEM_BYTES (192 KiB) is the recommendation for 512 threads (the kernel's
+ * maximum, __launch_bounds__(512)) and K <= 16384. These are tuning constants, not part
+ * of any struct layout. */
 #define AMK_MATVEC_RING_BYTES_PER_THREAD 256
 #define AMK_MATVEC_SMEM_BYTES            (512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 16384)
 
