@@ -13,6 +13,7 @@
 #include "bench-common.h"
 
 int amk_bench_empty_launch (int grid, int threads);
+double amk_bench_empty_device_us (int grid, int threads, int dyn_smem, int clear, int repeats);
 
 static int repeats = 50;
 
@@ -148,6 +149,23 @@ main (int argc, char **argv)
     t_empty = time_empty (132, threads);
     g_print ("launch overhead: 132 NOP queues %.2f us, empty plain kernel %.2f us, ratio %.2f\n",
              t_nop, t_empty, t_nop / t_empty);
+  }
+  {
+    /* device time (events) at the shape the model launches: where the fixed cost of a
+     * launch lies between the hardware's launch, the counters' clearing and the VM */
+    g_autoptr(AmkProgram) p = nops_per_queue (132, 1);
+    const int smem = AMK_LAUNCHER_MATVEC_SHARED_MEMORY;
+    amk_launcher_set_threads_per_block (launcher, 512);
+    amk_launcher_set_dynamic_shared_memory (launcher, smem);
+    load (launcher, p);
+    const double nop = bench_device_time_launches (launcher, repeats);
+    const double coop = amk_bench_empty_device_us (132, 512, smem, FALSE, repeats);
+    const double cleared = amk_bench_empty_device_us (132, 512, smem, TRUE, repeats);
+    g_print ("launch device time at 512 threads, %d B dynamic shared memory: 132 NOP queues "
+             "%.2f us; empty cooperative kernel %.2f us, with a memset first %.2f us\n",
+             smem, nop, coop, cleared);
+    amk_launcher_set_threads_per_block (launcher, threads);
+    amk_launcher_set_dynamic_shared_memory (launcher, 0);
   }
   {
     g_autoptr(AmkProgram) p0 = ping_pong (2);

@@ -32,3 +32,22 @@ bench_time_launches (AmkLauncher *launcher, int repeats)
   qsort (t, repeats, sizeof *t, bench_cmp_double);
   return t[repeats / 2];
 }
+
+/* Median device time in microseconds (amk_launcher_get_last_launch_time()) of `repeats`
+ * launches (after 3 warm-ups). */
+static inline double
+bench_device_time_launches (AmkLauncher *launcher, int repeats)
+{
+  g_autofree double *t = g_new (double, repeats);
+  g_autoptr(GError) error = NULL;
+
+  for (int i = 0; i < 3 + repeats; i++)
+    {
+      if (!amk_launcher_launch (launcher, NULL, &error))
+        g_error ("launch failed: %s", error->message);
+      if (i >= 3)
+        t[i - 3] = amk_launcher_get_last_launch_time (launcher) * 1000.0;
+    }
+  qsort (t, repeats, sizeof *t, bench_cmp_double);
+  return t[repeats / 2];
+}

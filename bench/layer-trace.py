@@ -3,7 +3,10 @@
 writes the trace JSON and prints, per opcode, the instructions, their summed time and
 the span from the first start to the last end.
 
-Usage (GPU machine): bash .gpu/run.sh python3 bench/layer-trace.py OUT.json"""
+The layer is built like AmkModel builds a Llama layer (one q/k/v matvec, RoPE inside the
+attention); with --rope-kv, from three q/k/v matvecs and ROPE_KV before ATTENTION.
+
+Usage (GPU machine): bash .gpu/run.sh python3 bench/layer-trace.py [--rope-kv] OUT.json"""
 import collections
 import json
 import os
@@ -16,11 +19,16 @@ from amktest import Amk, make_rng  # noqa: E402
 from llama_layer import LLAMA_1B, Layer  # noqa: E402
 
 
-def time_launches(gpu, layer, n=20):
-    """Medians of the host wall time of a launch call and of its device time."""
+def time_launches(gpu, layer, reload, n=20):
+    """Medians of the host wall time of a launch call and of its device time. With
+    reload, the state before the step is uploaded again before every launch (the same
+    step each time); without, the launches follow each other like PyTorch's graph of 20
+    steps (the hidden vector then changes from launch to launch, the bytes do not)."""
     times, device = [], []
+    layer.load(gpu)
     for _ in range(n + 3):
-        layer.load(gpu)                    # the same step again: position and caches restored
+        if reload:
+            layer.load(gpu)
         t0 = time.perf_counter()
         gpu.launch(None)
         times.append(time.perf_counter() - t0)
@@ -28,30 +36,33 @@ def time_launches(gpu, layer, n=20):
     return statistics.median(times[3:]), statistics.median(device[3:])
 
 
-def main(path):
-    layer = Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1)
+def main(path, fused_rope):
+    layer = Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1, fused_rope)
     gpu = Amk.Launcher(device=0)
     gpu.load(layer.p)
     best = None
+    mb = layer.bytes_moved() / 1e6
     for smem in (0, 196608):               # direct MATVEC loads, or the shared-memory ring
         for ahead in (0, 1, 2):            # MATVEC weights streamed into L2 ahead
             gpu.props.threads_per_block = 512
             gpu.props.dynamic_shared_memory = smem
             gpu.props.l2_prefetch = ahead
-            t, dev = time_launches(gpu, layer)
-            tbps = layer.bytes_moved() / t / 1e12
-            print(f"layer, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}: "
-                  f"{t * 1e6:7.1f} us per step (host wall), {tbps:.2f} TB/s over "
-                  f"{layer.bytes_moved() / 1e6:.1f} MB, {tbps / 4.16:.2f} x copy; device time "
-                  f"{dev * 1e6:.1f} us, {layer.bytes_moved() / dev / 4.16e12:.2f} x copy")
-            if best is None or t < best[0]:
-                best = (t, smem, ahead)
+            for reload in (True, False):
+                t, dev = time_launches(gpu, layer, reload)
+                tbps = layer.bytes_moved() / t / 1e12
+                how = "state reloaded" if reload else "back to back  "
+                print(f"layer, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
+                      f"{how}: {t * 1e6:6.1f} us host wall ({tbps / 4.16:.2f} x copy over {mb:.1f} MB), "
+                      f"device time {dev * 1e6:5.1f} us ({layer.bytes_moved() / dev / 4.16e12:.2f} x copy)")
+                if reload and (best is None or t < best[0]):
+                    best = (t, smem, ahead)
     gpu.props.dynamic_shared_memory = best[1]
     gpu.props.l2_prefetch = best[2]
     print(f"traced with 512 threads, {best[1]} B dynamic shared memory, l2-prefetch {best[2]}")
     layer.load(gpu)
     gpu.props.trace = True
     gpu.launch(None)
+    traced_device_us = gpu.get_last_launch_time() * 1e3
     text = gpu.get_trace_json()
     with open(path, "w") as f:
         f.write(text)
@@ -60,7 +71,8 @@ def main(path):
     for e in events:
         by_op[e["name"]].append(e)
     end = max(e["ts"] + e["dur"] for e in events)
-    print(f"one layer: {len(events)} instructions, {end:.1f} us from the first start to the last end")
+    print(f"one layer: {len(events)} instructions, {end:.1f} us from the first start to the last end "
+          f"(device time of this traced launch {traced_device_us:.1f} us)")
     for name, evs in sorted(by_op.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
         first = min(e["ts"] for e in evs)
         last = max(e["ts"] + e["dur"] for e in evs)
@@ -70,4 +82,7 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    if len(args) not in (1, 2) or (len(args) == 2 and args[0] != "--rope-kv"):
+        sys.exit(__doc__)
+    main(args[-1], fused_rope=len(args) == 1)

@@ -52,6 +52,10 @@ def program(kind):
             p.op_attention(buf("out", F32, [NQ * HD]), buf("q", F32, [NQ * HD]),
                            buf("kc", BF16, [CTX, NKV * HD]), buf("vc", BF16, [CTX, NKV * HD]), pos,
                            HD, NQ, NKV, 0, 1 / np.sqrt(HD))
+        elif kind == "rope-attention":
+            p.op_rope_attention(buf("out", F32, [NQ * HD]), buf("qkv", F32, [(NQ + 2 * NKV) * HD]),
+                                buf("kc", BF16, [CTX, NKV * HD]), buf("vc", BF16, [CTX, NKV * HD]), pos,
+                                HD, NQ, NKV, 0, 1 / np.sqrt(HD), 500000.0, 32.0, 1.0, 4.0, 8192)
         elif kind == "silu-mul":
             p.op_silu_mul(buf("act", F32, [8192]), buf("g", F32, [8192]), buf("u", F32, [8192]))
     p.compile()
@@ -62,7 +66,8 @@ def main():
     gpu = Amk.Launcher(device=0)
     gpu.props.threads_per_block = int(os.environ.get("AMK_THREADS", "512"))
     gpu.props.dynamic_shared_memory = 196608
-    for kind in sys.argv[1:] or ("matvec-norm", "matvec", "rope-kv", "attention", "silu-mul"):
+    for kind in sys.argv[1:] or ("matvec-norm", "matvec", "rope-kv", "attention", "rope-attention",
+                                 "silu-mul"):
         p = program(kind)
         gpu.load(p)
         gpu.props.trace = False

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.skipif(Amk.Launcher.get_device_count() == 0, reason="no
 COPY_TBPS = 4.16   # device copy bandwidth measured on the H200 (docs/performance.md)
 
 
-@pytest.fixture(scope="module")
-def layer():
-    return Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1)
+@pytest.fixture(scope="module", params=[True, False], ids=["rope-attention", "rope-kv"])
+def layer(request):
+    return Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1, request.param)
 
 
 def test_layer_gpu_matches_cpu_and_numpy(layer):

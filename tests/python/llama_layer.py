@@ -4,7 +4,10 @@ the same layer in numpy (float64) as the independent reference.
     x += Wo attention(rope(Wq n(x)), cache + rope(Wk n(x)), cache + Wv n(x))
     x += Wd (silu(Wg n2(x)) * Wu n2(x))
 
-n and n2 are RMSNORMs fused into the matvecs. Used by tests/python/test_layer.py (small
+n and n2 are RMSNORMs fused into the matvecs. By default the layer is built like
+AmkModel builds a Llama layer: q, k and v from one matvec over the three matrices stacked,
+and RoPE inside the attention (op_rope_attention); with fused_rope=False, from three
+matvecs and ROPE_KV before ATTENTION. Used by tests/python/test_layer.py (small
 shapes, CPU executor) and tests/gpu/test_gpu_layer.py (Llama-3.2-1B shapes, GPU)."""
 import numpy as np
 
@@ -43,7 +46,7 @@ def rope(x, pos, cfg):
 
 
 class Layer:
-    def __init__(self, rng, cfg, queues, pos):
+    def __init__(self, rng, cfg, queues, pos, fused_rope=True):
         self.cfg, self.pos = cfg, pos
         h, nq, nkv, hd, f, ctx = (cfg[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "context"))
         self.p = p = Amk.Program.new(queues)
@@ -55,9 +58,13 @@ class Layer:
             p.set_buffer_data(buf, to_bytes(bits))
             return buf, bf16_to_f32(bits).astype(np.float64).reshape(shape)
 
-        self.wq, self.Wq = weight("wq", (nq * hd, h), 1 / np.sqrt(h))
-        self.wk, self.Wk = weight("wk", (nkv * hd, h), 1 / np.sqrt(h))
-        self.wv, self.Wv = weight("wv", (nkv * hd, h), 1 / np.sqrt(h))
+        if fused_rope:
+            wqkv, Wqkv = weight("wqkv", ((nq + 2 * nkv) * hd, h), 1 / np.sqrt(h))
+            self.Wq, self.Wk, self.Wv = np.split(Wqkv, [nq * hd, (nq + nkv) * hd])
+        else:
+            wq, self.Wq = weight("wq", (nq * hd, h), 1 / np.sqrt(h))
+            wk, self.Wk = weight("wk", (nkv * hd, h), 1 / np.sqrt(h))
+            wv, self.Wv = weight("wv", (nkv * hd, h), 1 / np.sqrt(h))
         self.wo, self.Wo = weight("wo", (h, nq * hd), 1 / np.sqrt(nq * hd))
         self.wg, self.Wg = weight("wg", (f, h), 1 / np.sqrt(h))
         self.wu, self.Wu = weight("wu", (f, h), 1 / np.sqrt(h))
@@ -73,21 +80,27 @@ class Layer:
         self.pos_buf = p.add_buffer("pos", Amk.DType.I32, [1], B.INPUT)
         self.kc = p.add_buffer("k_cache", BF16, [ctx, nkv * hd], B.STATE)
         self.vc = p.add_buffer("v_cache", BF16, [ctx, nkv * hd], B.STATE)
-        q = p.add_buffer("q", F32, [nq * hd], B.SCRATCH)
-        k = p.add_buffer("k", F32, [nkv * hd], B.SCRATCH)
-        v = p.add_buffer("v", F32, [nkv * hd], B.SCRATCH)
         attn = p.add_buffer("attn", F32, [nq * hd], B.SCRATCH)
         gate = p.add_buffer("gate", F32, [f], B.SCRATCH)
         up = p.add_buffer("up", F32, [f], B.SCRATCH)
         act = p.add_buffer("act", F32, [f], B.SCRATCH)
         eps = 1e-5
 
-        p.op_matvec(q, self.wq, self.x, -1, -1, self.n1, eps)
-        p.op_matvec(k, self.wk, self.x, -1, -1, self.n1, eps)
-        p.op_matvec(v, self.wv, self.x, -1, -1, self.n1, eps)
-        p.op_rope_kv(q, k, v, self.kc, self.vc, self.pos_buf, hd, nq, nkv,
-                     cfg["theta"], cfg["factor"], cfg["low"], cfg["high"], cfg["original"])
-        p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0, 1 / np.sqrt(hd))
+        rope_args = (cfg["theta"], cfg["factor"], cfg["low"], cfg["high"], cfg["original"])
+        if fused_rope:
+            qkv = p.add_buffer("qkv", F32, [(nq + 2 * nkv) * hd], B.SCRATCH)
+            p.op_matvec(qkv, wqkv, self.x, -1, -1, self.n1, eps)
+            p.op_rope_attention(attn, qkv, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0,
+                                1 / np.sqrt(hd), *rope_args)
+        else:
+            q = p.add_buffer("q", F32, [nq * hd], B.SCRATCH)
+            k = p.add_buffer("k", F32, [nkv * hd], B.SCRATCH)
+            v = p.add_buffer("v", F32, [nkv * hd], B.SCRATCH)
+            p.op_matvec(q, wq, self.x, -1, -1, self.n1, eps)
+            p.op_matvec(k, wk, self.x, -1, -1, self.n1, eps)
+            p.op_matvec(v, wv, self.x, -1, -1, self.n1, eps)
+            p.op_rope_kv(q, k, v, self.kc, self.vc, self.pos_buf, hd, nq, nkv, *rope_args)
+            p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0, 1 / np.sqrt(hd))
         p.op_matvec(self.x, self.wo, attn, -1, self.x, -1, 0.0)
         p.op_matvec(gate, self.wg, self.x, -1, -1, self.n2, eps)
         p.op_matvec(up, self.wu, self.x, -1, -1, self.n2, eps)
