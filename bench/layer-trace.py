@@ -4,9 +4,13 @@ writes the trace JSON and prints, per opcode, the instructions, their summed tim
 the span from the first start to the last end.
 
 The layer is built like AmkModel builds a Llama layer (one q/k/v matvec, RoPE inside the
-attention); with --rope-kv, from three q/k/v matvecs and ROPE_KV before ATTENTION.
+attention); with --rope-kv, from three q/k/v matvecs and ROPE_KV before ATTENTION. With
+--repeat N one launch runs the layer N times in a row (like bench/torch_layer.py's CUDA
+graph of 20 steps) and the times printed are per layer.
 
-Usage (GPU machine): bash .gpu/run.sh python3 bench/layer-trace.py [--rope-kv] OUT.json"""
+Usage (GPU machine):
+    bash .gpu/run.sh python3 bench/layer-trace.py [--rope-kv] [--repeat N] OUT.json"""
+import argparse
 import collections
 import json
 import os
@@ -36,8 +40,8 @@ def time_launches(gpu, layer, reload, n=20):
     return statistics.median(times[3:]), statistics.median(device[3:])
 
 
-def main(path, fused_rope):
-    layer = Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1, fused_rope)
+def main(path, fused_rope, repeat):
+    layer = Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1, fused_rope, repeat)
     gpu = Amk.Launcher(device=0)
     gpu.load(layer.p)
     best = None
@@ -48,10 +52,10 @@ def main(path, fused_rope):
             gpu.props.dynamic_shared_memory = smem
             gpu.props.l2_prefetch = ahead
             for reload in (True, False):
-                t, dev = time_launches(gpu, layer, reload)
+                t, dev = (v / repeat for v in time_launches(gpu, layer, reload))
                 tbps = layer.bytes_moved() / t / 1e12
                 how = "state reloaded" if reload else "back to back  "
-                print(f"layer, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
+                print(f"layer{f' (x{repeat}, per layer)' if repeat > 1 else ''}, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
                       f"{how}: {t * 1e6:6.1f} us host wall ({tbps / 4.16:.2f} x copy over {mb:.1f} MB), "
                       f"device time {dev * 1e6:5.1f} us ({layer.bytes_moved() / dev / 4.16e12:.2f} x copy)")
                 if reload and (best is None or t < best[0]):
@@ -71,7 +75,7 @@ def main(path, fused_rope):
     for e in events:
         by_op[e["name"]].append(e)
     end = max(e["ts"] + e["dur"] for e in events)
-    print(f"one layer: {len(events)} instructions, {end:.1f} us from the first start to the last end "
+    print(f"{repeat} layer(s): {len(events)} instructions, {end:.1f} us from the first start to the last end "
           f"(device time of this traced launch {traced_device_us:.1f} us)")
     for name, evs in sorted(by_op.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
         first = min(e["ts"] for e in evs)
@@ -82,7 +86,9 @@ def main(path, fused_rope):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if len(args) not in (1, 2) or (len(args) == 2 and args[0] != "--rope-kv"):
-        sys.exit(__doc__)
-    main(args[-1], fused_rope=len(args) == 1)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rope-kv", action="store_true", help="ROPE_KV and ATTENTION as two ops")
+    ap.add_argument("--repeat", type=int, default=1, help="layers in a row in one launch")
+    ap.add_argument("out", help="where to write the trace JSON")
+    a = ap.parse_args()
+    main(a.out, fused_rope=not a.rope_kv, repeat=max(a.repeat, 1))

@@ -7,7 +7,9 @@ the same layer in numpy (float64) as the independent reference.
 n and n2 are RMSNORMs fused into the matvecs. By default the layer is built like
 AmkModel builds a Llama layer: q, k and v from one matvec over the three matrices stacked,
 and RoPE inside the attention (op_rope_attention); with fused_rope=False, from three
-matvecs and ROPE_KV before ATTENTION. Used by tests/python/test_layer.py (small
+matvecs and ROPE_KV before ATTENTION. With repeat=N the program runs the layer N times in
+a row on the same weights and state (like PyTorch's CUDA graph of N steps in
+bench/torch_layer.py), each pass appending at the same position. Used by tests/python/test_layer.py (small
 shapes, CPU executor) and tests/gpu/test_gpu_layer.py (Llama-3.2-1B shapes, GPU)."""
 import numpy as np
 
@@ -46,8 +48,8 @@ def rope(x, pos, cfg):
 
 
 class Layer:
-    def __init__(self, rng, cfg, queues, pos, fused_rope=True):
-        self.cfg, self.pos = cfg, pos
+    def __init__(self, rng, cfg, queues, pos, fused_rope=True, repeat=1):
+        self.cfg, self.pos, self.repeat = cfg, pos, repeat
         h, nq, nkv, hd, f, ctx = (cfg[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "context"))
         self.p = p = Amk.Program.new(queues)
         B, F32, BF16 = Amk.BufferRole, Amk.DType.F32, Amk.DType.BF16
@@ -89,23 +91,26 @@ class Layer:
         rope_args = (cfg["theta"], cfg["factor"], cfg["low"], cfg["high"], cfg["original"])
         if fused_rope:
             qkv = p.add_buffer("qkv", F32, [(nq + 2 * nkv) * hd], B.SCRATCH)
-            p.op_matvec(qkv, wqkv, self.x, -1, -1, self.n1, eps)
-            p.op_rope_attention(attn, qkv, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0,
-                                1 / np.sqrt(hd), *rope_args)
         else:
             q = p.add_buffer("q", F32, [nq * hd], B.SCRATCH)
             k = p.add_buffer("k", F32, [nkv * hd], B.SCRATCH)
             v = p.add_buffer("v", F32, [nkv * hd], B.SCRATCH)
-            p.op_matvec(q, wq, self.x, -1, -1, self.n1, eps)
-            p.op_matvec(k, wk, self.x, -1, -1, self.n1, eps)
-            p.op_matvec(v, wv, self.x, -1, -1, self.n1, eps)
-            p.op_rope_kv(q, k, v, self.kc, self.vc, self.pos_buf, hd, nq, nkv, *rope_args)
-            p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0, 1 / np.sqrt(hd))
-        p.op_matvec(self.x, self.wo, attn, -1, self.x, -1, 0.0)
-        p.op_matvec(gate, self.wg, self.x, -1, -1, self.n2, eps)
-        p.op_matvec(up, self.wu, self.x, -1, -1, self.n2, eps)
-        p.op_silu_mul(act, gate, up)
-        p.op_matvec(self.x, self.wd, act, -1, self.x, -1, 0.0)
+        for _ in range(repeat):
+            if fused_rope:
+                p.op_matvec(qkv, wqkv, self.x, -1, -1, self.n1, eps)
+                p.op_rope_attention(attn, qkv, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0,
+                                    1 / np.sqrt(hd), *rope_args)
+            else:
+                p.op_matvec(q, wq, self.x, -1, -1, self.n1, eps)
+                p.op_matvec(k, wk, self.x, -1, -1, self.n1, eps)
+                p.op_matvec(v, wv, self.x, -1, -1, self.n1, eps)
+                p.op_rope_kv(q, k, v, self.kc, self.vc, self.pos_buf, hd, nq, nkv, *rope_args)
+                p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0, 1 / np.sqrt(hd))
+            p.op_matvec(self.x, self.wo, attn, -1, self.x, -1, 0.0)
+            p.op_matvec(gate, self.wg, self.x, -1, -1, self.n2, eps)
+            p.op_matvec(up, self.wu, self.x, -1, -1, self.n2, eps)
+            p.op_silu_mul(act, gate, up)
+            p.op_matvec(self.x, self.wd, act, -1, self.x, -1, 0.0)
         p.compile()
 
         # the state before the step: a hidden vector and caches filled up to pos - 1
@@ -131,35 +136,37 @@ class Layer:
         return np.frombuffer(executor.download(self.x).get_data(), np.float32).astype(np.float64)
 
     def reference(self):
-        """The step in float64 numpy, with the caches rounded to bf16 like amk's."""
+        """The step (repeated) in float64 numpy, with the caches rounded to bf16 like amk's."""
         c, pos = self.cfg, self.pos
         nq, nkv, hd = c["heads"], c["kv_heads"], c["head_dim"]
         x = self.X.astype(np.float64)
+        kc = bf16_to_f32(self.KC).astype(np.float64).reshape(-1, nkv * hd).copy()
+        vc = bf16_to_f32(self.VC).astype(np.float64).reshape(-1, nkv * hd).copy()
 
         def norm(v, w):
             return v / np.sqrt(np.mean(v * v) + 1e-5) * w
 
-        xn = norm(x, self.N1)
-        q = rope(self.Wq @ xn, pos, c)
-        k = rope(self.Wk @ xn, pos, c)
-        v = self.Wv @ xn
-        kc = bf16_to_f32(self.KC).astype(np.float64).reshape(-1, nkv * hd).copy()
-        vc = bf16_to_f32(self.VC).astype(np.float64).reshape(-1, nkv * hd).copy()
-        kc[pos] = bf16_to_f32(f32_to_bf16(k))
-        vc[pos] = bf16_to_f32(f32_to_bf16(v))
-        out = np.zeros(nq * hd)
-        group = nq // nkv
-        for head in range(nq):
-            g = head // group
-            keys = kc[: pos + 1, g * hd:(g + 1) * hd]
-            vals = vc[: pos + 1, g * hd:(g + 1) * hd]
-            s = keys @ q[head * hd:(head + 1) * hd] / np.sqrt(hd)
-            w = np.exp(s - s.max())
-            out[head * hd:(head + 1) * hd] = (w / w.sum()) @ vals
-        x = x + self.Wo @ out
-        xn = norm(x, self.N2)
-        gate, up = self.Wg @ xn, self.Wu @ xn
-        return x + self.Wd @ (gate / (1 + np.exp(-gate)) * up)
+        for _ in range(self.repeat):
+            xn = norm(x, self.N1)
+            q = rope(self.Wq @ xn, pos, c)
+            k = rope(self.Wk @ xn, pos, c)
+            v = self.Wv @ xn
+            kc[pos] = bf16_to_f32(f32_to_bf16(k))
+            vc[pos] = bf16_to_f32(f32_to_bf16(v))
+            out = np.zeros(nq * hd)
+            group = nq // nkv
+            for head in range(nq):
+                g = head // group
+                keys = kc[: pos + 1, g * hd:(g + 1) * hd]
+                vals = vc[: pos + 1, g * hd:(g + 1) * hd]
+                s = keys @ q[head * hd:(head + 1) * hd] / np.sqrt(hd)
+                w = np.exp(s - s.max())
+                out[head * hd:(head + 1) * hd] = (w / w.sum()) @ vals
+            x = x + self.Wo @ out
+            xn = norm(x, self.N2)
+            gate, up = self.Wg @ xn, self.Wu @ xn
+            x = x + self.Wd @ (gate / (1 + np.exp(-gate)) * up)
+        return x
 
 
 def rel_err(got, want):

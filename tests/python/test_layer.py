@@ -34,3 +34,13 @@ def test_layer_schedule_is_near_its_bound(fused_rope):
     ok, makespan, total, path = layer.p.estimate_schedule()
     assert ok
     assert makespan <= 1.15 * max(total / 32, path)
+
+
+@pytest.mark.parametrize("fused_rope", [True, False], ids=["rope-attention", "rope-kv"])
+def test_layer_repeated_matches_numpy(fused_rope):
+    """Three passes of the layer in one program, each appending at the same position."""
+    layer = Layer(make_rng(), SMALL, 16, 9, fused_rope, repeat=3)
+    cpu = Amk.CpuExecutor.new(layer.p)
+    layer.load(cpu)
+    cpu.run()
+    assert rel_err(layer.result(cpu), layer.reference()) < 1e-2
