@@ -11,7 +11,6 @@ graph of 20 steps) and the times printed are per layer.
 Usage (GPU machine):
     bash .gpu/run.sh python3 bench/layer-trace.py [--rope-kv] [--repeat N] OUT.json"""
 import argparse
-import collections
 import json
 import os
 import statistics
@@ -21,6 +20,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 from amktest import Amk, make_rng  # noqa: E402
 from llama_layer import LLAMA_1B, Layer  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from trace_stages import stage_table  # noqa: E402
 
 
 def time_launches(gpu, layer, reload, n=20):
@@ -55,7 +57,8 @@ def main(path, fused_rope, repeat):
                 t, dev = (v / repeat for v in time_launches(gpu, layer, reload))
                 tbps = layer.bytes_moved() / t / 1e12
                 how = "state reloaded" if reload else "back to back  "
-                print(f"layer{f' (x{repeat}, per layer)' if repeat > 1 else ''}, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
+                what = f"layer (x{repeat}, per layer)" if repeat > 1 else "layer"
+                print(f"{what}, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
                       f"{how}: {t * 1e6:6.1f} us host wall ({tbps / 4.16:.2f} x copy over {mb:.1f} MB), "
                       f"device time {dev * 1e6:5.1f} us ({layer.bytes_moved() / dev / 4.16e12:.2f} x copy)")
                 if reload and (best is None or t < best[0]):
@@ -71,19 +74,11 @@ def main(path, fused_rope, repeat):
     with open(path, "w") as f:
         f.write(text)
     events = json.loads(text)["traceEvents"]
-    by_op = collections.defaultdict(list)
-    for e in events:
-        by_op[e["name"]].append(e)
     end = max(e["ts"] + e["dur"] for e in events)
-    print(f"{repeat} layer(s): {len(events)} instructions, {end:.1f} us from the first start to the last end "
-          f"(device time of this traced launch {traced_device_us:.1f} us)")
-    for name, evs in sorted(by_op.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
-        first = min(e["ts"] for e in evs)
-        last = max(e["ts"] + e["dur"] for e in evs)
-        busy = sum(e["dur"] for e in evs)
-        print(f"  {name:15s} {len(evs):4d} instructions  {first:8.1f} .. {last:8.1f} us  "
-              f"mean {busy / len(evs):7.1f} us each")
-
+    print(f"{repeat} layer(s): {len(events)} instructions, {end:.1f} us from the first start to the "
+          f"last end (device time of this traced launch {traced_device_us:.1f} us)")
+    for line in stage_table(events, repeat, tail=0):
+        print("  " + line)
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

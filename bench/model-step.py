@@ -22,6 +22,9 @@ import gi
 gi.require_version("Amk", "1.0")
 from gi.repository import Amk  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+from trace_stages import stage_table  # noqa: E402
+
 RING_BYTES = Amk.LAUNCHER_MATVEC_SHARED_MEMORY   # MATVEC's shared-memory ring
 PROMPT = "The capital of France is"
 
@@ -109,49 +112,6 @@ def step_summary(events):
         durs = sorted(e["dur"] for e in last.values())
         lines.append(f"LM head: {len(last)} tiles end between {ends[0]:.1f} and {ends[-1]:.1f} us, "
                      f"tile durations {durs[0]:.1f} to {durs[-1]:.1f} us")
-    return lines
-
-
-def stage_table(events, n_layers):
-    """The stages of the middle layer in the order they start: instructions per stage,
-    duration per instruction (median / max), and the hop from the previous stage's last
-    end to this stage's first start (the latency between stages). A MATVEC stage is the
-    k-th MATVEC of every queue that runs the usual number of them (the same per layer,
-    then the LM head); the other ops are grouped by name, those that start within the
-    layer (from its first MATVEC stage to the next layer's)."""
-    per_queue = {}
-    for e in events:
-        if e["name"] == "matvec":
-            per_queue.setdefault(e["tid"], []).append(e)
-    counts = [len(v) for v in per_queue.values()]
-    usual = max(set(counts), key=counts.count) if counts else 0
-    if usual < 1 or (usual - 1) % n_layers != 0:
-        return ["(no regular MATVEC pattern: no stage table)"]
-    per_layer = (usual - 1) // n_layers
-    mid = n_layers // 2
-    stages = {}
-    for evs in per_queue.values():
-        if len(evs) != usual:
-            continue
-        evs.sort(key=lambda e: e["args"]["instruction"])
-        for i in range(per_layer + 1):
-            stages.setdefault(f"matvec {i + 1}", []).append(evs[per_layer * mid + i])
-    t0 = min(e["ts"] for e in stages["matvec 1"])
-    t1 = min(e["ts"] for e in stages[f"matvec {per_layer + 1}"])
-    for e in events:
-        if e["name"] != "matvec" and t0 <= e["ts"] < t1:
-            stages.setdefault(e["name"], []).append(e)
-    stages["matvec 1 (next layer)"] = stages.pop(f"matvec {per_layer + 1}")
-    lines = [f"stages of layer {mid} of {n_layers}, per instruction (median / max), and the hop "
-             f"from the previous stage's last end:"]
-    prev_end = None
-    for name, evs in sorted(stages.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
-        durs = sorted(e["dur"] for e in evs)
-        first = min(e["ts"] for e in evs)
-        hop = f"{first - prev_end:5.1f} us" if prev_end is not None else "    -"
-        lines.append(f"  {name:22s} {len(evs):4d} instructions {durs[len(durs) // 2]:6.1f} / "
-                     f"{durs[-1]:5.1f} us  hop {hop}")
-        prev_end = max(e["ts"] + e["dur"] for e in evs)
     return lines
 
 
