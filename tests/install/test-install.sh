@@ -155,8 +155,13 @@ else
     fail "the consumer failed"
   fi
   if command -v ldd >/dev/null; then
-    LD_LIBRARY_PATH="$dest$libdir" ldd "$tmp/consumer" | grep -q "$dest$libdir/libamk-glib-1.0.so" ||
-      { LD_LIBRARY_PATH="$dest$libdir" ldd "$tmp/consumer" >&2; fail "the consumer did not load the installed library"; }
+    # into a variable first: `ldd | grep -q` fails at random under pipefail, when grep
+    # exits at the first match and ldd dies of SIGPIPE writing the rest
+    libs=$(LD_LIBRARY_PATH="$dest$libdir" ldd "$tmp/consumer")
+    case $libs in
+      *"$dest$libdir/libamk-glib-1.0.so"*) ;;
+      *) printf '%s\n' "$libs" >&2; fail "the consumer did not load the installed library" ;;
+    esac
   fi
 fi
 
