@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One Llama-3.2-1B-shaped layer (tests/python/llama_layer.py) on the GPU with tracing:
-writes the trace JSON and prints, per opcode, the instructions, their summed time and
-the span from the first start to the last end.
+"""One Llama-3.2-1B-shaped layer (tests/python/llama_layer.py) on the GPU: its time per
+launch configuration (host wall and device time, state reloaded and back to back), then
+one traced launch: writes the trace JSON and prints the layer's stages (trace_stages.py:
+per stage the instructions, their median and longest time, the hop before it, its span).
 
 The layer is built like AmkModel builds a Llama layer (one q/k/v matvec, RoPE inside the
 attention); with --rope-kv, from three q/k/v matvecs and ROPE_KV before ATTENTION. With
@@ -58,9 +59,10 @@ def main(path, fused_rope, repeat):
                 tbps = layer.bytes_moved() / t / 1e12
                 how = "state reloaded" if reload else "back to back  "
                 what = f"layer (x{repeat}, per layer)" if repeat > 1 else "layer"
-                print(f"{what}, 512 threads, {smem:6d} B dynamic shared memory, l2-prefetch {ahead}, "
-                      f"{how}: {t * 1e6:6.1f} us host wall ({tbps / 4.16:.2f} x copy over {mb:.1f} MB), "
-                      f"device time {dev * 1e6:5.1f} us ({layer.bytes_moved() / dev / 4.16e12:.2f} x copy)")
+                print(f"{what}, 512 threads, {smem:6d} B dynamic shared memory, "
+                      f"l2-prefetch {ahead}, {how}: {t * 1e6:6.1f} us host wall "
+                      f"({tbps / 4.16:.2f} x copy over {mb:.1f} MB), device time "
+                      f"{dev * 1e6:5.1f} us ({layer.bytes_moved() / dev / 4.16e12:.2f} x copy)")
                 if reload and (best is None or t < best[0]):
                     best = (t, smem, ahead)
     gpu.props.dynamic_shared_memory = best[1]
@@ -75,14 +77,17 @@ def main(path, fused_rope, repeat):
         f.write(text)
     events = json.loads(text)["traceEvents"]
     end = max(e["ts"] + e["dur"] for e in events)
-    print(f"{repeat} layer(s): {len(events)} instructions, {end:.1f} us from the first start to the "
-          f"last end (device time of this traced launch {traced_device_us:.1f} us)")
+    print(f"{repeat} layer(s): {len(events)} instructions, {end:.1f} us from the first start "
+          f"to the last end (device time of this traced launch {traced_device_us:.1f} us)")
     for line in stage_table(events, repeat, tail=0):
         print("  " + line)
 
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rope-kv", action="store_true", help="ROPE_KV and ATTENTION as two ops")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rope-kv", action="store_true",
+                    help="ROPE_KV and ATTENTION as two ops")
     ap.add_argument("--repeat", type=int, default=1, help="layers in a row in one launch")
     ap.add_argument("out", help="where to write the trace JSON")
     a = ap.parse_args()

@@ -9,8 +9,9 @@ AmkModel builds a Llama layer: q, k and v from one matvec over the three matrice
 and RoPE inside the attention (op_rope_attention); with fused_rope=False, from three
 matvecs and ROPE_KV before ATTENTION. With repeat=N the program runs the layer N times in
 a row on the same weights and state (like PyTorch's CUDA graph of N steps in
-bench/torch_layer.py), each pass appending at the same position. Used by tests/python/test_layer.py (small
-shapes, CPU executor) and tests/gpu/test_gpu_layer.py (Llama-3.2-1B shapes, GPU)."""
+bench/torch_layer.py), each pass appending at the same position. Used by
+tests/python/test_layer.py (small shapes, CPU executor), tests/gpu/test_gpu_layer.py
+(Llama-3.2-1B shapes, GPU) and bench/layer-trace.py."""
 import numpy as np
 
 from amktest import Amk, GLib, bf16_to_f32, f32_to_bf16, to_bytes
@@ -105,7 +106,8 @@ class Layer:
                 p.op_matvec(k, wk, self.x, -1, -1, self.n1, eps)
                 p.op_matvec(v, wv, self.x, -1, -1, self.n1, eps)
                 p.op_rope_kv(q, k, v, self.kc, self.vc, self.pos_buf, hd, nq, nkv, *rope_args)
-                p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0, 1 / np.sqrt(hd))
+                p.op_attention(attn, q, self.kc, self.vc, self.pos_buf, hd, nq, nkv, 0,
+                               1 / np.sqrt(hd))
             p.op_matvec(self.x, self.wo, attn, -1, self.x, -1, 0.0)
             p.op_matvec(gate, self.wg, self.x, -1, -1, self.n2, eps)
             p.op_matvec(up, self.wu, self.x, -1, -1, self.n2, eps)
