@@ -343,6 +343,15 @@ amk_mv_stream_of (const amk_mv_geom &g, int tid, int nt)
   return st;
 }
 
+/* The 16-byte chunks of the stage that starts `off` bytes into a row of `rb` bytes: a
+ * whole stage, or what is left of the row. The copies of a stage (amk_mv_copy_stage)
+ * and its reads (amk_mv_run_ring) must cover the same chunks. */
+static __device__ __forceinline__ uint32_t
+amk_mv_stage_chunks (uint32_t rb, uint32_t off)
+{
+  return min (AMK_MV_STAGE_BYTES, rb - off) / 16u;
+}
+
 /* Where one of the warp's stages starts in W: its row's W and the offset in the row. */
 struct amk_mv_stage_cursor {
   const unsigned char *row;
@@ -373,7 +382,7 @@ amk_mv_copy_stage (const amk_mv_stream &st, amk_mv_stage_cursor &c, bool exists,
 {
   if (exists)
     {
-      const uint32_t nc = min (AMK_MV_STAGE_BYTES, st.rb - c.off) / 16u;
+      const uint32_t nc = amk_mv_stage_chunks (st.rb, c.off);
       const uint32_t dst = amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u;
       const unsigned char *src = c.row + c.off + lane * 16u;
       uint64_t policy;
@@ -622,7 +631,7 @@ amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
       asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MV_STAGES - 1) : "memory");
       const uint32_t slot = k % AMK_MV_STAGES;
       const uint4 *ws = reinterpret_cast<const uint4 *> (amk_dyn_smem + st.ring + slot * AMK_MV_STAGE_BYTES);
-      const uint32_t nc = min (SC, g.C - c0); /* chunks of this stage */
+      const uint32_t nc = amk_mv_stage_chunks (st.rb, c0 * 16u); /* chunks of this stage */
 
       /* lane l takes chunks l, l + 32, ... of the stage: the same chunks of the row, in
        * the same order, as one 16-byte chunk at a time did, so the sums do not change */
