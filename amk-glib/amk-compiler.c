@@ -15,6 +15,7 @@
 
 #include "amk-program.h"
 #include "amk-program-private.h"
+#include "amk-op-private.h"
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 
@@ -23,30 +24,10 @@
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
 #define ELEMENTWISE_MIN_TILE  256u        /* elements */
-#define MATVEC_MIN_ROWS       16u         /* a smaller tile costs more to start than it streams */
-#define MATVEC_MIN_SPLIT_CHUNKS 32u       /* 16-byte chunks of a row per split-K slice: one per lane */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
 
-typedef struct {
-  gint32  buffer;
-  guint64 start, end;  /* elements */
-  gboolean write;
-} Access;
-
-typedef struct {
-  guint    op;
-  guint64  start, end;     /* rows or elements of the op's output */
-  amk_instruction_t ins;   /* without waits and signal */
-  Access   access[AMK_MAX_BUFFER_REFS + 2]; /* a buffer may be read in several ranges */
-  guint    n_access;
-  double   cost;
-  GArray  *preds;          /* guint: tiles this one must wait for */
-  GArray  *succs;
-  gint32   counter;        /* the counter this tile signals, or AMK_NO_COUNTER */
-  double   bottom;         /* longest cost path from here to the end */
-  double   finish;
-  guint    n_waiting;      /* unscheduled predecessors */
-} Tile;
+typedef AmkAccess Access;
+typedef AmkTile Tile;
 
 typedef struct {
   guint    first_tile, n_tiles;
@@ -55,63 +36,6 @@ typedef struct {
   gboolean has_consumers;
 } OpTiles;
 
-double
-amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
-{
-  const amk_params_t *p = &ins->params;
-  guint es0 = 0;
-  double bytes = 0;
-
-  if (ins->n_buffers > 0 && ins->buffers[0] >= 0 && (guint) ins->buffers[0] < self->buffers->len)
-    es0 = amk_dtype_size (((AmkBufferInfo *) g_ptr_array_index (self->buffers, ins->buffers[0]))->dtype);
-
-  switch (ins->opcode)
-    {
-    case AMK_ABI_OP_COPY:
-      bytes = 2.0 * MAX (p->i[2], 0) * es0;
-      break;
-    case AMK_ABI_OP_FILL:
-      bytes = (double) MAX (p->i[1], 0) * es0;
-      break;
-    case AMK_ABI_OP_ADD:
-      bytes = 3.0 * MAX (p->i[3], 0) * es0;
-      break;
-    case AMK_ABI_OP_MATVEC:
-      {
-        AmkBufferInfo *w = amk_program_get_buffer_info (self, ins->buffers[1]);
-        guint esw = w != NULL ? amk_dtype_size (w->dtype) : 2;
-        const gint32 cols = p->i[5] > 0 ? p->i[5] : p->i[2]; /* a split-K slice's, or K */
-        bytes = (double) MAX (p->i[1], 0) * MAX (cols, 0) * esw + 4.0 * MAX (p->i[2], 0) +
-                4.0 * MAX (p->i[1], 0);
-      }
-      break;
-    case AMK_ABI_OP_RMSNORM:
-      bytes = 2.0 * 4 * MAX (p->i[0], 0) * MAX (p->i[2], 0);
-      break;
-    case AMK_ABI_OP_SILU_MUL:
-      bytes = 3.0 * 4 * MAX (p->i[1], 0);
-      break;
-    case AMK_ABI_OP_EMBED:
-      bytes = 2.0 * 4 * MAX (p->i[2], 0);
-      break;
-    case AMK_ABI_OP_ARGMAX_PARTIAL:
-      bytes = 4.0 * MAX (p->i[1], 0);
-      break;
-    case AMK_ABI_OP_ROPE_KV:
-      bytes = 4.0 * 4 * MAX (p->i[0], 0) * MAX (p->i[5], 0);
-      break;
-    case AMK_ABI_OP_ATTN_DECODE:
-      /* the whole cache, as if full: the position is known on the device only */
-      bytes = 2.0 * 2 * MAX (p->i[0], 0) * MAX (p->i[3], 0) / MAX (p->i[6], 1);
-      break;
-    case AMK_ABI_OP_ATTN_REDUCE:
-      bytes = 4.0 * (MAX (p->i[0], 0) + 2) * MAX (p->i[2], 0) * MAX (p->i[4], 0);
-      break;
-    default:
-      break;
-    }
-  return DISPATCH_NS + bytes / BYTES_PER_NS_PER_SM;
-}
 
 static AmkBufferInfo *
 info (AmkProgram *self, gint32 buffer)
@@ -119,68 +43,50 @@ info (AmkProgram *self, gint32 buffer)
   return g_ptr_array_index (self->buffers, buffer);
 }
 
-static void
-add_access (Tile *t, gint32 buffer, guint64 start, guint64 end, gboolean write)
+AmkBufferInfo *
+amk_lower_buffer (AmkLowering *lw, gint32 buffer)
+{
+  return info (lw->program, buffer);
+}
+
+void
+amk_tile_access (AmkTile *t, gint32 buffer, guint64 start, guint64 end, gboolean write)
 {
   if (buffer == AMK_NO_BUFFER)
     return;
   g_assert (t->n_access < G_N_ELEMENTS (t->access));
-  t->access[t->n_access++] = (Access) { buffer, start, end, write };
+  t->access[t->n_access++] = (AmkAccess) { buffer, start, end, write };
 }
 
-/* The tile instruction uses the op's first `n` buffers, in order. */
-static void
-use_buffers (Tile *t, const AmkOpInfo *op, guint n)
+void
+amk_tile_use_buffers (AmkTile *t, const AmkOpInfo *op, guint n)
 {
   t->ins.n_buffers = n;
   for (guint i = 0; i < n; i++)
     t->ins.buffers[i] = op->buffers[i];
 }
 
-/* Whether MATVEC ops a and b can run side by side as siblings: they read the same x
- * through the same fused norm (or none), and neither writes what the other reads or
- * writes. (Every MATVEC's y differs from its own x, bias and norm: the op API checks.) */
-static gboolean
-matvec_siblings (const AmkOpInfo *a, const AmkOpInfo *b)
+guint
+amk_instruction_elem_size (AmkProgram *self, const amk_instruction_t *ins, guint slot)
 {
-  if (a->opcode != AMK_ABI_OP_MATVEC || b->opcode != AMK_ABI_OP_MATVEC ||
-      a->buffers[2] != b->buffers[2] || a->buffers[5] != b->buffers[5])
-    return FALSE;
-  for (guint i = 0; i < 6; i++)
-    if ((b->buffers[i] != AMK_NO_BUFFER && b->buffers[i] == a->buffers[0]) ||
-        (a->buffers[i] != AMK_NO_BUFFER && a->buffers[i] == b->buffers[0]))
-      return FALSE;
-  return TRUE;
+  AmkBufferInfo *b;
+
+  if (slot >= ins->n_buffers || ins->buffers[slot] < 0 ||
+      (b = amk_program_get_buffer_info (self, ins->buffers[slot])) == NULL)
+    return 0;
+  return amk_dtype_size (b->dtype);
 }
 
-#define MATVEC_GROUP_MAX 8u
-
-/* The rows of op o's sibling group: the run of consecutive recorded MATVEC ops around o
- * that are pairwise siblings (a layer's q, k and v projections, or its gate and up).
- * Siblings become ready together, so they share the queues in proportion to their rows:
- * one round of tiles for the whole group rather than one round per op, each after the
- * other on the same queues. */
-static guint64
-matvec_group_rows (AmkProgram *self, guint o)
+double
+amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
 {
-  const AmkOpInfo *ops = (const AmkOpInfo *) self->ops->data;
-  guint members[MATVEC_GROUP_MAX] = { o }, n = 1;
-  guint64 rows = 0;
+  const AmkOpClass *klass = amk_op_class (ins->opcode);
+  const double bytes = klass != NULL && klass->bytes != NULL ? klass->bytes (self, ins) : 0.0;
 
-  for (int dir = -1; dir <= 1; dir += 2)
-    for (gint64 c = (gint64) o + dir; c >= 0 && c < self->ops->len && n < MATVEC_GROUP_MAX; c += dir)
-      {
-        gboolean ok = TRUE;
-        for (guint m = 0; m < n && ok; m++)
-          ok = matvec_siblings (&ops[members[m]], &ops[c]);
-        if (!ok)
-          break;
-        members[n++] = (guint) c;
-      }
-  for (guint m = 0; m < n; m++)
-    rows += info (self, ops[members[m]].buffers[1])->shape[0];
-  return rows;
+  return DISPATCH_NS + bytes / BYTES_PER_NS_PER_SM;
 }
+
+
 
 /* Whether SILU_MUL op s fuses into the MATVEC recorded right after it (a layer's down
  * projection): that MATVEC reads exactly s's output, without a fused norm; the output is
@@ -233,288 +139,47 @@ merge_fuses_into_attention (AmkProgram *self, guint o)
          ops[o - 1].opcode == AMK_ABI_OP_ATTN_DECODE && ops[o].buffers[1] == ops[o - 1].buffers[0];
 }
 
-/* Split-K slices per row tile of MATVEC op `op` cut into `row_tiles` row tiles: when
- * those leave at least half of the queues idle (a small model's o and down projections),
- * each row's columns are cut into as many slices as the idle queues allow, each slice at
- * least MATVEC_MIN_SPLIT_CHUNKS chunks of a row, so that the whole device streams the
- * matrix. Only where the slices can add onto the output: an f32 y that is its own
- * residual (y += W x, a layer's residual stream). */
-static guint64
-matvec_splits (AmkProgram *self, const AmkOpInfo *op, guint64 row_tiles)
-{
-  AmkBufferInfo *y = info (self, op->buffers[0]), *w = info (self, op->buffers[1]);
-  const guint64 chunks = w->shape[1] * amk_dtype_size (w->dtype) / 16;
 
-  if (y->dtype != AMK_DTYPE_F32 || op->buffers[4] != op->buffers[0])
-    return 1;
-  return MAX (1, MIN (self->num_queues / row_tiles, chunks / MATVEC_MIN_SPLIT_CHUNKS));
-}
 
-/* Splits op `o` into tiles appended to `tiles`. A MATVEC with `silu` set (the SILU_MUL
- * fused into it, see silu_fuses_into_next) reads that op's gate and up instead of x; an
- * ATTN_DECODE with `merge` set (merge_fuses_into_attention) merges into its output. */
+/* Splits op `o` into tiles appended to `tiles`, by its descriptor's plan and lower. A
+ * MATVEC with `silu` set (the SILU_MUL fused into it, see silu_fuses_into_next) reads that
+ * op's gate and up instead of x; an ATTN_DECODE with `merge` set
+ * (merge_fuses_into_attention) merges into its output. */
 static void
 lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
           const AmkOpInfo *merge, GArray *tiles)
 {
-  const guint queues = self->num_queues;
-  guint64 n, n_tiles, splits = 1; /* splits: split-K slices per row tile (MATVEC) */
-  gint32 arrival = AMK_NO_COUNTER;  /* the fused merge's, of the current key/value head */
+  const AmkOpClass *klass = amk_op_class (op->opcode);
+  AmkLowering lw = { self, op, silu, merge, o, 0, 0, 1, AMK_NO_COUNTER };
 
-  switch (op->opcode)
+  if (klass->plan != NULL)
+    klass->plan (&lw);
+  else
     {
-    case AMK_ABI_OP_MATVEC:
-      /* at most one tile per queue: on the H200 it streamed fastest of 1 to 8 tiles per queue
-       * (bench/amk-matvec-bench, docs/performance.md), since every tile start costs
-       * about one memory latency before its first weights arrive; siblings share the
-       * queues (matvec_group_rows) */
-      n = info (self, op->buffers[1])->shape[0];
-      n_tiles = MAX (1, MIN (n / MATVEC_MIN_ROWS, (guint64) queues * n / matvec_group_rows (self, o)));
-      splits = matvec_splits (self, op, n_tiles);
-      break;
-    case AMK_ABI_OP_RMSNORM:     /* vectors (heads) */
-      n = info (self, op->buffers[1])->n_elements / op->ints[0];
-      n_tiles = MIN (n, (guint64) queues);
-      break;
-    case AMK_ABI_OP_EMBED:       /* columns */
-      n = info (self, op->buffers[1])->shape[1];
-      n_tiles = MAX (1, MIN ((guint64) queues, n / 256));
-      break;
-    case AMK_ABI_OP_ARGMAX_PARTIAL:
-      n = info (self, op->buffers[2])->n_elements;
-      n_tiles = op->ints[0];
-      break;
-    case AMK_ABI_OP_ARGMAX_FINAL:
-      n = n_tiles = 1;
-      break;
-    case AMK_ABI_OP_ROPE_KV:     /* query heads, then key heads */
-      n = (guint64) op->ints[1] + op->ints[2];
-      n_tiles = MIN (n, (guint64) queues);
-      break;
-    case AMK_ABI_OP_ATTN_DECODE: /* (key/value head, split) pairs, one per tile */
-      n = n_tiles = (guint64) op->ints[2] * op->ints[4];
-      break;
-    case AMK_ABI_OP_ATTN_REDUCE: /* query heads */
-      n = op->ints[1];
-      n_tiles = MIN (n, (guint64) queues);
-      break;
-    default:                     /* elementwise */
-      n = info (self, op->buffers[0])->n_elements;
-      n_tiles = MAX (1, MIN ((guint64) queues, n / ELEMENTWISE_MIN_TILE));
-      break;
+      /* elementwise over the output */
+      lw.n = info (self, op->buffers[0])->n_elements;
+      lw.n_tiles = MAX (1, MIN ((guint64) self->num_queues, lw.n / ELEMENTWISE_MIN_TILE));
     }
 
   /* n_tiles tiles as even as integers allow; a MATVEC's row tiles each in `splits`
    * column slices, one after the other */
-  for (guint64 tile = 0; tile < n_tiles * splits; tile++)
+  for (guint64 tile = 0; tile < lw.n_tiles * lw.splits; tile++)
     {
       Tile t = { 0 };
-      const guint64 rt = tile / splits, slice = tile % splits;
-      const guint64 s = rt * n / n_tiles, e = (rt + 1) * n / n_tiles;
-      const gint32 count = (gint32) (e - s);
+      const guint64 rt = tile / lw.splits, slice = tile % lw.splits;
 
       t.op = o;
-      t.start = s;
-      t.end = e;
+      t.start = rt * lw.n / lw.n_tiles;
+      t.end = (rt + 1) * lw.n / lw.n_tiles;
       t.counter = AMK_NO_COUNTER;
       t.preds = g_array_new (FALSE, FALSE, sizeof (guint));
       t.succs = g_array_new (FALSE, FALSE, sizeof (guint));
       t.ins.opcode = op->opcode;
       t.ins.signal.counter = AMK_NO_COUNTER;
+      t.ins.params = op->params;
       for (guint i = 0; i < AMK_MAX_BUFFER_REFS; i++)
         t.ins.buffers[i] = AMK_NO_BUFFER;
-
-      switch (op->opcode)
-        {
-        case AMK_ABI_OP_COPY:
-          use_buffers (&t, op, 2);
-          t.ins.params.i[0] = t.ins.params.i[1] = (gint32) s;
-          t.ins.params.i[2] = count;
-          add_access (&t, op->buffers[0], s, e, TRUE);
-          add_access (&t, op->buffers[1], s, e, FALSE);
-          break;
-        case AMK_ABI_OP_FILL:
-          use_buffers (&t, op, 1);
-          t.ins.params.i[0] = (gint32) s;
-          t.ins.params.i[1] = count;
-          t.ins.params.f[2] = op->value;
-          add_access (&t, op->buffers[0], s, e, TRUE);
-          break;
-        case AMK_ABI_OP_ADD:
-          use_buffers (&t, op, 3);
-          t.ins.params.i[0] = t.ins.params.i[1] = t.ins.params.i[2] = (gint32) s;
-          t.ins.params.i[3] = count;
-          add_access (&t, op->buffers[0], s, e, TRUE);
-          add_access (&t, op->buffers[1], s, e, FALSE);
-          add_access (&t, op->buffers[2], s, e, FALSE);
-          break;
-        case AMK_ABI_OP_MATVEC:
-          {
-            const guint64 k = info (self, op->buffers[1])->shape[1];
-            use_buffers (&t, op, 6);
-            t.ins.params.i[0] = (gint32) s;
-            t.ins.params.i[1] = count;
-            t.ins.params.i[2] = (gint32) k;
-            t.ins.params.f[3] = op->value;
-            if (splits > 1)
-              {
-                /* whole 16-byte chunks of a row */
-                const guint64 per = 16 / amk_dtype_size (info (self, op->buffers[1])->dtype);
-                const guint64 chunks = k / per;
-                const guint64 c0 = slice * chunks / splits, c1 = (slice + 1) * chunks / splits;
-                t.ins.params.i[4] = (gint32) (c0 * per);
-                t.ins.params.i[5] = (gint32) ((c1 - c0) * per);
-              }
-            if (silu != NULL)
-              {
-                t.ins.n_buffers = 7;
-                t.ins.buffers[2] = silu->buffers[1];
-                t.ins.buffers[6] = silu->buffers[2];
-                add_access (&t, silu->buffers[2], 0, k, FALSE);
-              }
-            add_access (&t, op->buffers[0], s, e, TRUE);
-            add_access (&t, op->buffers[1], s * k, e * k, FALSE);
-            add_access (&t, t.ins.buffers[2], 0, k, FALSE);
-            add_access (&t, op->buffers[3], s, e, FALSE);
-            add_access (&t, op->buffers[4], s, e, FALSE);
-            add_access (&t, op->buffers[5], 0, k, FALSE);
-          }
-          break;
-        case AMK_ABI_OP_RMSNORM:
-          {
-            const guint64 len = op->ints[0];
-            use_buffers (&t, op, 3);
-            t.ins.params.i[0] = (gint32) len;
-            t.ins.params.i[1] = (gint32) s;
-            t.ins.params.i[2] = count;
-            t.ins.params.f[3] = op->value;
-            add_access (&t, op->buffers[0], s * len, e * len, TRUE);
-            add_access (&t, op->buffers[1], s * len, e * len, FALSE);
-            add_access (&t, op->buffers[2], 0, len, FALSE);
-          }
-          break;
-        case AMK_ABI_OP_SILU_MUL:
-          use_buffers (&t, op, 3);
-          t.ins.params.i[0] = (gint32) s;
-          t.ins.params.i[1] = count;
-          add_access (&t, op->buffers[0], s, e, TRUE);
-          add_access (&t, op->buffers[1], s, e, FALSE);
-          add_access (&t, op->buffers[2], s, e, FALSE);
-          break;
-        case AMK_ABI_OP_EMBED:
-          use_buffers (&t, op, 3);
-          t.ins.params.i[0] = op->ints[0];
-          t.ins.params.i[1] = (gint32) s;
-          t.ins.params.i[2] = count;
-          t.ins.params.i[3] = (gint32) n;
-          add_access (&t, op->buffers[0], s, e, TRUE);
-          add_access (&t, op->buffers[1], 0, info (self, op->buffers[1])->n_elements, FALSE);
-          add_access (&t, op->buffers[2], op->ints[0], op->ints[0] + 1, FALSE);
-          break;
-        case AMK_ABI_OP_ARGMAX_PARTIAL:
-          use_buffers (&t, op, 3);
-          t.ins.params.i[0] = (gint32) s;
-          t.ins.params.i[1] = count;
-          t.ins.params.i[2] = (gint32) tile;
-          add_access (&t, op->buffers[0], tile, tile + 1, TRUE);
-          add_access (&t, op->buffers[1], tile, tile + 1, TRUE);
-          add_access (&t, op->buffers[2], s, e, FALSE);
-          break;
-        case AMK_ABI_OP_ARGMAX_FINAL:
-          use_buffers (&t, op, 3);
-          t.ins.params.i[0] = op->ints[0];
-          t.ins.params.i[1] = op->ints[1];
-          add_access (&t, op->buffers[0], op->ints[1], op->ints[1] + 1, TRUE);
-          add_access (&t, op->buffers[1], 0, op->ints[0], FALSE);
-          add_access (&t, op->buffers[2], 0, op->ints[0], FALSE);
-          break;
-        case AMK_ABI_OP_ROPE_KV:
-          {
-            const guint64 hd = op->ints[0], nq = op->ints[1];
-            use_buffers (&t, op, 6);
-            for (guint i = 0; i < 4; i++)
-              t.ins.params.i[i] = op->ints[i];
-            t.ins.params.i[4] = (gint32) s;
-            t.ins.params.i[5] = count;
-            for (guint i = 0; i < 4; i++)
-              t.ins.params.f[6 + i] = op->floats[i];
-            t.ins.params.i[10] = op->ints[4];
-            if (s < nq)
-              add_access (&t, op->buffers[0], s * hd, MIN (e, nq) * hd, TRUE);
-            if (e > nq)
-              {
-                const guint64 k0 = (MAX (s, nq) - nq) * hd, k1 = (e - nq) * hd;
-                add_access (&t, op->buffers[1], k0, k1, TRUE);
-                add_access (&t, op->buffers[2], k0, k1, FALSE);
-                /* the row the keys go to is known on the device only */
-                add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, TRUE);
-                add_access (&t, op->buffers[4], 0, info (self, op->buffers[4])->n_elements, TRUE);
-              }
-            add_access (&t, op->buffers[5], 0, 1, FALSE);
-          }
-          break;
-        case AMK_ABI_OP_ATTN_DECODE:
-          {
-            const guint64 hd = op->ints[0], nq = op->ints[1], nkv = op->ints[2], ns = op->ints[4];
-            const guint64 group = s / ns, split = s % ns, per = nq / nkv;
-            /* RoPE fused (amk_program_op_rope_attention): b1 is qkv, b6 the cos and sin
-             * table; the op is recorded with its merge, so it always fuses */
-            const gboolean ropes = op->buffers[5] != AMK_NO_BUFFER && merge != NULL;
-            use_buffers (&t, op, 5);
-            for (guint i = 0; i < 4; i++)
-              t.ins.params.i[i] = op->ints[i];
-            t.ins.params.i[4] = (gint32) group;
-            t.ins.params.i[5] = (gint32) split;
-            t.ins.params.i[6] = (gint32) ns;
-            t.ins.params.f[7] = op->value;
-            t.ins.params.i[9] = ATTN_MIN_SPLIT_POSITIONS;
-            if (merge != NULL)
-              {
-                if (split == 0)
-                  arrival = amk_program_add_counter (self, NULL);
-                t.ins.n_buffers = 6;
-                t.ins.buffers[5] = merge->buffers[0];
-                t.ins.params.i[8] = arrival;
-                add_access (&t, merge->buffers[0], group * per * hd, (group + 1) * per * hd, TRUE);
-                /* one of the group's tiles reads all its partial rows */
-                add_access (&t, op->buffers[0], group * per * ns * (hd + 2), (group + 1) * per * ns * (hd + 2), TRUE);
-              }
-            else
-              /* the partial rows of the group's heads for this split, as one covering range */
-              add_access (&t, op->buffers[0], (group * per * ns + split) * (hd + 2),
-                          (((group + 1) * per - 1) * ns + split + 1) * (hd + 2), TRUE);
-            add_access (&t, op->buffers[1], group * per * hd, (group + 1) * per * hd, FALSE);
-            if (ropes)
-              {
-                t.ins.n_buffers = 7;
-                t.ins.buffers[6] = op->buffers[5];
-                /* the group's key and value heads; the row it appends is known on the
-                 * device only */
-                add_access (&t, op->buffers[1], (nq + group) * hd, (nq + group + 1) * hd, FALSE);
-                add_access (&t, op->buffers[1], (nq + nkv + group) * hd, (nq + nkv + group + 1) * hd, FALSE);
-                add_access (&t, op->buffers[5], 0, info (self, op->buffers[5])->n_elements, FALSE);
-              }
-            add_access (&t, op->buffers[2], 0, info (self, op->buffers[2])->n_elements, ropes);
-            add_access (&t, op->buffers[3], 0, info (self, op->buffers[3])->n_elements, ropes);
-            add_access (&t, op->buffers[4], 0, 1, FALSE);
-          }
-          break;
-        case AMK_ABI_OP_ATTN_REDUCE:
-          {
-            const guint64 hd = op->ints[0], ns = op->ints[2];
-            use_buffers (&t, op, 2);
-            t.ins.params.i[0] = op->ints[0];
-            t.ins.params.i[1] = op->ints[1];
-            t.ins.params.i[2] = op->ints[2];
-            t.ins.params.i[3] = (gint32) s;
-            t.ins.params.i[4] = count;
-            add_access (&t, op->buffers[0], s * hd, e * hd, TRUE);
-            add_access (&t, op->buffers[1], s * ns * (hd + 2), e * ns * (hd + 2), FALSE);
-          }
-          break;
-        default:
-          g_assert_not_reached ();
-        }
+      klass->lower (&lw, &t, tile, slice);
       t.cost = amk_instruction_cost_ns (self, &t.ins);
       g_array_append_val (tiles, t);
     }

@@ -13,7 +13,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-cpu-executor.h"
-#include "amk-cpu-ops-private.h"
+#include "amk-op-private.h"
 #include "amk-program-private.h"
 #include "amk-abort-record.h"
 #include "amk-error.h"
@@ -511,7 +511,7 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
       q = runnable[g_rand_int_range (rand, 0, (gint32) n_runnable)];
       pos = pc[q];
       ins = head (&st, q);
-      code = amk_cpu_op_run (ins, self->buffers, counters, &detail);
+      code = amk_op_run_cpu (ins, self->buffers, counters, &detail);
       if (code != AMK_ABORT_CODE_NONE)
         {
           g_autofree char *what = NULL;

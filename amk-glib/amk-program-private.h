@@ -38,9 +38,7 @@ typedef struct {
 typedef struct {
   guint16 opcode;      /* AMK_ABI_OP_* of the instructions it becomes */
   gint32  buffers[6];  /* written buffer first; AMK_NO_BUFFER where absent */
-  gfloat  value;       /* FILL's value, the RMSNORM epsilon, the attention scale */
-  gint32  ints[6];     /* shapes: see lower_op() in amk-compiler.c */
-  gfloat  floats[4];   /* the RoPE theta and Llama-3 scaling */
+  amk_params_t params; /* what the op fixes for all its tiles; lowering sets the ranges */
 } AmkOpInfo;
 
 struct _AmkProgram
@@ -88,23 +86,6 @@ void         amk_program_flatten_queues   (AmkProgram  *self,
                                            GArray     **flat,
                                            GArray     **offsets,
                                            GArray     **lengths);
-
-/* Whether buffer slot `slot` of `opcode` may be AMK_NO_BUFFER (amk-verifier.c). */
-gboolean     amk_opcode_slot_is_optional  (guint opcode, guint slot);
-
-/* The op families' instruction checks, called by the verifier once the indices are in
- * range and the buffer count is right (amk-verifier-vector.c, amk-verifier-attention.c);
- * they check dtypes, ranges, writes to constant buffers and aliasing. */
-gboolean     amk_verify_vector_op         (AmkProgram              *self,
-                                           guint                    queue,
-                                           guint                    pos,
-                                           const amk_instruction_t *ins,
-                                           GError                 **error);
-gboolean     amk_verify_attention_op      (AmkProgram              *self,
-                                           guint                    queue,
-                                           guint                    pos,
-                                           const amk_instruction_t *ins,
-                                           GError                 **error);
 
 /* Abstract run of the queues (amk-verifier.c). */
 gboolean     amk_verifier_check           (AmkProgram  *self,

@@ -11,6 +11,7 @@
 
 #include "amk-program.h"
 #include "amk-program-private.h"
+#include "amk-op-private.h"
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 #include "amk-enum-types.h"
@@ -707,12 +708,13 @@ amk_program_add_instruction (AmkProgram  *self,
                              GError     **error)
 {
   amk_instruction_t instruction = { 0 };
+  const AmkOpClass *klass;
 
   g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
   g_return_val_if_fail (buffers != NULL || n_buffers == 0, -1);
   g_return_val_if_fail (error == NULL || *error == NULL, -1);
 
-  if ((guint) opcode >= AMK_ABI_N_OPS)
+  if ((klass = amk_op_class ((guint) opcode)) == NULL)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Unknown opcode %d"), (int) opcode);
@@ -726,7 +728,7 @@ amk_program_add_instruction (AmkProgram  *self,
       return -1;
     }
   for (gsize i = 0; i < n_buffers; i++)
-    if ((buffers[i] < 0 && !(buffers[i] == AMK_NO_BUFFER && amk_opcode_slot_is_optional (opcode, i))) ||
+    if ((buffers[i] < 0 && !(buffers[i] == AMK_NO_BUFFER && ((klass->optional_slots >> i) & 1u))) ||
         buffers[i] >= (gint) self->buffers->len)
       {
         g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
@@ -762,42 +764,61 @@ get_instruction (AmkProgram  *self,
   return &g_array_index (self->instructions, amk_instruction_t, instruction);
 }
 
+/* The instruction and its named parameter, or NULL with @error set. */
+static guint8 *
+param_location (AmkProgram  *self,
+                guint        instruction,
+                const char  *name,
+                gboolean     is_float,
+                GError     **error)
+{
+  amk_instruction_t *ins = get_instruction (self, instruction, error);
+  const AmkParamField *field;
+
+  if (ins == NULL || (field = amk_op_find_param (ins->opcode, name, error)) == NULL)
+    return NULL;
+  if (field->is_float != is_float)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   is_float ? _("The %s parameter “%s” is an integer; set it with set_param_int")
+                            : _("The %s parameter “%s” is a float; set it with set_param_float"),
+                   amk_op_name (ins->opcode), name);
+      return NULL;
+    }
+  return (guint8 *) &ins->params + field->offset;
+}
+
 /**
- * amk_program_set_param_ints:
+ * amk_program_set_param_int:
  * @self: a program
  * @instruction: an instruction index
- * @values: (array length=n_values): the values of slots 0 to @n_values - 1
- * @n_values: the number of slots to set, at most 12
+ * @name: the parameter's name, as in the op's parameter struct in `amk-abi.h`
+ *   (e.g. `count` of COPY, `rows` of MATVEC, `head_dim` of ROPE_KV)
+ * @value: the value
  * @error: return location for a #GError
  *
- * Sets the integer parameter slots of an instruction, starting at slot 0.
+ * Sets an integer parameter of an instruction by name. Set the opcode first
+ * ([method@Amk.Program.add_instruction]): the names depend on it.
  *
- * Returns: %TRUE on success
+ * Returns: %TRUE on success; %FALSE with %AMK_PROGRAM_ERROR_INVALID when the op has no
+ *   integer parameter of that name
  */
 gboolean
-amk_program_set_param_ints (AmkProgram  *self,
-                            guint        instruction,
-                            const gint  *values,
-                            gsize        n_values,
-                            GError     **error)
+amk_program_set_param_int (AmkProgram  *self,
+                           guint        instruction,
+                           const char  *name,
+                           gint         value,
+                           GError     **error)
 {
-  amk_instruction_t *ins;
+  const gint32 v = value;
+  guint8 *at;
 
   g_return_val_if_fail (AMK_IS_PROGRAM (self), FALSE);
-  g_return_val_if_fail (values != NULL || n_values == 0, FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
 
-  if (n_values > AMK_PARAM_SLOTS)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("An instruction has %d parameter slots, not %u"),
-                   AMK_PARAM_SLOTS, (guint) n_values);
-      return FALSE;
-    }
-  ins = get_instruction (self, instruction, error);
-  if (ins == NULL)
+  if ((at = param_location (self, instruction, name, FALSE, error)) == NULL)
     return FALSE;
-  for (gsize i = 0; i < n_values; i++)
-    ins->params.i[i] = values[i];
+  memcpy (at, &v, sizeof v);
   return TRUE;
 }
 
@@ -805,36 +826,95 @@ amk_program_set_param_ints (AmkProgram  *self,
  * amk_program_set_param_float:
  * @self: a program
  * @instruction: an instruction index
- * @slot: the parameter slot, 0 to 11
+ * @name: the parameter's name, as in the op's parameter struct in `amk-abi.h`
+ *   (e.g. `value` of FILL, `eps` of RMSNORM)
  * @value: the value
  * @error: return location for a #GError
  *
- * Sets one float parameter slot of an instruction (FILL reads its value from slot 2).
+ * Sets a float parameter of an instruction by name. Set the opcode first
+ * ([method@Amk.Program.add_instruction]): the names depend on it.
  *
- * Returns: %TRUE on success
+ * Returns: %TRUE on success; %FALSE with %AMK_PROGRAM_ERROR_INVALID when the op has no
+ *   float parameter of that name
  */
 gboolean
 amk_program_set_param_float (AmkProgram  *self,
                              guint        instruction,
-                             guint        slot,
+                             const char  *name,
                              gfloat       value,
                              GError     **error)
 {
-  amk_instruction_t *ins;
+  guint8 *at;
 
   g_return_val_if_fail (AMK_IS_PROGRAM (self), FALSE);
+  g_return_val_if_fail (name != NULL, FALSE);
 
-  if (slot >= AMK_PARAM_SLOTS)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Parameter slot %u does not exist; slots go from 0 to %d"),
-                   slot, AMK_PARAM_SLOTS - 1);
-      return FALSE;
-    }
-  ins = get_instruction (self, instruction, error);
-  if (ins == NULL)
+  if ((at = param_location (self, instruction, name, TRUE, error)) == NULL)
     return FALSE;
-  ins->params.f[slot] = value;
+  memcpy (at, &value, sizeof value);
+  return TRUE;
+}
+
+/**
+ * amk_program_get_param_int:
+ * @self: a program
+ * @instruction: an instruction index
+ * @name: the parameter's name (see [method@Amk.Program.set_param_int])
+ * @value: (out): the value
+ * @error: return location for a #GError
+ *
+ * Reads an integer parameter of an instruction by name, e.g. the rows a compiled
+ * MATVEC tile covers.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_program_get_param_int (AmkProgram  *self,
+                           guint        instruction,
+                           const char  *name,
+                           gint        *value,
+                           GError     **error)
+{
+  guint8 *at;
+  gint32 v;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), FALSE);
+  g_return_val_if_fail (name != NULL && value != NULL, FALSE);
+
+  if ((at = param_location (self, instruction, name, FALSE, error)) == NULL)
+    return FALSE;
+  memcpy (&v, at, sizeof v);
+  *value = v;
+  return TRUE;
+}
+
+/**
+ * amk_program_get_param_float:
+ * @self: a program
+ * @instruction: an instruction index
+ * @name: the parameter's name (see [method@Amk.Program.set_param_float])
+ * @value: (out): the value
+ * @error: return location for a #GError
+ *
+ * Reads a float parameter of an instruction by name.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_program_get_param_float (AmkProgram  *self,
+                             guint        instruction,
+                             const char  *name,
+                             gfloat      *value,
+                             GError     **error)
+{
+  guint8 *at;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), FALSE);
+  g_return_val_if_fail (name != NULL && value != NULL, FALSE);
+
+  if ((at = param_location (self, instruction, name, TRUE, error)) == NULL)
+    return FALSE;
+  memcpy (value, at, sizeof *value);
   return TRUE;
 }
 

@@ -96,16 +96,28 @@ gint          amk_program_add_instruction     (AmkProgram    *self,
                                                gsize          n_buffers,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
-gboolean      amk_program_set_param_ints      (AmkProgram    *self,
+gboolean      amk_program_set_param_int       (AmkProgram    *self,
                                                guint          instruction,
-                                               const gint    *values,
-                                               gsize          n_values,
+                                               const char    *name,
+                                               gint           value,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
 gboolean      amk_program_set_param_float     (AmkProgram    *self,
                                                guint          instruction,
-                                               guint          slot,
+                                               const char    *name,
                                                gfloat         value,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_get_param_int       (AmkProgram    *self,
+                                               guint          instruction,
+                                               const char    *name,
+                                               gint          *value,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gboolean      amk_program_get_param_float     (AmkProgram    *self,
+                                               guint          instruction,
+                                               const char    *name,
+                                               gfloat        *value,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
 gboolean      amk_program_add_wait            (AmkProgram    *self,

@@ -11,6 +11,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-program-private.h"
+#include "amk-op-private.h"
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 
@@ -69,68 +70,10 @@ check_buffers (AmkProgram  *self,
   return TRUE;
 }
 
-/* How many buffer slots an opcode names (which of them it writes:
- * amk_abi_written_slots), and how many more it may name (*n_extra): MATVEC the fused
- * SILU_MUL's up, ATTN_DECODE the fused merge's output and the fused RoPE's cos and sin
- * table. */
-static gboolean
-op_buffer_layout (guint opcode, guint *n_buffers, guint *n_extra)
-{
-  *n_extra = opcode == AMK_ABI_OP_MATVEC ? 1 : opcode == AMK_ABI_OP_ATTN_DECODE ? 2 : 0;
-  switch (opcode)
-    {
-    case AMK_ABI_OP_MATVEC:
-      *n_buffers = 6;
-      return TRUE;
-    case AMK_ABI_OP_RMSNORM:
-    case AMK_ABI_OP_SILU_MUL:
-    case AMK_ABI_OP_EMBED:
-    case AMK_ABI_OP_ARGMAX_PARTIAL:
-    case AMK_ABI_OP_ARGMAX_FINAL:
-    case AMK_ABI_OP_ATTN_DECODE:
-      *n_buffers = 3;
-      if (opcode == AMK_ABI_OP_ATTN_DECODE)
-        *n_buffers = 5;
-      return TRUE;
-    case AMK_ABI_OP_ROPE_KV:
-      *n_buffers = 6;
-      return TRUE;
-    case AMK_ABI_OP_ATTN_REDUCE:
-      *n_buffers = 2;
-      return TRUE;
-    case AMK_ABI_OP_COPY:
-      *n_buffers = 2;
-      return TRUE;
-    case AMK_ABI_OP_FILL:
-      *n_buffers = 1;
-      return TRUE;
-    case AMK_ABI_OP_ADD:
-      *n_buffers = 3;
-      return TRUE;
-    case AMK_ABI_OP_NOP:
-    case AMK_ABI_OP_TRAP:
-    case AMK_ABI_OP_GRID_SYNC:
-      *n_buffers = 0;
-      return TRUE;
-    default:
-      return FALSE;
-    }
-}
-
-static const char *
-op_name (guint opcode)
-{
-  static const char *names[] = { "NOP", "COPY", "FILL", "ADD", "TRAP", "GRID_SYNC", "MATVEC",
-                                 "RMSNORM", "SILU_MUL", "EMBED", "ARGMAX_PARTIAL",
-                                 "ARGMAX_FINAL", "ROPE_KV", "ATTN_DECODE", "ATTN_REDUCE" };
-  return opcode < G_N_ELEMENTS (names) ? names[opcode] : "?";
-}
-
-/* No write to a constant buffer, for the ops without a family check (which names the
- * operand in its own message). */
-static gboolean
-check_writes (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-              GError **error)
+/* No write to a constant buffer, for the ops whose own checks do not name the operand. */
+gboolean
+amk_verify_writes (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                   GError **error)
 {
   const guint written = amk_abi_written_slots (ins->opcode, ins->n_buffers);
 
@@ -142,7 +85,7 @@ check_writes (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
           {
             g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                          _("Queue %u instruction %u (%s) writes buffer %d “%s”, which is constant"),
-                         queue, pos, op_name (ins->opcode), ins->buffers[s], dst->name);
+                         queue, pos, amk_op_name (ins->opcode), ins->buffers[s], dst->name);
             return FALSE;
           }
       }
@@ -150,8 +93,8 @@ check_writes (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
 }
 
 /* Range [offset, offset + count) inside the buffer, in elements. */
-static gboolean
-check_range (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+gboolean
+amk_verify_range (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
              guint slot, gint32 offset, gint32 count, GError **error)
 {
   AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[slot]);
@@ -160,15 +103,15 @@ check_range (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                    _("Queue %u instruction %u (%s): elements %d to %d + %d are outside buffer %d “%s” of %" PRIu64 " elements"),
-                   queue, pos, op_name (ins->opcode), offset, offset, count,
+                   queue, pos, amk_op_name (ins->opcode), offset, offset, count,
                    ins->buffers[slot], info->name, info->n_elements);
       return FALSE;
     }
   return TRUE;
 }
 
-static gboolean
-check_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+gboolean
+amk_verify_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
                   guint n, GError **error)
 {
   AmkBufferInfo *first = g_ptr_array_index (self->buffers, ins->buffers[0]);
@@ -180,7 +123,7 @@ check_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instructio
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                        _("Queue %u instruction %u (%s): buffer “%s” is %s but buffer “%s” is %s; the dtypes must match"),
-                       queue, pos, op_name (ins->opcode), first->name, amk_dtype_name (first->dtype),
+                       queue, pos, amk_op_name (ins->opcode), first->name, amk_dtype_name (first->dtype),
                        other->name, amk_dtype_name (other->dtype));
           return FALSE;
         }
@@ -190,8 +133,8 @@ check_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instructio
 
 /* The bytes an operand covers, as (region, start, length): scratch buffers share the
  * arena (region -1), other buffers are their own region. */
-static void
-operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, gint32 offset,
+void
+amk_verify_operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, gint32 offset,
                gint32 count, gint64 *region, guint64 *start, guint64 *length)
 {
   AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[slot]);
@@ -204,184 +147,36 @@ operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, gint3
 
 /* The output may be one of the inputs exactly (in place) but not partly overlap it: the
  * GPU processes elements in parallel, so a partial overlap has no defined result. */
-static gboolean
-check_no_partial_overlap (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+gboolean
+amk_verify_no_partial_overlap (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
                           guint dst_slot, gint32 dst_off, guint src_slot, gint32 src_off,
                           gint32 count, GError **error)
 {
   gint64 rd, rs;
   guint64 sd, ss, ld, ls;
 
-  operand_bytes (self, ins, dst_slot, dst_off, count, &rd, &sd, &ld);
-  operand_bytes (self, ins, src_slot, src_off, count, &rs, &ss, &ls);
+  amk_verify_operand_bytes (self, ins, dst_slot, dst_off, count, &rd, &sd, &ld);
+  amk_verify_operand_bytes (self, ins, src_slot, src_off, count, &rs, &ss, &ls);
   if (rd != rs || count == 0 || sd == ss || sd + ld <= ss || ss + ls <= sd)
     return TRUE;
   g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                _("Queue %u instruction %u (%s): the output partly overlaps input %u; use separate buffers or the very same elements"),
-               queue, pos, op_name (ins->opcode), src_slot);
+               queue, pos, amk_op_name (ins->opcode), src_slot);
   return FALSE;
 }
 
-/* Buffer slots that may be AMK_NO_BUFFER: MATVEC's bias, residual and norm weight. */
-gboolean
-amk_opcode_slot_is_optional (guint opcode, guint slot)
-{
-  return opcode == AMK_ABI_OP_MATVEC && slot >= 3;
-}
 
-static AmkBufferInfo *
-slot_buffer (AmkProgram *self, const amk_instruction_t *ins, guint slot)
+AmkBufferInfo *
+amk_verify_slot_buffer (AmkProgram *self, const amk_instruction_t *ins, guint slot)
 {
   if (ins->buffers[slot] == AMK_NO_BUFFER)
     return NULL;
   return g_ptr_array_index (self->buffers, ins->buffers[slot]);
 }
 
-/* One operand of MATVEC: the dtypes it may have and the elements it must hold. */
-static gboolean
-check_matvec_operand (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-                      guint slot, const char *what, guint dtypes, guint64 needed, GError **error)
-{
-  AmkBufferInfo *info = slot_buffer (self, ins, slot);
 
-  if (info == NULL)
-    return TRUE;
-  if (!(dtypes & (1u << info->dtype)))
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): %s “%s” cannot be %s"),
-                   queue, pos, what, info->name, amk_dtype_name (info->dtype));
-      return FALSE;
-    }
-  if (info->n_elements < needed)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Queue %u instruction %u (MATVEC): %s “%s” has %" PRIu64 " elements; the tile needs %" PRIu64),
-                   queue, pos, what, info->name, info->n_elements, needed);
-      return FALSE;
-    }
-  return TRUE;
-}
 
-/* y must not share memory with what the tile reads, except the residual, which may be
- * exactly y's own rows (y += W x). */
-static gboolean
-check_matvec_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-                       GError **error)
-{
-  const amk_params_t *p = &ins->params;
-  const gint32 r0 = p->i[0], n = p->i[1], k = p->i[2];
-  /* run after the operand checks: (r0 + n) * k fits W, so an int32 */
-  const gint32 offsets[7] = { r0, 0, 0, r0, r0, 0, 0 };
-  const gint32 counts[7] = { n, (r0 + n) * k, k, n, n, k, k };
-  gint64 ry, rs;
-  guint64 sy, ss, ly, ls;
 
-  operand_bytes (self, ins, 0, offsets[0], counts[0], &ry, &sy, &ly);
-  for (guint slot = 1; slot < ins->n_buffers; slot++)
-    {
-      if (ins->buffers[slot] == AMK_NO_BUFFER)
-        continue;
-      operand_bytes (self, ins, slot, offsets[slot], counts[slot], &rs, &ss, &ls);
-      if (rs != ry || ly == 0 || ls == 0 || sy + ly <= ss || ss + ls <= sy)
-        continue;
-      if (slot == 4 && ss == sy && ls == ly)
-        continue;
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): the output overlaps input %u; only the residual may be the output itself"),
-                   queue, pos, slot);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* Split-K (i5 > 0): columns i4 .. i4 + i5 of whole 16-byte chunks, added with atomics
- * onto an f32 output that is its own residual. */
-static gboolean
-check_matvec_split (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-                    AmkBufferInfo *w, GError **error)
-{
-  const amk_params_t *p = &ins->params;
-  const gint32 k = p->i[2], k0 = p->i[4], kn = p->i[5];
-  const guint64 es = amk_dtype_size (w->dtype);
-  AmkBufferInfo *y = slot_buffer (self, ins, 0);
-
-  if (kn == 0 && k0 == 0)
-    return TRUE;
-  if (k0 < 0 || kn <= 0 || k0 > k - kn)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d (params 4 and 5) are out of range of K = %d; params 4 and 5 are both 0 for whole rows"),
-                   queue, pos, k0, kn, k);
-      return FALSE;
-    }
-  if (((guint64) k0 * es) % 16 != 0 || ((guint64) kn * es) % 16 != 0)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on 16-byte boundaries of a row of W (%s)"),
-                   queue, pos, k0, kn, amk_dtype_name (w->dtype));
-      return FALSE;
-    }
-  if (y->dtype != AMK_DTYPE_F32 || ins->buffers[4] != ins->buffers[0])
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): a split-K tile adds its share to the output “%s” with atomic adds, so the output must be f32 and also the residual (buffer 4)"),
-                   queue, pos, y->name);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-              GError **error)
-{
-  const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
-  const guint weights = vec | (1u << AMK_DTYPE_F16);
-  const amk_params_t *p = &ins->params;
-  const gint32 r0 = p->i[0], n = p->i[1], k = p->i[2];
-  AmkBufferInfo *w = slot_buffer (self, ins, 1); /* y, W and x are not optional */
-
-  if (r0 < 0 || n < 0 || k < 1)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Queue %u instruction %u (MATVEC): rows %d + %d and K = %d are out of range"),
-                   queue, pos, r0, n, k);
-      return FALSE;
-    }
-  if (((guint64) k * amk_dtype_size (w->dtype)) % 16 != 0)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): a row of W (%d × %s) must be a multiple of 16 bytes"),
-                   queue, pos, k, amk_dtype_name (w->dtype));
-      return FALSE;
-    }
-  if (!check_matvec_split (self, queue, pos, ins, w, error))
-    return FALSE;
-  if (ins->buffers[5] != AMK_NO_BUFFER && !(p->f[3] >= 0.0f && p->f[3] < G_MAXFLOAT))
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): the RMSNORM epsilon must be finite and not negative"),
-                   queue, pos);
-      return FALSE;
-    }
-  if (ins->n_buffers > 6 && ins->buffers[5] != AMK_NO_BUFFER && ins->buffers[6] != AMK_NO_BUFFER)
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): a fused RMSNORM (buffer 5) and a fused SILU_MUL (buffer 6) cannot be combined; leave one of them AMK_NO_BUFFER"),
-                   queue, pos);
-      return FALSE;
-    }
-  return check_matvec_operand (self, queue, pos, ins, 0, _("the output"), vec, (guint64) r0 + n, error) &&
-         check_matvec_operand (self, queue, pos, ins, 1, _("the matrix"), weights, ((guint64) r0 + n) * k, error) &&
-         check_matvec_operand (self, queue, pos, ins, 2, _("the vector"), vec, k, error) &&
-         check_matvec_operand (self, queue, pos, ins, 3, _("the bias"), vec, (guint64) r0 + n, error) &&
-         check_matvec_operand (self, queue, pos, ins, 4, _("the residual"), vec, (guint64) r0 + n, error) &&
-         check_matvec_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, k, error) &&
-         (ins->n_buffers < 7 ||
-          check_matvec_operand (self, queue, pos, ins, 6, _("the up vector"), vec, k, error)) &&
-         check_matvec_aliasing (self, queue, pos, ins, error);
-}
 
 static gboolean
 check_instruction (AmkProgram              *self,
@@ -390,10 +185,9 @@ check_instruction (AmkProgram              *self,
                    const amk_instruction_t *ins,
                    GError                 **error)
 {
-  guint n_needed, n_extra;
-  const amk_params_t *p = &ins->params;
+  const AmkOpClass *klass = amk_op_class (ins->opcode);
 
-  if (!op_buffer_layout (ins->opcode, &n_needed, &n_extra))
+  if (klass == NULL)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u has the unknown opcode %u"),
@@ -432,55 +226,21 @@ check_instruction (AmkProgram              *self,
     }
   for (guint s = 0; s < ins->n_buffers; s++)
     if ((ins->buffers[s] < 0 || (guint) ins->buffers[s] >= self->buffers->len) &&
-        !(ins->buffers[s] == AMK_NO_BUFFER && amk_opcode_slot_is_optional (ins->opcode, s)))
+        !(ins->buffers[s] == AMK_NO_BUFFER && ((klass->optional_slots >> s) & 1u)))
       {
         g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                      _("Queue %u instruction %u uses buffer %d, but the program has %u buffers"),
                      queue, pos, ins->buffers[s], self->buffers->len);
         return FALSE;
       }
-  if (ins->n_buffers < n_needed || ins->n_buffers > n_needed + n_extra)
+  if (ins->n_buffers < klass->n_buffers || ins->n_buffers > klass->n_buffers + klass->n_extra)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("Queue %u instruction %u (%s) names %u buffers; %s takes %u"),
-                   queue, pos, op_name (ins->opcode), ins->n_buffers, op_name (ins->opcode), n_needed);
+                   queue, pos, klass->name, ins->n_buffers, klass->name, klass->n_buffers);
       return FALSE;
     }
-  switch (ins->opcode)
-    {
-    case AMK_ABI_OP_COPY:
-      return check_writes (self, queue, pos, ins, error) &&
-             check_same_dtype (self, queue, pos, ins, 2, error) &&
-             check_range (self, queue, pos, ins, 0, p->i[0], p->i[2], error) &&
-             check_range (self, queue, pos, ins, 1, p->i[1], p->i[2], error) &&
-             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[2], error);
-    case AMK_ABI_OP_FILL:
-      return check_writes (self, queue, pos, ins, error) &&
-             check_range (self, queue, pos, ins, 0, p->i[0], p->i[1], error);
-    case AMK_ABI_OP_MATVEC:
-      return check_writes (self, queue, pos, ins, error) &&
-             check_matvec (self, queue, pos, ins, error);
-    case AMK_ABI_OP_RMSNORM:
-    case AMK_ABI_OP_SILU_MUL:
-    case AMK_ABI_OP_EMBED:
-    case AMK_ABI_OP_ARGMAX_PARTIAL:
-    case AMK_ABI_OP_ARGMAX_FINAL:
-      return amk_verify_vector_op (self, queue, pos, ins, error);
-    case AMK_ABI_OP_ROPE_KV:
-    case AMK_ABI_OP_ATTN_DECODE:
-    case AMK_ABI_OP_ATTN_REDUCE:
-      return amk_verify_attention_op (self, queue, pos, ins, error);
-    case AMK_ABI_OP_ADD:
-      return check_writes (self, queue, pos, ins, error) &&
-             check_same_dtype (self, queue, pos, ins, 3, error) &&
-             check_range (self, queue, pos, ins, 0, p->i[0], p->i[3], error) &&
-             check_range (self, queue, pos, ins, 1, p->i[1], p->i[3], error) &&
-             check_range (self, queue, pos, ins, 2, p->i[2], p->i[3], error) &&
-             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 1, p->i[1], p->i[3], error) &&
-             check_no_partial_overlap (self, queue, pos, ins, 0, p->i[0], 2, p->i[2], p->i[3], error);
-    default:
-      return TRUE;
-    }
+  return klass->verify == NULL || klass->verify (self, queue, pos, ins, error);
 }
 
 /* The arrival counters of ATTN_DECODE's fused merge: no instruction waits on or signals
@@ -502,7 +262,7 @@ check_arrival_counters (AmkProgram  *self,
       if (ins->signal.counter != AMK_NO_COUNTER)
         synced[ins->signal.counter] = 1;
       if (ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers == 6)
-        arrivals[ins->params.i[8]]++;
+        arrivals[ins->params.attn_decode.arrival_counter]++;
     }
   for (guint i = 0; i < self->instructions->len; i++)
     {
@@ -511,7 +271,7 @@ check_arrival_counters (AmkProgram  *self,
 
       if (ins->opcode != AMK_ABI_OP_ATTN_DECODE || ins->n_buffers != 6)
         continue;
-      c = ins->params.i[8];
+      c = ins->params.attn_decode.arrival_counter;
       if (synced[c])
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
@@ -519,11 +279,11 @@ check_arrival_counters (AmkProgram  *self,
                        i, c, counter_name (self, c));
           return FALSE;
         }
-      if (arrivals[c] != (guint32) ins->params.i[6])
+      if (arrivals[c] != (guint32) ins->params.attn_decode.n_splits)
         {
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                        _("Instruction %u (ATTN_DECODE) merges on counter %d “%s” after %d splits, but %u instructions arrive on it; give each key/value head its own arrival counter"),
-                       i, c, counter_name (self, c), ins->params.i[6], arrivals[c]);
+                       i, c, counter_name (self, c), ins->params.attn_decode.n_splits, arrivals[c]);
           return FALSE;
         }
     }

@@ -134,9 +134,11 @@ make_program (guint rows, guint k, guint tile, gint *yb, gint *wb, gint *xb)
                                                 (gint[]) { *yb, *wb, *xb, -1, splits > 1 ? *yb : -1, -1 },
                                                 6, &error);
         if (ins < 0 ||
-            !amk_program_set_param_ints (p, ins, (gint[]) { r0, MIN (tile, rows - r0), k, 0,
-                                                            splits > 1 ? c0 * 8 : 0,
-                                                            splits > 1 ? (c1 - c0) * 8 : 0 }, 6, &error))
+            !amk_program_set_param_int (p, ins, "row0", r0, &error) ||
+            !amk_program_set_param_int (p, ins, "rows", MIN (tile, rows - r0), &error) ||
+            !amk_program_set_param_int (p, ins, "k", k, &error) ||
+            !amk_program_set_param_int (p, ins, "k0", splits > 1 ? c0 * 8 : 0, &error) ||
+            !amk_program_set_param_int (p, ins, "k_len", splits > 1 ? (c1 - c0) * 8 : 0, &error))
           g_error ("%s", error->message);
       }
   return p;

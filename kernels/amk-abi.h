@@ -7,6 +7,7 @@
 #ifndef AMK_ABI_H
 #define AMK_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -32,80 +33,198 @@ enum {
   AMK_ABI_N_DTYPES
 };
 
-/* Opcodes. The numbers are part of the ABI (AmkOpcode mirrors them). */
+/* Opcodes. The numbers are part of the ABI (AmkOpcode mirrors them). What each op does
+ * and what its operands b0, b1, ... (the instruction's buffer-table indices) are is said
+ * at its parameter struct below. */
 enum {
-  AMK_ABI_OP_NOP       = 0,
-  AMK_ABI_OP_COPY      = 1, /* b0 = dst, b1 = src; i0 dst offset, i1 src offset, i2 count */
-  AMK_ABI_OP_FILL      = 2, /* b0 = dst; i0 offset, i1 count, f2 value */
-  AMK_ABI_OP_ADD       = 3, /* b0 = dst, b1 = a, b2 = b; i0/i1/i2 offsets, i3 count */
-  AMK_ABI_OP_TRAP      = 4, /* i0 = code reported in the abort record */
-  AMK_ABI_OP_GRID_SYNC = 5, /* whole-grid barrier */
-  /* y[i0 .. i0+i1) = W[i0 .. i0+i1, 0 .. i2) x' (+ bias) (+ residual), fp32 accumulation.
-   * b0 = y (F32 or BF16), b1 = W (BF16, F16 or F32, row-major [rows, i2]), b2 = x (F32 or
-   * BF16, [i2]), b3 = bias or AMK_NO_BUFFER, b4 = residual or AMK_NO_BUFFER (may be y
-   * itself: y += W x), b5 = RMSNORM weight or AMK_NO_BUFFER: then x' = x / sqrt(mean(x^2)
-   * + f3) * b5, else x' = x. bias, residual and b5 are F32 or BF16. i2 * sizeof(W elem)
-   * must be a multiple of 16. A seventh buffer (n_buffers 7), b6 = up (F32 or BF16, [i2])
-   * or AMK_NO_BUFFER, gates the input instead of a norm: x' = silu(x) * b6, SILU_MUL fused
-   * into the matvec (b5 must then be absent). Split-K: with i5 > 0 the tile covers only
-   * the columns i4 .. i4+i5 (whole 16-byte chunks of a row) and adds its share to y with
-   * atomic fp32 adds, y[r] += W[r, i4 .. i4+i5) x'[i4 .. i4+i5) (+ bias when i4 = 0), so
-   * that the splits of a row may run on several queues at once, in any order: y must be
-   * F32 and b4 y itself. x' is still normalised over all K columns. i5 = 0: the whole
-   * row (i4 = 0). */
-  AMK_ABI_OP_MATVEC    = 6,
-  /* The vector ops (ops-vector.cuh). F32 or BF16 vectors unless said otherwise. */
-  /* out[v*n + c] = x[v*n + c] / sqrt(mean_c x[v*n + c]^2 + f3) * w[c] for vectors
-   * v = i1 .. i1+i2 of length n = i0 (one vector, or one per head for Qwen3's q/k norm).
-   * b0 = out, b1 = x (out may be x itself: in place), b2 = w [n]. */
-  AMK_ABI_OP_RMSNORM   = 7,
-  /* out[i0 + k] = silu(gate[i0 + k]) * up[i0 + k] for k < i1; silu(g) = g / (1 + e^-g).
-   * b0 = out, b1 = gate, b2 = up. */
-  AMK_ABI_OP_SILU_MUL  = 8,
-  /* out[i1 + c] = table[t * i3 + i1 + c] for c < i2, t = tokens[i0] read on the device;
-   * b0 = out, b1 = table (BF16, F16 or F32, [vocab, i3]), b2 = tokens (I32). A token
-   * outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index). */
-  AMK_ABI_OP_EMBED     = 9,
-  /* val[i2], idx[i2] = the largest x[i0 + k] for k < i1 and its index (i0 + k; the lowest
-   * index on ties; NaN counts as smaller than everything). b0 = val (F32), b1 = idx (I32),
-   * b2 = x (F32 or BF16). */
+  AMK_ABI_OP_NOP            = 0,
+  AMK_ABI_OP_COPY           = 1,
+  AMK_ABI_OP_FILL           = 2,
+  AMK_ABI_OP_ADD            = 3,
+  AMK_ABI_OP_TRAP           = 4,
+  AMK_ABI_OP_GRID_SYNC      = 5, /* whole-grid barrier; no parameters */
+  AMK_ABI_OP_MATVEC         = 6,
+  AMK_ABI_OP_RMSNORM        = 7,
+  AMK_ABI_OP_SILU_MUL       = 8,
+  AMK_ABI_OP_EMBED          = 9,
   AMK_ABI_OP_ARGMAX_PARTIAL = 10,
-  /* out[i1] = idx[j] of the largest val[j], j < i0 (the lowest j on ties): the next token
-   * id, left on the device. b0 = out (I32), b1 = val (F32), b2 = idx (I32). */
   AMK_ABI_OP_ARGMAX_FINAL   = 11,
-  /* The attention ops (ops-attention.cuh). Heads of head_dim = i0; i1 query heads, i2
-   * key/value heads (GQA: query head h reads kv head h / (i1 / i2)); caches hold i3
-   * positions of i2 * i0 elements; the position is pos[0] (I32), read on the device; a
-   * position outside [0, i3) aborts with AMK_ABORT_CHECK. */
-  /* Rotates heads i4 .. i4+i5 of the index space [query heads, then key heads] in place
-   * (rotate-half pairs (c, c + i0/2), angle pos * theta^(-2c/i0) with theta = f6, Llama-3
-   * frequency scaling when f7 (factor) > 0: low/high frequency factors f8/f9, original
-   * context i10), and for each key head in the range appends k and v at row pos of the
-   * caches. b0 = q (F32), b1 = k (F32), b2 = v (F32), b3 = k cache, b4 = v cache (BF16 or
-   * F32), b5 = pos (I32). */
-  AMK_ABI_OP_ROPE_KV   = 12,
-  /* Split i5 of i6 of the positions 0 .. pos (chunks of max(ceil((pos+1)/i6), i9): i9 is
-   * the fewest positions worth a split of their own, 0 or 1 for none) for the query
-   * heads of kv head i4: per query head h, m = max score, l = sum e^(s - m), acc = sum
-   * e^(s - m) v with s = f7 * q.k. Writes partial[(h * i6 + i5) * (i0 + 2) + ...] = acc[i0],
-   * m, l (an empty split: m = -inf, l = 0, acc = 0). b0 = partial (F32), b1 = q (F32),
-   * b2 = k cache, b3 = v cache, b4 = pos (I32). With a sixth buffer b5 = out (F32, [i1 i0])
-   * ATTN_REDUCE is fused: after writing its partial the block adds 1 to counters[i8] (an
-   * arrival counter that no instruction waits on or signals, used by the i6 splits of this
-   * key/value head only), and the block that brings it to i6 merges the splits of the
-   * group's query heads into out like ATTN_REDUCE. With a seventh buffer b6 = inv_freq
-   * (F32, [i0/2]) RoPE is fused as well (the merge must be): b1 is then qkv (F32,
-   * [(i1 + 2 i2) i0]: the query heads, the key heads, the value heads, not rotated), the
-   * block rotates its group's query heads (rotate-half pairs (c, c + i0/2), angle
-   * pos * inv_freq[c], as ROPE_KV), and the split that holds position pos rotates key
-   * head i4 and appends it and value head i4 at row pos of the caches before it attends;
-   * ROPE_KV and its stage are gone. Needs amk_abi_rope_attn_fits (below). */
-  AMK_ABI_OP_ATTN_DECODE = 13,
-  /* Merges the i2 splits of query heads i3 .. i3+i4: out[h * i0 + c] = sum_s e^(m_s - M)
-   * acc_s[c] / sum_s e^(m_s - M) l_s, M = max_s m_s. b0 = out (F32), b1 = partial. */
-  AMK_ABI_OP_ATTN_REDUCE = 14,
+  AMK_ABI_OP_ROPE_KV        = 12,
+  AMK_ABI_OP_ATTN_DECODE    = 13,
+  AMK_ABI_OP_ATTN_REDUCE    = 14,
   AMK_ABI_N_OPS
 };
+
+/* The parameters of each op: one struct per op, a member of amk_params_t. Offsets are
+ * element counts unless said otherwise. */
+
+/* COPY: b0[dst_offset + i] = b1[src_offset + i] for i < count. */
+typedef struct {
+  int32_t dst_offset;
+  int32_t src_offset;
+  int32_t count;
+} amk_copy_params_t;
+
+/* FILL: b0[offset + i] = value for i < count. */
+typedef struct {
+  int32_t offset;
+  int32_t count;
+  float   value;
+} amk_fill_params_t;
+
+/* ADD: b0[dst_offset + i] = b1[a_offset + i] + b2[b_offset + i] for i < count. */
+typedef struct {
+  int32_t dst_offset;
+  int32_t a_offset;
+  int32_t b_offset;
+  int32_t count;
+} amk_add_params_t;
+
+/* TRAP: aborts the launch; code is reported in the abort record. */
+typedef struct {
+  int32_t code;
+} amk_trap_params_t;
+
+/* MATVEC: y[row0 .. row0+rows) = W[row0 .. row0+rows, 0 .. k) x' (+ bias) (+ residual),
+ * fp32 accumulation. b0 = y (F32 or BF16), b1 = W (BF16, F16 or F32, row-major [rows, k]),
+ * b2 = x (F32 or BF16, [k]), b3 = bias or AMK_NO_BUFFER, b4 = residual or AMK_NO_BUFFER
+ * (may be y itself: y += W x), b5 = RMSNORM weight or AMK_NO_BUFFER: then
+ * x' = x / sqrt(mean(x^2) + eps) * b5, else x' = x. bias, residual and b5 are F32 or
+ * BF16. k * sizeof(W elem) must be a multiple of 16. A seventh buffer (n_buffers 7),
+ * b6 = up (F32 or BF16, [k]) or AMK_NO_BUFFER, gates the input instead of a norm:
+ * x' = silu(x) * b6, SILU_MUL fused into the matvec (b5 must then be absent).
+ * Split-K: with k_len > 0 the tile covers only the columns k0 .. k0+k_len (whole 16-byte
+ * chunks of a row) and adds its share to y with atomic fp32 adds, so that the splits of
+ * a row may run on several queues at once, in any order: y must be F32 and b4 y itself;
+ * the bias is added by the slice with k0 = 0; x' is still normalised over all k columns.
+ * k_len = 0: the whole row (k0 = 0). */
+typedef struct {
+  int32_t row0;
+  int32_t rows;
+  int32_t k;
+  float   eps;
+  int32_t k0;
+  int32_t k_len;
+} amk_matvec_params_t;
+
+/* The vector ops (ops-vector.cuh). F32 or BF16 vectors unless said otherwise. */
+
+/* RMSNORM: out[v*n + c] = x[v*n + c] / sqrt(mean_c x[v*n + c]^2 + eps) * w[c] for the
+ * vectors v = vec0 .. vec0+n_vecs of length n (one vector, or one per head for Qwen3's
+ * q/k norm). b0 = out, b1 = x (out may be x itself: in place), b2 = w [n]. */
+typedef struct {
+  int32_t n;
+  int32_t vec0;
+  int32_t n_vecs;
+  float   eps;
+} amk_rmsnorm_params_t;
+
+/* SILU_MUL: out[offset + i] = silu(gate[offset + i]) * up[offset + i] for i < count;
+ * silu(g) = g / (1 + e^-g). b0 = out, b1 = gate, b2 = up. */
+typedef struct {
+  int32_t offset;
+  int32_t count;
+} amk_silu_mul_params_t;
+
+/* EMBED: out[col0 + c] = table[t * dim + col0 + c] for c < n_cols, t = tokens[token_index]
+ * read on the device; b0 = out, b1 = table (BF16, F16 or F32, [vocab, dim]), b2 = tokens
+ * (I32). A token outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index). */
+typedef struct {
+  int32_t token_index;
+  int32_t col0;
+  int32_t n_cols;
+  int32_t dim;
+} amk_embed_params_t;
+
+/* ARGMAX_PARTIAL: val[slot], idx[slot] = the largest x[offset + i] for i < count and its
+ * index (offset + i; the lowest index on ties; NaN counts as smaller than everything).
+ * b0 = val (F32), b1 = idx (I32), b2 = x (F32 or BF16). */
+typedef struct {
+  int32_t offset;
+  int32_t count;
+  int32_t slot;
+} amk_argmax_partial_params_t;
+
+/* ARGMAX_FINAL: out[out_index] = idx[j] of the largest val[j], j < n_partials (the lowest
+ * j on ties): the next token id, left on the device. b0 = out (I32), b1 = val (F32),
+ * b2 = idx (I32). */
+typedef struct {
+  int32_t n_partials;
+  int32_t out_index;
+} amk_argmax_final_params_t;
+
+/* The attention ops (ops-attention.cuh). Heads of head_dim elements; n_q_heads query
+ * heads, n_kv_heads key/value heads (GQA: query head h reads kv head h / (n_q_heads /
+ * n_kv_heads)); caches hold max_ctx positions of n_kv_heads * head_dim elements; the
+ * position is pos[0] (I32), read on the device; a position outside [0, max_ctx) aborts
+ * with AMK_ABORT_CHECK. */
+typedef struct {
+  int32_t head_dim;
+  int32_t n_q_heads;
+  int32_t n_kv_heads;
+  int32_t max_ctx;
+} amk_attn_shape_t;
+
+/* RoPE frequencies: angle pos * theta^(-2c/head_dim) for the rotate-half pair
+ * (c, c + head_dim/2), with Llama-3 frequency scaling when factor > 0 (low_freq_factor,
+ * high_freq_factor, original_context). */
+typedef struct {
+  float   theta;
+  float   factor;
+  float   low_freq_factor;
+  float   high_freq_factor;
+  int32_t original_context;
+} amk_rope_freq_t;
+
+/* ROPE_KV: rotates heads head0 .. head0+n_heads of the index space [query heads, then key
+ * heads] in place, and for each key head in the range appends k and v at row pos of the
+ * caches. b0 = q (F32), b1 = k (F32), b2 = v (F32), b3 = k cache, b4 = v cache (BF16 or
+ * F32), b5 = pos (I32). */
+typedef struct {
+  amk_attn_shape_t shape;
+  int32_t          head0;
+  int32_t          n_heads;
+  amk_rope_freq_t  freq;
+} amk_rope_kv_params_t;
+
+/* ATTN_DECODE: split `split` of n_splits of the positions 0 .. pos (chunks of
+ * max(ceil((pos+1)/n_splits), min_split): min_split is the fewest positions worth a split
+ * of their own, 0 or 1 for none) for the query heads of kv head kv_head: per query head
+ * h, m = max score, l = sum e^(s - m), acc = sum e^(s - m) v with s = scale * q.k. Writes
+ * partial[(h * n_splits + split) * (head_dim + 2) + ...] = acc[head_dim], m, l (an empty
+ * split: m = -inf, l = 0, acc = 0). b0 = partial (F32), b1 = q (F32), b2 = k cache,
+ * b3 = v cache, b4 = pos (I32). With a sixth buffer b5 = out (F32, [n_q_heads head_dim])
+ * ATTN_REDUCE is fused: after writing its partial the block adds 1 to
+ * counters[arrival_counter] (a counter that no instruction waits on or signals, used by
+ * the n_splits splits of this key/value head only), and the block that brings it to
+ * n_splits merges the splits of the group's query heads into out like ATTN_REDUCE. With
+ * a seventh buffer b6 = inv_freq (F32, [head_dim/2]) RoPE is fused as well (the merge
+ * must be): b1 is then qkv (F32, [(n_q_heads + 2 n_kv_heads) head_dim]: the query heads,
+ * the key heads, the value heads, not rotated), the block rotates its group's query
+ * heads (angle pos * inv_freq[c], as ROPE_KV), and the split that holds position pos
+ * rotates key head kv_head and appends it and value head kv_head at row pos of the
+ * caches before it attends; ROPE_KV and its stage are gone. Needs
+ * amk_abi_rope_attn_fits (below). */
+typedef struct {
+  amk_attn_shape_t shape;
+  int32_t          kv_head;
+  int32_t          split;
+  int32_t          n_splits;
+  float            scale;
+  int32_t          arrival_counter;
+  int32_t          min_split;
+} amk_attn_decode_params_t;
+
+/* ATTN_REDUCE: merges the n_splits splits of query heads head0 .. head0+n_heads:
+ * out[h * head_dim + c] = sum_s e^(m_s - M) acc_s[c] / sum_s e^(m_s - M) l_s,
+ * M = max_s m_s. b0 = out (F32), b1 = partial. */
+typedef struct {
+  int32_t head_dim;
+  int32_t n_q_heads;
+  int32_t n_splits;
+  int32_t head0;
+  int32_t n_heads;
+} amk_attn_reduce_params_t;
 
 
 /* The buffer slots an instruction writes, bit s for slot s (every slot for an unknown
@@ -215,10 +334,23 @@ typedef struct {
   uint32_t amount;      /* added after the whole block finished the instruction */
 } amk_signal_t;
 
+/* An instruction's parameters: the member of its opcode. raw is for code that moves
+ * parameters without reading them (copies, serialization, hashing). */
 typedef union {
-  int32_t  i[AMK_PARAM_SLOTS];
-  uint32_t u[AMK_PARAM_SLOTS];
-  float    f[AMK_PARAM_SLOTS];
+  uint32_t                    raw[AMK_PARAM_SLOTS];
+  amk_copy_params_t           copy;
+  amk_fill_params_t           fill;
+  amk_add_params_t            add;
+  amk_trap_params_t           trap;
+  amk_matvec_params_t         matvec;
+  amk_rmsnorm_params_t        rmsnorm;
+  amk_silu_mul_params_t       silu_mul;
+  amk_embed_params_t          embed;
+  amk_argmax_partial_params_t argmax_partial;
+  amk_argmax_final_params_t   argmax_final;
+  amk_rope_kv_params_t        rope_kv;
+  amk_attn_decode_params_t    attn_decode;
+  amk_attn_reduce_params_t    attn_reduce;
 } amk_params_t;
 
 typedef struct {
@@ -303,6 +435,69 @@ AMK_STATIC_ASSERT (sizeof (amk_instruction_t) == 128, "amk_instruction_t must be
 AMK_STATIC_ASSERT (sizeof (amk_abort_record_t) == 32, "amk_abort_record_t must be 32 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_trace_event_t) == 32, "amk_trace_event_t must be 32 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_device_program) == 128, "amk_device_program must be 128 bytes");
+
+/* Each parameter stays in the 32-bit slot it had when the ops read numbered slots, so
+ * images made then load unchanged. */
+#define AMK_PARAM_AT(field, slot) \
+  AMK_STATIC_ASSERT (offsetof (amk_params_t, field) == 4 * (slot), #field " must be slot " #slot)
+AMK_PARAM_AT (copy.dst_offset, 0);
+AMK_PARAM_AT (copy.src_offset, 1);
+AMK_PARAM_AT (copy.count, 2);
+AMK_PARAM_AT (fill.offset, 0);
+AMK_PARAM_AT (fill.count, 1);
+AMK_PARAM_AT (fill.value, 2);
+AMK_PARAM_AT (add.dst_offset, 0);
+AMK_PARAM_AT (add.a_offset, 1);
+AMK_PARAM_AT (add.b_offset, 2);
+AMK_PARAM_AT (add.count, 3);
+AMK_PARAM_AT (trap.code, 0);
+AMK_PARAM_AT (matvec.row0, 0);
+AMK_PARAM_AT (matvec.rows, 1);
+AMK_PARAM_AT (matvec.k, 2);
+AMK_PARAM_AT (matvec.eps, 3);
+AMK_PARAM_AT (matvec.k0, 4);
+AMK_PARAM_AT (matvec.k_len, 5);
+AMK_PARAM_AT (rmsnorm.n, 0);
+AMK_PARAM_AT (rmsnorm.vec0, 1);
+AMK_PARAM_AT (rmsnorm.n_vecs, 2);
+AMK_PARAM_AT (rmsnorm.eps, 3);
+AMK_PARAM_AT (silu_mul.offset, 0);
+AMK_PARAM_AT (silu_mul.count, 1);
+AMK_PARAM_AT (embed.token_index, 0);
+AMK_PARAM_AT (embed.col0, 1);
+AMK_PARAM_AT (embed.n_cols, 2);
+AMK_PARAM_AT (embed.dim, 3);
+AMK_PARAM_AT (argmax_partial.offset, 0);
+AMK_PARAM_AT (argmax_partial.count, 1);
+AMK_PARAM_AT (argmax_partial.slot, 2);
+AMK_PARAM_AT (argmax_final.n_partials, 0);
+AMK_PARAM_AT (argmax_final.out_index, 1);
+AMK_PARAM_AT (rope_kv.shape.head_dim, 0);
+AMK_PARAM_AT (rope_kv.shape.n_q_heads, 1);
+AMK_PARAM_AT (rope_kv.shape.n_kv_heads, 2);
+AMK_PARAM_AT (rope_kv.shape.max_ctx, 3);
+AMK_PARAM_AT (rope_kv.head0, 4);
+AMK_PARAM_AT (rope_kv.n_heads, 5);
+AMK_PARAM_AT (rope_kv.freq.theta, 6);
+AMK_PARAM_AT (rope_kv.freq.factor, 7);
+AMK_PARAM_AT (rope_kv.freq.low_freq_factor, 8);
+AMK_PARAM_AT (rope_kv.freq.high_freq_factor, 9);
+AMK_PARAM_AT (rope_kv.freq.original_context, 10);
+AMK_PARAM_AT (attn_decode.shape.head_dim, 0);
+AMK_PARAM_AT (attn_decode.shape.n_q_heads, 1);
+AMK_PARAM_AT (attn_decode.shape.n_kv_heads, 2);
+AMK_PARAM_AT (attn_decode.shape.max_ctx, 3);
+AMK_PARAM_AT (attn_decode.kv_head, 4);
+AMK_PARAM_AT (attn_decode.split, 5);
+AMK_PARAM_AT (attn_decode.n_splits, 6);
+AMK_PARAM_AT (attn_decode.scale, 7);
+AMK_PARAM_AT (attn_decode.arrival_counter, 8);
+AMK_PARAM_AT (attn_decode.min_split, 9);
+AMK_PARAM_AT (attn_reduce.head_dim, 0);
+AMK_PARAM_AT (attn_reduce.n_q_heads, 1);
+AMK_PARAM_AT (attn_reduce.n_splits, 2);
+AMK_PARAM_AT (attn_reduce.head0, 3);
+AMK_PARAM_AT (attn_reduce.n_heads, 4);
 
 #ifdef __cplusplus
 }

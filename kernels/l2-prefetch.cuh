@@ -54,7 +54,8 @@ amk_l2_prefetch_instruction (const amk_device_program &prog, const amk_instructi
   if (ins->opcode != AMK_ABI_OP_MATVEC)
     return;
   const int32_t ref = ins->buffers[1];
-  const int32_t r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
+  const amk_matvec_params_t &p = ins->params.matvec;
+  const int32_t r0 = p.row0, n = p.rows, k = p.k;
   if (ref < 0 || ref >= prog.n_buffers || r0 < 0 || n <= 0 || k <= 0)
     return;
   const amk_buffer_t b = prog.buffers[ref];

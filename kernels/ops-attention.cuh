@@ -112,31 +112,39 @@ amk_attn_ropes (const amk_instruction_t *ins)
 static __device__ __forceinline__ bool
 amk_attn_params_ok (const amk_instruction_t *ins)
 {
-  const amk_params_t *p = &ins->params;
-  const int32_t d = p->i[0], nq = p->i[1], nkv = p->i[2], max_ctx = p->i[3];
-
-  if (d < 2 || (d & 1) || nq < 1)
-    return false;
   switch (ins->opcode)
     {
     case AMK_ABI_OP_ROPE_KV:
       {
-        const float factor = p->f[7];
-        return nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 && p->i[4] >= 0 && p->i[5] >= 0 &&
-               (int64_t) p->i[4] + p->i[5] <= (int64_t) nq + nkv &&
-               amk_attn_finite_positive (p->f[6]) &&
-               (factor == 0.0f ||
-                (amk_attn_finite_positive (factor) && amk_attn_finite_positive (p->f[8]) &&
-                 amk_attn_finite_positive (p->f[9]) && p->f[9] > p->f[8] && p->i[10] >= 1));
+        const amk_rope_kv_params_t &p = ins->params.rope_kv;
+        const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads;
+        const amk_rope_freq_t &f = p.freq;
+        return d >= 2 && !(d & 1) && nq >= 1 && nkv >= 1 && nq % nkv == 0 &&
+               p.shape.max_ctx >= 1 && p.head0 >= 0 && p.n_heads >= 0 &&
+               (int64_t) p.head0 + p.n_heads <= (int64_t) nq + nkv &&
+               amk_attn_finite_positive (f.theta) &&
+               (f.factor == 0.0f ||
+                (amk_attn_finite_positive (f.factor) && amk_attn_finite_positive (f.low_freq_factor) &&
+                 amk_attn_finite_positive (f.high_freq_factor) &&
+                 f.high_freq_factor > f.low_freq_factor && f.original_context >= 1));
       }
     case AMK_ABI_OP_ATTN_DECODE:
-      return d <= AMK_ATTN_MAX_HEAD_DIM && nkv >= 1 && nq % nkv == 0 && max_ctx >= 1 &&
-             p->i[4] >= 0 && p->i[4] < nkv && p->i[6] >= 1 && p->i[5] >= 0 && p->i[5] < p->i[6] &&
-             p->i[9] >= 0 && fabsf (p->f[7]) <= 3.402823466e38f &&
-             (!amk_attn_ropes (ins) ||
-              amk_abi_rope_attn_fits (d, nq / nkv, max_ctx, p->i[6], p->i[9]));
-    default: /* ATTN_REDUCE: i2 splits of heads i3 .. i3 + i4 */
-      return p->i[2] >= 1 && p->i[3] >= 0 && p->i[4] >= 0 && (int64_t) p->i[3] + p->i[4] <= nq;
+      {
+        const amk_attn_decode_params_t &p = ins->params.attn_decode;
+        const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads;
+        return d >= 2 && !(d & 1) && nq >= 1 && d <= AMK_ATTN_MAX_HEAD_DIM && nkv >= 1 &&
+               nq % nkv == 0 && p.shape.max_ctx >= 1 && p.kv_head >= 0 && p.kv_head < nkv &&
+               p.n_splits >= 1 && p.split >= 0 && p.split < p.n_splits && p.min_split >= 0 &&
+               fabsf (p.scale) <= 3.402823466e38f &&
+               (!amk_attn_ropes (ins) ||
+                amk_abi_rope_attn_fits (d, nq / nkv, p.shape.max_ctx, p.n_splits, p.min_split));
+      }
+    default: /* ATTN_REDUCE */
+      {
+        const amk_attn_reduce_params_t &p = ins->params.attn_reduce;
+        return p.head_dim >= 2 && !(p.head_dim & 1) && p.n_q_heads >= 1 && p.n_splits >= 1 &&
+               p.head0 >= 0 && p.n_heads >= 0 && (int64_t) p.head0 + p.n_heads <= p.n_q_heads;
+      }
     }
 }
 
@@ -145,34 +153,37 @@ static __device__ __forceinline__ void
 amk_attn_operand_spec (const amk_instruction_t *ins, int slot, uint64_t *count, uint32_t *dtypes,
                        uint32_t *align)
 {
-  const amk_params_t *p = &ins->params;
-  const int32_t d = p->i[0], nq = p->i[1], nkv = p->i[2], max_ctx = p->i[3];
-
   *align = 4;
   if (ins->opcode == AMK_ABI_OP_ROPE_KV)
     {
+      const amk_attn_shape_t &sh = ins->params.rope_kv.shape;
+      const int32_t d = sh.head_dim;
       /* q, k, v, k cache, v cache, pos */
       *dtypes = slot <= 2 ? AMK_ATTN_F32 : slot == 5 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
-      *count = slot == 0 ? (uint64_t) nq * d : slot <= 2 ? (uint64_t) nkv * d
-             : slot == 5 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
+      *count = slot == 0 ? (uint64_t) sh.n_q_heads * d : slot <= 2 ? (uint64_t) sh.n_kv_heads * d
+             : slot == 5 ? 1 : amk_attn_mul3 (sh.max_ctx, sh.n_kv_heads, d);
     }
   else if (ins->opcode == AMK_ABI_OP_ATTN_DECODE)
     {
+      const amk_attn_decode_params_t &p = ins->params.attn_decode;
+      const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads;
       /* partial, q (with RoPE fused: qkv), k cache, v cache, pos, out (fused merge),
        * cos_sin (fused RoPE); the caches are read 16 bytes at a time */
       *dtypes = slot <= 1 || slot >= 5 ? AMK_ATTN_F32 : slot == 4 ? AMK_ATTN_I32 : AMK_ATTN_CACHE;
-      *count = slot == 0 ? amk_attn_mul3 (nq, p->i[6], d + 2)
+      *count = slot == 0 ? amk_attn_mul3 (nq, p.n_splits, d + 2)
              : slot == 1 ? ((uint64_t) nq + (amk_attn_ropes (ins) ? 2ull * nkv : 0ull)) * d
-             : slot == 5 ? (uint64_t) nq * d : slot == 6 ? (uint64_t) max_ctx * d
-             : slot == 4 ? 1 : amk_attn_mul3 (max_ctx, nkv, d);
+             : slot == 5 ? (uint64_t) nq * d : slot == 6 ? (uint64_t) p.shape.max_ctx * d
+             : slot == 4 ? 1 : amk_attn_mul3 (p.shape.max_ctx, nkv, d);
       if (slot == 2 || slot == 3)
         *align = 16;
     }
   else
     {
+      const amk_attn_reduce_params_t &p = ins->params.attn_reduce;
       /* out, partial */
       *dtypes = AMK_ATTN_F32;
-      *count = slot == 0 ? (uint64_t) nq * d : amk_attn_mul3 (nq, p->i[2], d + 2);
+      *count = slot == 0 ? (uint64_t) p.n_q_heads * p.head_dim
+                         : amk_attn_mul3 (p.n_q_heads, p.n_splits, p.head_dim + 2);
     }
 }
 
@@ -349,12 +360,13 @@ amk_rope_cos_sin (float angle)
   return make_float2 (__double2float_rn (c), __double2float_rn (s));
 }
 
-/* cos and sin of the angle of pair c of a head of dimension d at position fpos, with the
- * frequencies in slots 6 to 10 of a ROPE_KV instruction. */
+/* cos and sin of the angle of pair c of a head of dimension d at position fpos, with a
+ * ROPE_KV instruction's frequencies. */
 static __device__ __forceinline__ float2
-amk_rope_angle_cs (const amk_params_t &p, int32_t c, int32_t d, float fpos)
+amk_rope_angle_cs (const amk_rope_freq_t &f, int32_t c, int32_t d, float fpos)
 {
-  return amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, p.f[6], p.f[7], p.f[8], p.f[9], p.i[10])));
+  return amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_inv_freq (c, d, f.theta, f.factor, f.low_freq_factor,
+                                                               f.high_freq_factor, f.original_context)));
 }
 
 /* cos and sin of the position's angles, computed by warp 0 before the waits when the
@@ -372,11 +384,11 @@ amk_rope_early (const amk_instruction_t *ins, int32_t early_pos, int tid)
 {
   if (tid >= 32)
     return;
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], half = d >> 1;
+  const amk_rope_kv_params_t &p = ins->params.rope_kv;
+  const int32_t d = p.shape.head_dim, half = d >> 1;
   const int32_t pos = __shfl_sync (0xffffffffu, early_pos, 0);
 
-  if (pos < 0 || pos >= p.i[3] || half > AMK_ROPE_EARLY_MAX)
+  if (pos < 0 || pos >= p.shape.max_ctx || half > AMK_ROPE_EARLY_MAX)
     {
       if (tid == 0)
         amk_rope_cs_pos = AMK_ATTN_NO_POS;
@@ -384,7 +396,7 @@ amk_rope_early (const amk_instruction_t *ins, int32_t early_pos, int tid)
     }
   const float fpos = __int2float_rn (pos);
   for (int32_t c = tid; c < half; c += 32)
-    amk_rope_cs[c] = amk_rope_angle_cs (p, c, d, fpos);
+    amk_rope_cs[c] = amk_rope_angle_cs (p.freq, c, d, fpos);
   if (tid == 0)
     amk_rope_cs_pos = pos;
 }
@@ -423,9 +435,9 @@ static __device__ __forceinline__ int
 amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
                   int32_t early_pos, bool run, int tid, int nt, int32_t *s_pos, int32_t *detail)
 {
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], max_ctx = p.i[3];
-  const uint32_t first = (uint32_t) p.i[4], end = first + (uint32_t) p.i[5];
+  const amk_rope_kv_params_t &p = ins->params.rope_kv;
+  const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, max_ctx = p.shape.max_ctx;
+  const uint32_t first = (uint32_t) p.head0, end = first + (uint32_t) p.n_heads;
   const int32_t half = d >> 1;
   float *q = reinterpret_cast<float *> (ctx->ptr[0]);
   float *k = reinterpret_cast<float *> (ctx->ptr[1]);
@@ -460,7 +472,7 @@ amk_rope_kv_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
       for (int32_t c = lane; c < half; c += 32)
         {
           const float2 cs = early_cs ? amk_rope_cs[c]
-                            : amk_rope_angle_cs (p, c, d, fpos);
+                            : amk_rope_angle_cs (p.freq, c, d, fpos);
           const float2 r = amk_rope_rotate (x[c], x[c + half], cs);
 
           x[c] = r.x;
@@ -504,8 +516,8 @@ amk_attn_rope_stage (const amk_instruction_t *ins, const float *qkv, const float
                      unsigned char *kc, unsigned char *vc, uint32_t cdt, int32_t pos, bool holds,
                      int tid, int nt)
 {
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4];
+  const amk_attn_decode_params_t &p = ins->params.attn_decode;
+  const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, g = p.kv_head;
   const int32_t group = nq / nkv, half = d >> 1;
   const float2 *cs_pos = cos_sin + (uint64_t) pos * half;
   const int32_t pairs = (group + (holds ? 1 : 0)) * half; /* the query heads', then the key's */
@@ -618,9 +630,9 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
   constexpr int HG = AMK_ATTN_HEADS;
   constexpr int JMAX = 8 / VE;         /* chunks per lane: D <= 256 = 32 lanes x 8 */
   constexpr int EPL = JMAX * VE;       /* elements per lane and head: 8 */
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4], split = p.i[5], n_splits = p.i[6];
-  const float scale = p.f[7];
+  const amk_attn_decode_params_t &p = ins->params.attn_decode;
+  const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, g = p.kv_head, split = p.split, n_splits = p.n_splits;
+  const float scale = p.scale;
   const int32_t group = nq / nkv;
   const int lane = tid & 31, w = tid >> 5, nw = nt >> 5;
   const int nc = d / VE;
@@ -825,9 +837,9 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
                        int32_t end, bool run, int tid, int nt, float *s_stage, float *s_ml)
 {
   constexpr int ES = BF ? 2 : 4;
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], nq = p.i[1], nkv = p.i[2], g = p.i[4], split = p.i[5], n_splits = p.i[6];
-  const float scale = p.f[7];
+  const amk_attn_decode_params_t &p = ins->params.attn_decode;
+  const int32_t d = p.shape.head_dim, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, g = p.kv_head, split = p.split, n_splits = p.n_splits;
+  const float scale = p.scale;
   const int group = nq / nkv;
   const int lane = tid & 31, w = tid >> 5, nw = nt >> 5;
   const int n = end - start;
@@ -1080,13 +1092,13 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
                       int32_t early_pos, bool run, int tid, int nt, int32_t *s_pos, float *s_stage, float *s_ml,
                       int32_t *to_merge, int32_t *detail)
 {
-  const amk_params_t &p = ins->params;
-  const int32_t d = p.i[0], max_ctx = p.i[3], split = p.i[5], n_splits = p.i[6];
+  const amk_attn_decode_params_t &p = ins->params.attn_decode;
+  const int32_t d = p.shape.head_dim, max_ctx = p.shape.max_ctx, split = p.split, n_splits = p.n_splits;
   float *partial = reinterpret_cast<float *> (ctx->ptr[0]);
   const float *q = reinterpret_cast<const float *> (ctx->ptr[1]);
   const unsigned char *kc = ctx->ptr[2];
   const unsigned char *vc = amk_attn_buffer (prog, ins, 3);
-  const int32_t group = p.i[1] / p.i[2];
+  const int32_t group = p.shape.n_q_heads / p.shape.n_kv_heads;
   const bool bf = ctx->dtype == AMK_ABI_DTYPE_BF16;
   int32_t pos;
 
@@ -1106,12 +1118,12 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
       return AMK_ABORT_CHECK;
     }
 
-  /* positions 0 .. pos in chunks of max(ceil((pos + 1) / n_splits), i9); this split's
+  /* positions 0 .. pos in chunks of max(ceil((pos + 1) / n_splits), min_split); this split's
    * share. 32-bit division (n <= 2^31, so the sum fits): a 64-bit one is a long call */
   const uint32_t n32 = (uint32_t) pos + 1u;
   const int64_t n = n32;
   const uint32_t chunk = max ((n32 + (uint32_t) n_splits - 1u) / (uint32_t) n_splits,
-                              (uint32_t) max (p.i[9], 1));
+                              (uint32_t) max (p.min_split, 1));
   const int32_t start = (int32_t) min ((int64_t) split * chunk, n);
   const int32_t end = (int32_t) min ((int64_t) start + chunk, n);
   /* the splits that hold positions: the fused merge combines only those; when there is
@@ -1234,15 +1246,15 @@ amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, i
 static __device__ __forceinline__ void
 amk_attn_reduce_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, int tid, int nt)
 {
-  const amk_params_t &p = ins->params;
-  const uint32_t first = (uint32_t) p.i[3];
+  const amk_attn_reduce_params_t &p = ins->params.attn_reduce;
+  const uint32_t first = (uint32_t) p.head0;
 
   amk_attn_merge (reinterpret_cast<float *> (ctx->ptr[0]), reinterpret_cast<const float *> (ctx->ptr[1]),
-                  p.i[0], p.i[2], p.i[2], first, first + (uint32_t) p.i[4], tid, nt);
+                  p.head_dim, p.n_splits, p.n_splits, first, first + (uint32_t) p.n_heads, tid, nt);
 }
 
 /* ATTN_DECODE with the merge fused, after the block wrote its partial: one arrival on
- * counters[i8]; the block that completes the count (every split of this key/value head
+ * counters[arrival_counter]; the block that completes the count (every split of this key/value head
  * has written its partial: each released it with its arrival) merges the first to_merge
  * splits (those with positions) of the group's heads. When the only split with positions
  * wrote the result itself, nobody arrives (a round trip saved). Uniform: thread 0 tells
@@ -1251,8 +1263,8 @@ static __device__ __forceinline__ void
 amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_program &prog, bool run,
                            int32_t to_merge, int tid, int nt, int32_t *s_last)
 {
-  const amk_params_t &p = ins->params;
-  const int32_t n_splits = p.i[6], group = p.i[1] / p.i[2];
+  const amk_attn_decode_params_t &p = ins->params.attn_decode;
+  const int32_t n_splits = p.n_splits, group = p.shape.n_q_heads / p.shape.n_kv_heads;
 
   if (to_merge == 0)
     return; /* uniform: the result is written (or no warp ran); no arrival needed */
@@ -1264,7 +1276,7 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
         {
           uint32_t old;
           asm volatile ("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                        : "=r"(old) : "l"(prog.counters + p.i[8]) : "memory");
+                        : "=r"(old) : "l"(prog.counters + p.arrival_counter) : "memory");
           last = old + 1u == (uint32_t) n_splits;
         }
       *s_last = last;
@@ -1273,7 +1285,7 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
   if (*reinterpret_cast<volatile int32_t *> (s_last) && to_merge > 0)
     amk_attn_merge (reinterpret_cast<float *> (prog.buffers[ins->buffers[5]].addr),
                     reinterpret_cast<const float *> (prog.buffers[ins->buffers[0]].addr),
-                    p.i[0], n_splits, to_merge, (uint32_t) (p.i[4] * group), (uint32_t) ((p.i[4] + 1) * group),
+                    p.shape.head_dim, n_splits, to_merge, (uint32_t) (p.kv_head * group), (uint32_t) ((p.kv_head + 1) * group),
                     tid, nt);
 }
 
@@ -1296,9 +1308,9 @@ amk_attention_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
     case AMK_ABI_OP_ATTN_DECODE:
       {
         const bool merges = amk_attn_merges (ins);
-        if (merges && (uint32_t) ins->params.i[8] >= (uint32_t) prog.n_counters)
+        if (merges && (uint32_t) ins->params.attn_decode.arrival_counter >= (uint32_t) prog.n_counters)
           {
-            *detail = ins->params.i[8];
+            *detail = ins->params.attn_decode.arrival_counter;
             return AMK_ABORT_BAD_INDEX;
           }
         int32_t to_merge = 0;

@@ -7,7 +7,7 @@
  * pipeline computes it as (x * norm) * rsqrt(...), equal up to rounding), or
  * x' = silu(x) * up (a fused SILU_MUL: the down projection reads gate and up itself, one
  * stage less per layer), fp32 accumulation and round-to-nearest-even stores. A split-K
- * tile (i5 > 0) sums only the columns k0 .. k0 + kn of its rows and adds that share to
+ * tile (k_len > 0) sums only the columns k0 .. k0 + k_len of its rows and adds that share to
  * an F32 y with atomic adds (red.global.add.f32), so that a matvec with fewer rows than
  * the queues can still spread over all of them.
  *
@@ -154,8 +154,9 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
 {
   const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
   const uint32_t mat = vec | (1u << AMK_ABI_DTYPE_F16);
-  const int32_t r0 = ins->params.i[0], n = ins->params.i[1], k = ins->params.i[2];
-  const int32_t k0 = ins->params.i[4], kn = ins->params.i[5];
+  const amk_matvec_params_t &p = ins->params.matvec;
+  const int32_t r0 = p.row0, n = p.rows, k = p.k;
+  const int32_t k0 = p.k0, kn = p.k_len;
   const bool split = kn != 0;
   unsigned char *y, *w, *x, *o;
   uint32_t ydt, wdt, xdt, odt, wflags, fl;
@@ -571,7 +572,7 @@ amk_mv_ld_stream (const unsigned char *p)
 static __device__ __forceinline__ uint32_t
 amk_mv_first_column (const amk_op_ctx *ctx, const amk_instruction_t *ins)
 {
-  return (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.i[4] : 0u;
+  return (ctx->dtype & AMK_MV_SPLIT) ? (uint32_t) ins->params.matvec.k0 : 0u;
 }
 
 /* A [K] operand (the norm weight in slot 5, up in slot 6) from the tile's first column,
@@ -592,7 +593,7 @@ amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                   const amk_buffer_t *buffers, uint32_t r, float acc)
 {
   const uint32_t packed = ctx->dtype;
-  const uint32_t row = (uint32_t) ins->params.i[0] + r;
+  const uint32_t row = (uint32_t) ins->params.matvec.row0 + r;
   const uint32_t bdt = amk_mv_dt (packed, 3), rdt = amk_mv_dt (packed, 4);
 
   if (bdt != AMK_MV_ABSENT)
@@ -877,7 +878,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
           float total = 0.0f;
           for (int w = 0; w < (nt >> 5); w++)
             total += red[w];
-          scale = 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.f[3]);
+          scale = 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.matvec.eps);
           if (ring && run)
             /* every thread rescales the groups it staged itself: no barrier needed */
             for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)

@@ -166,21 +166,21 @@ amk_utility_check (const amk_instruction_t *ins,
     case AMK_ABI_OP_COPY:
       {
         unsigned char *d, *s;
-        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->i[0], p->i[2],
+        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->copy.dst_offset, p->copy.count,
                                      AMK_ANY_DTYPE, &d, &dt, detail)))
           return code;
-        if ((code = amk_resolve_ref (ins, 1, buffers, n_buffers, p->i[1], p->i[2],
+        if ((code = amk_resolve_ref (ins, 1, buffers, n_buffers, p->copy.src_offset, p->copy.count,
                                      dt, &s, &dt, detail)))
           return code;
         const uint32_t es = amk_dtype_size (dt);
-        if (amk_ranges_conflict (d, s, (uint64_t) p->i[2] * es))
+        if (amk_ranges_conflict (d, s, (uint64_t) p->copy.count * es))
           {
             *detail = ins->buffers[0];
             return AMK_ABORT_CHECK;
           }
         ctx->ptr[0] = d;
         ctx->ptr[1] = s;
-        ctx->count = (uint32_t) p->i[2];
+        ctx->count = (uint32_t) p->copy.count;
         ctx->dtype = dt;
         ctx->esize = es;
         return AMK_ABORT_NONE;
@@ -189,31 +189,31 @@ amk_utility_check (const amk_instruction_t *ins,
     case AMK_ABI_OP_FILL:
       {
         unsigned char *d;
-        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->i[0], p->i[1],
+        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->fill.offset, p->fill.count,
                                      AMK_ANY_DTYPE, &d, &dt, detail)))
           return code;
         ctx->ptr[0] = d;
-        ctx->count = (uint32_t) p->i[1];
+        ctx->count = (uint32_t) p->fill.count;
         ctx->dtype = dt;
         ctx->esize = amk_dtype_size (dt);
-        ctx->pattern = amk_fill_pattern (dt, p->f[2]);
+        ctx->pattern = amk_fill_pattern (dt, p->fill.value);
         return AMK_ABORT_NONE;
       }
 
     case AMK_ABI_OP_ADD:
       {
         unsigned char *d, *a, *b;
-        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->i[0], p->i[3],
+        if ((code = amk_resolve_ref (ins, 0, buffers, n_buffers, p->add.dst_offset, p->add.count,
                                      AMK_ANY_DTYPE, &d, &dt, detail)))
           return code;
-        if ((code = amk_resolve_ref (ins, 1, buffers, n_buffers, p->i[1], p->i[3],
+        if ((code = amk_resolve_ref (ins, 1, buffers, n_buffers, p->add.a_offset, p->add.count,
                                      dt, &a, &dt, detail)))
           return code;
-        if ((code = amk_resolve_ref (ins, 2, buffers, n_buffers, p->i[2], p->i[3],
+        if ((code = amk_resolve_ref (ins, 2, buffers, n_buffers, p->add.b_offset, p->add.count,
                                      dt, &b, &dt, detail)))
           return code;
         const uint32_t es = amk_dtype_size (dt);
-        const uint64_t n = (uint64_t) p->i[3] * es;
+        const uint64_t n = (uint64_t) p->add.count * es;
         if (amk_ranges_conflict (d, a, n) || amk_ranges_conflict (d, b, n))
           {
             *detail = ins->buffers[0];
@@ -222,7 +222,7 @@ amk_utility_check (const amk_instruction_t *ins,
         ctx->ptr[0] = d;
         ctx->ptr[1] = a;
         ctx->ptr[2] = b;
-        ctx->count = (uint32_t) p->i[3];
+        ctx->count = (uint32_t) p->add.count;
         ctx->dtype = dt;
         ctx->esize = es;
         return AMK_ABORT_NONE;

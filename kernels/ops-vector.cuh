@@ -2,7 +2,7 @@
  *
  *   RMSNORM         out[v n + c] = x[v n + c] / sqrt(mean_c x[v n + c]^2 + eps) * w[c]
  *   SILU_MUL        out[k] = silu(gate[k]) * up[k]
- *   EMBED           out[c] = table[t, c] for the token t = tokens[i0] read on the device
+ *   EMBED           out[c] = table[t, c] for the token t = tokens[token_index] read on the device
  *   ARGMAX_PARTIAL  val, idx = the largest element of a tile and its index
  *   ARGMAX_FINAL    out = idx[j] of the largest val[j]
  *
@@ -58,12 +58,15 @@
 /* amk_op_ctx for the vector ops:
  *   RMSNORM:  ptr = out + v0 n, x + v0 n, w; count = vectors; esize = n;
  *             dtype = out | x << 4 | w << 8; pattern = eps as bits
- *   SILU_MUL: ptr = out, gate, up (at i0); count = i1; dtype = out | gate << 4 | up << 8
- *   EMBED:    ptr = out + i1, table + i1, tokens + i0; count = i2; esize = i3 (row
- *             length); dtype = out | table << 4 | tokens << 8 (the vocabulary is the
- *             table's size over i3, taken from the buffer table once the token is known)
- *   ARGMAX_PARTIAL: ptr = val + i2, idx + i2, x + i0; count = i1; dtype = x; pattern = i0
- *   ARGMAX_FINAL:   ptr = out + i1, val, idx; count = i0; dtype = F32; pattern = 0 */
+ *   SILU_MUL: ptr = out, gate, up (at offset); count; dtype = out | gate << 4 | up << 8
+ *   EMBED:    ptr = out + col0, table + col0, tokens + token_index; count = n_cols;
+ *             esize = dim (row length); dtype = out | table << 4 | tokens << 8 (the
+ *             vocabulary is the table's size over dim, taken from the buffer table once
+ *             the token is known)
+ *   ARGMAX_PARTIAL: ptr = val + slot, idx + slot, x + offset; count; dtype = x;
+ *                   pattern = offset
+ *   ARGMAX_FINAL:   ptr = out + out_index, val, idx; count = n_partials; dtype = F32;
+ *                   pattern = 0 */
 
 static __device__ __forceinline__ uint32_t
 amk_vec_dt (uint32_t packed, int slot)
@@ -77,21 +80,24 @@ amk_vec_dt (uint32_t packed, int slot)
 static __device__ __forceinline__ bool
 amk_vec_params_ok (const amk_instruction_t *ins)
 {
-  const int32_t *i = ins->params.i;
+  const amk_params_t &p = ins->params;
 
   switch (ins->opcode)
     {
     case AMK_ABI_OP_RMSNORM:
-      return i[0] >= 1 && i[1] >= 0 && i[2] >= 0 && ins->params.f[3] >= 0.0f &&
-             isfinite (ins->params.f[3]);
+      return p.rmsnorm.n >= 1 && p.rmsnorm.vec0 >= 0 && p.rmsnorm.n_vecs >= 0 &&
+             p.rmsnorm.eps >= 0.0f && isfinite (p.rmsnorm.eps);
     case AMK_ABI_OP_SILU_MUL:
-      return i[0] >= 0 && i[1] >= 0;
+      return p.silu_mul.offset >= 0 && p.silu_mul.count >= 0;
     case AMK_ABI_OP_EMBED:
-      return i[0] >= 0 && i[1] >= 0 && i[2] >= 0 && i[3] >= 1 && (int64_t) i[1] + i[2] <= i[3];
-    case AMK_ABI_OP_ARGMAX_PARTIAL: /* every index i0 + k fits an int32 */
-      return i[0] >= 0 && i[1] >= 1 && i[2] >= 0 && (int64_t) i[0] + i[1] <= 0x80000000ll;
+      return p.embed.token_index >= 0 && p.embed.col0 >= 0 && p.embed.n_cols >= 0 &&
+             p.embed.dim >= 1 && (int64_t) p.embed.col0 + p.embed.n_cols <= p.embed.dim;
+    case AMK_ABI_OP_ARGMAX_PARTIAL: /* every index offset + i fits an int32 */
+      return p.argmax_partial.offset >= 0 && p.argmax_partial.count >= 1 &&
+             p.argmax_partial.slot >= 0 &&
+             (int64_t) p.argmax_partial.offset + p.argmax_partial.count <= 0x80000000ll;
     default: /* ARGMAX_FINAL */
-      return i[0] >= 1 && i[1] >= 0;
+      return p.argmax_final.n_partials >= 1 && p.argmax_final.out_index >= 0;
     }
 }
 
@@ -101,32 +107,32 @@ static __device__ __forceinline__ void
 amk_vec_operand (const amk_instruction_t *ins, int slot, uint64_t &off, uint64_t &cnt,
                  uint32_t &mask)
 {
-  const int32_t *i = ins->params.i;
+  const amk_params_t &p = ins->params;
 
   mask = AMK_VEC_MASK_VEC;
   switch (ins->opcode)
     {
     case AMK_ABI_OP_RMSNORM:
-      off = slot == 2 ? 0 : (uint64_t) i[1] * (uint32_t) i[0];
-      cnt = slot == 2 ? (uint64_t) i[0] : (uint64_t) i[2] * (uint32_t) i[0];
+      off = slot == 2 ? 0 : (uint64_t) p.rmsnorm.vec0 * (uint32_t) p.rmsnorm.n;
+      cnt = slot == 2 ? (uint64_t) p.rmsnorm.n : (uint64_t) p.rmsnorm.n_vecs * (uint32_t) p.rmsnorm.n;
       break;
     case AMK_ABI_OP_SILU_MUL:
-      off = (uint64_t) i[0];
-      cnt = (uint64_t) i[1];
+      off = (uint64_t) p.silu_mul.offset;
+      cnt = (uint64_t) p.silu_mul.count;
       break;
     case AMK_ABI_OP_EMBED:
-      off = slot == 0 ? (uint64_t) i[1] : slot == 1 ? 0 : (uint64_t) i[0];
-      cnt = slot == 0 ? (uint64_t) i[2] : slot == 1 ? (uint64_t) i[3] : 1;
+      off = slot == 0 ? (uint64_t) p.embed.col0 : slot == 1 ? 0 : (uint64_t) p.embed.token_index;
+      cnt = slot == 0 ? (uint64_t) p.embed.n_cols : slot == 1 ? (uint64_t) p.embed.dim : 1;
       mask = slot == 0 ? AMK_VEC_MASK_VEC : slot == 1 ? AMK_VEC_MASK_TABLE : AMK_VEC_MASK_I32;
       break;
     case AMK_ABI_OP_ARGMAX_PARTIAL:
-      off = slot == 2 ? (uint64_t) i[0] : (uint64_t) i[2];
-      cnt = slot == 2 ? (uint64_t) i[1] : 1;
+      off = slot == 2 ? (uint64_t) p.argmax_partial.offset : (uint64_t) p.argmax_partial.slot;
+      cnt = slot == 2 ? (uint64_t) p.argmax_partial.count : 1;
       mask = slot == 0 ? AMK_VEC_MASK_F32 : slot == 1 ? AMK_VEC_MASK_I32 : AMK_VEC_MASK_VEC;
       break;
     default: /* ARGMAX_FINAL */
-      off = slot == 0 ? (uint64_t) i[1] : 0;
-      cnt = slot == 0 ? 1 : (uint64_t) i[0];
+      off = slot == 0 ? (uint64_t) p.argmax_final.out_index : 0;
+      cnt = slot == 0 ? 1 : (uint64_t) p.argmax_final.n_partials;
       mask = slot == 1 ? AMK_VEC_MASK_F32 : AMK_VEC_MASK_I32;
       break;
     }
@@ -199,7 +205,7 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
   if (op == AMK_ABI_OP_ARGMAX_PARTIAL && amk_vec_overlap (a[1], len[1], a[2], len[2]))
     return AMK_ABORT_CHECK;
 
-  const int32_t *i = ins->params.i;
+  const amk_params_t &p = ins->params;
   ctx->ptr[0] = reinterpret_cast<unsigned char *> (a[0]);
   ctx->ptr[1] = reinterpret_cast<unsigned char *> (a[1]);
   ctx->ptr[2] = reinterpret_cast<unsigned char *> (a[2]);
@@ -209,25 +215,25 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
   switch (op)
     {
     case AMK_ABI_OP_RMSNORM:
-      ctx->count = (uint32_t) i[2];
-      ctx->esize = (uint32_t) i[0];
-      ctx->pattern = ins->params.u[3];
+      ctx->count = (uint32_t) p.rmsnorm.n_vecs;
+      ctx->esize = (uint32_t) p.rmsnorm.n;
+      ctx->pattern = __float_as_uint (p.rmsnorm.eps);
       break;
     case AMK_ABI_OP_SILU_MUL:
-      ctx->count = (uint32_t) i[1];
+      ctx->count = (uint32_t) p.silu_mul.count;
       break;
     case AMK_ABI_OP_EMBED:
-      ctx->ptr[1] += (uint64_t) i[1] * amk_dtype_size (amk_vec_dt (packed, 1));
-      ctx->count = (uint32_t) i[2];
-      ctx->esize = (uint32_t) i[3];
+      ctx->ptr[1] += (uint64_t) p.embed.col0 * amk_dtype_size (amk_vec_dt (packed, 1));
+      ctx->count = (uint32_t) p.embed.n_cols;
+      ctx->esize = (uint32_t) p.embed.dim;
       break;
     case AMK_ABI_OP_ARGMAX_PARTIAL:
-      ctx->count = (uint32_t) i[1];
+      ctx->count = (uint32_t) p.argmax_partial.count;
       ctx->dtype = amk_vec_dt (packed, 2);
-      ctx->pattern = (uint32_t) i[0];
+      ctx->pattern = (uint32_t) p.argmax_partial.offset;
       break;
     default:
-      ctx->count = (uint32_t) i[0];
+      ctx->count = (uint32_t) p.argmax_final.n_partials;
       ctx->dtype = AMK_ABI_DTYPE_F32;
       break;
     }

@@ -542,7 +542,7 @@ amk_megakernel (amk_device_program launched)
       if (code == AMK_ABORT_NONE && opcode == AMK_ABI_OP_TRAP)
         {
           code = AMK_ABORT_TRAP;
-          detail = ins->params.i[0];
+          detail = ins->params.trap.code;
         }
       if (code != AMK_ABORT_NONE)
         {

@@ -430,36 +430,32 @@ build_demo (const float *defaults, GError **error)
 
   {
     const gint bufs[] = { a };
-    const gint params[] = { 0, DEMO_N };
     if ((i = amk_program_add_instruction (p, 0, AMK_OPCODE_FILL, bufs, 1, error)) < 0 ||
-        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
-        !amk_program_set_param_float (p, i, 2, DEMO_FILL, error) ||
+        !amk_program_set_param_int (p, i, "count", DEMO_N, error) ||
+        !amk_program_set_param_float (p, i, "value", DEMO_FILL, error) ||
         !amk_program_set_signal (p, i, c_fill, 1, error))
       return NULL;
   }
   {
     const gint bufs[] = { b, a };
-    const gint params[] = { 0, 0, DEMO_N };
     if ((i = amk_program_add_instruction (p, 1, AMK_OPCODE_COPY, bufs, 2, error)) < 0 ||
-        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_set_param_int (p, i, "count", DEMO_N, error) ||
         !amk_program_add_wait (p, i, c_fill, 1, error) ||
         !amk_program_set_signal (p, i, c_copy, 1, error))
       return NULL;
   }
   {
     const gint bufs[] = { s, b, in };
-    const gint params[] = { 0, 0, 0, DEMO_N };
     if ((i = amk_program_add_instruction (p, 2, AMK_OPCODE_ADD, bufs, 3, error)) < 0 ||
-        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_set_param_int (p, i, "count", DEMO_N, error) ||
         !amk_program_add_wait (p, i, c_copy, 1, error) ||
         !amk_program_set_signal (p, i, c_add, 1, error))
       return NULL;
   }
   {
     const gint bufs[] = { out, s, b };
-    const gint params[] = { 0, 0, 0, DEMO_N };
     if ((i = amk_program_add_instruction (p, 3, AMK_OPCODE_ADD, bufs, 3, error)) < 0 ||
-        !amk_program_set_param_ints (p, i, params, G_N_ELEMENTS (params), error) ||
+        !amk_program_set_param_int (p, i, "count", DEMO_N, error) ||
         !amk_program_add_wait (p, i, c_add, 1, error))
       return NULL;
   }

@@ -1,0 +1,468 @@
+/* amk-op-matvec.c: MATVEC, y = W x' with its fusions (input RMSNORM, SILU_MUL, bias,
+ * residual, split-K); the parameters in kernels/amk-abi.h, the device side in
+ * kernels/ops-matvec.cuh.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <glib/gi18n-lib.h>
+
+#include "amk-program.h"
+#include "amk-op-private.h"
+#include "amk-dtype-private.h"
+#include "amk-error.h"
+
+#define MATVEC_MIN_ROWS         16u /* a smaller tile costs more to start than it streams */
+#define MATVEC_MIN_SPLIT_CHUNKS 32u /* 16-byte chunks of a row per split-K slice: one per lane */
+#define MATVEC_GROUP_MAX        8u
+
+/* ---- the op API --------------------------------------------------------------------- */
+
+/* An optional MATVEC operand: absent (-1), or a F32/BF16 vector of `n` elements. */
+static gboolean
+optional_vector (AmkProgram *self, const char *what, gint buffer, guint64 n, GError **error)
+{
+  AmkBufferInfo *info;
+
+  if (buffer == -1)
+    return TRUE;
+  if ((info = amk_op_tensor (self, "MATVEC", what, buffer, error)) == NULL)
+    return FALSE;
+  if (amk_op_is_vector_dtype (info) && info->n_elements == n)
+    return TRUE;
+  g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+               _("MATVEC: %s “%s” must be %" PRIu64 " f32 or bf16 elements, not %" PRIu64 " × %s"),
+               what, info->name, n, info->n_elements, amk_dtype_name (info->dtype));
+  return FALSE;
+}
+
+/**
+ * amk_program_op_matvec:
+ * @self: a program
+ * @y: the output vector (f32 or bf16), one element per row of @w
+ * @w: the matrix, 2-D `[rows, K]` (bf16, f16 or f32), usually a constant buffer
+ * @x: the input vector of K elements (f32 or bf16)
+ * @bias: a vector of `rows` elements added to the product, or -1
+ * @residual: a vector of `rows` elements added to the product, or -1; may be @y
+ *   (`y += W x`)
+ * @norm: the weight of an RMSNORM fused before the product (K elements), or -1
+ * @eps: the RMSNORM epsilon (used with @norm)
+ * @error: return location for a #GError
+ *
+ * Records `y = W x' + bias + residual` with fp32 accumulation, where `x'` is @x or,
+ * with @norm, `x / sqrt(mean(x²) + eps) * norm`. The compiler splits the rows into tiles
+ * spread over every queue. When those tiles would leave at least half of the queues idle
+ * and @residual is @y (f32), it also splits each row's columns (split-K): the slices add
+ * their shares onto @y with atomic adds (on the GPU in an order that may differ from run
+ * to run).
+ *
+ * Returns: the op's index, or -1 with @error set
+ */
+gint
+amk_program_op_matvec (AmkProgram  *self,
+                       gint         y,
+                       gint         w,
+                       gint         x,
+                       gint         bias,
+                       gint         residual,
+                       gint         norm,
+                       gfloat       eps,
+                       GError     **error)
+{
+  AmkBufferInfo *yi, *wi, *xi;
+  guint64 rows, k;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  if (!amk_op_can_record (self, "MATVEC", error) ||
+      (yi = amk_op_tensor (self, "MATVEC", _("the output"), y, error)) == NULL ||
+      (wi = amk_op_tensor (self, "MATVEC", _("the matrix"), w, error)) == NULL ||
+      (xi = amk_op_tensor (self, "MATVEC", _("the vector"), x, error)) == NULL ||
+      !amk_op_writable ("MATVEC", yi, error))
+    return -1;
+  if (wi->n_dims != 2 || wi->dtype == AMK_DTYPE_I32 || wi->dtype == AMK_DTYPE_U8)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATVEC: the matrix “%s” must be 2-D bf16, f16 or f32"), wi->name);
+      return -1;
+    }
+  rows = wi->shape[0];
+  k = wi->shape[1];
+  if ((k * amk_dtype_size (wi->dtype)) % 16 != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATVEC: a row of “%s” (%" PRIu64 " × %s) must be a multiple of 16 bytes"),
+                   wi->name, k, amk_dtype_name (wi->dtype));
+      return -1;
+    }
+  if (!optional_vector (self, _("the output"), y, rows, error) ||
+      !optional_vector (self, _("the vector"), x, k, error) ||
+      !optional_vector (self, _("the bias"), bias, rows, error) ||
+      !optional_vector (self, _("the residual"), residual, rows, error) ||
+      !optional_vector (self, _("the norm weight"), norm, k, error))
+    return -1;
+  if (y == w || y == x || y == bias || y == norm)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATVEC: the output “%s” is also an input; only the residual may be the output"),
+                   yi->name);
+      return -1;
+    }
+  if (norm != -1 && !(eps >= 0.0f && eps < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATVEC: the RMSNORM epsilon must be finite and not negative"));
+      return -1;
+    }
+  return amk_op_record (self, AMK_ABI_OP_MATVEC, (gint32[]) { y, w, x, bias, residual, norm },
+                 &(amk_params_t) { .matvec = { .eps = eps } });
+}
+
+/* ---- verifier ----------------------------------------------------------------------- */
+
+/* One operand of MATVEC: the dtypes it may have and the elements it must hold. */
+static gboolean
+check_matvec_operand (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                      guint slot, const char *what, guint dtypes, guint64 needed, GError **error)
+{
+  AmkBufferInfo *info = amk_verify_slot_buffer (self, ins, slot);
+
+  if (info == NULL)
+    return TRUE;
+  if (!(dtypes & (1u << info->dtype)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): %s “%s” cannot be %s"),
+                   queue, pos, what, info->name, amk_dtype_name (info->dtype));
+      return FALSE;
+    }
+  if (info->n_elements < needed)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): %s “%s” has %" PRIu64 " elements; the tile needs %" PRIu64),
+                   queue, pos, what, info->name, info->n_elements, needed);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* y must not share memory with what the tile reads, except the residual, which may be
+ * exactly y's own rows (y += W x). */
+static gboolean
+check_matvec_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                       GError **error)
+{
+  const amk_matvec_params_t *p = &ins->params.matvec;
+  const gint32 r0 = p->row0, n = p->rows, k = p->k;
+  /* run after the operand checks: (r0 + n) * k fits W, so an int32 */
+  const gint32 offsets[7] = { r0, 0, 0, r0, r0, 0, 0 };
+  const gint32 counts[7] = { n, (r0 + n) * k, k, n, n, k, k };
+  gint64 ry, rs;
+  guint64 sy, ss, ly, ls;
+
+  amk_verify_operand_bytes (self, ins, 0, offsets[0], counts[0], &ry, &sy, &ly);
+  for (guint slot = 1; slot < ins->n_buffers; slot++)
+    {
+      if (ins->buffers[slot] == AMK_NO_BUFFER)
+        continue;
+      amk_verify_operand_bytes (self, ins, slot, offsets[slot], counts[slot], &rs, &ss, &ls);
+      if (rs != ry || ly == 0 || ls == 0 || sy + ly <= ss || ss + ls <= sy)
+        continue;
+      if (slot == 4 && ss == sy && ls == ly)
+        continue;
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the output overlaps input %u; only the residual may be the output itself"),
+                   queue, pos, slot);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Split-K (k_len > 0): columns k0 .. k0 + k_len of whole 16-byte chunks, added with atomics
+ * onto an f32 output that is its own residual. */
+static gboolean
+check_matvec_split (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                    AmkBufferInfo *w, GError **error)
+{
+  const amk_matvec_params_t *p = &ins->params.matvec;
+  const gint32 k = p->k, k0 = p->k0, kn = p->k_len;
+  const guint64 es = amk_dtype_size (w->dtype);
+  AmkBufferInfo *y = amk_verify_slot_buffer (self, ins, 0);
+
+  if (kn == 0 && k0 == 0)
+    return TRUE;
+  if (k0 < 0 || kn <= 0 || k0 > k - kn)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d (k0 + k_len) are out of range of K = %d; k0 and k_len are both 0 for whole rows"),
+                   queue, pos, k0, kn, k);
+      return FALSE;
+    }
+  if (((guint64) k0 * es) % 16 != 0 || ((guint64) kn * es) % 16 != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on 16-byte boundaries of a row of W (%s)"),
+                   queue, pos, k0, kn, amk_dtype_name (w->dtype));
+      return FALSE;
+    }
+  if (y->dtype != AMK_DTYPE_F32 || ins->buffers[4] != ins->buffers[0])
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a split-K tile adds its share to the output “%s” with atomic adds, so the output must be f32 and also the residual (buffer 4)"),
+                   queue, pos, y->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+              GError **error)
+{
+  const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
+  const guint weights = vec | (1u << AMK_DTYPE_F16);
+  const amk_matvec_params_t *p = &ins->params.matvec;
+  const gint32 r0 = p->row0, n = p->rows, k = p->k;
+  AmkBufferInfo *w = amk_verify_slot_buffer (self, ins, 1); /* y, W and x are not optional */
+
+  if (r0 < 0 || n < 0 || k < 1)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATVEC): rows %d + %d and K = %d are out of range"),
+                   queue, pos, r0, n, k);
+      return FALSE;
+    }
+  if (((guint64) k * amk_dtype_size (w->dtype)) % 16 != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a row of W (%d × %s) must be a multiple of 16 bytes"),
+                   queue, pos, k, amk_dtype_name (w->dtype));
+      return FALSE;
+    }
+  if (!check_matvec_split (self, queue, pos, ins, w, error))
+    return FALSE;
+  if (ins->buffers[5] != AMK_NO_BUFFER && !(p->eps >= 0.0f && p->eps < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): the RMSNORM epsilon must be finite and not negative"),
+                   queue, pos);
+      return FALSE;
+    }
+  if (ins->n_buffers > 6 && ins->buffers[5] != AMK_NO_BUFFER && ins->buffers[6] != AMK_NO_BUFFER)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATVEC): a fused RMSNORM (buffer 5) and a fused SILU_MUL (buffer 6) cannot be combined; leave one of them AMK_NO_BUFFER"),
+                   queue, pos);
+      return FALSE;
+    }
+  return check_matvec_operand (self, queue, pos, ins, 0, _("the output"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 1, _("the matrix"), weights, ((guint64) r0 + n) * k, error) &&
+         check_matvec_operand (self, queue, pos, ins, 2, _("the vector"), vec, k, error) &&
+         check_matvec_operand (self, queue, pos, ins, 3, _("the bias"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 4, _("the residual"), vec, (guint64) r0 + n, error) &&
+         check_matvec_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, k, error) &&
+         (ins->n_buffers < 7 ||
+          check_matvec_operand (self, queue, pos, ins, 6, _("the up vector"), vec, k, error)) &&
+         check_matvec_aliasing (self, queue, pos, ins, error);
+}
+
+static gboolean
+verify_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+               GError **error)
+{
+  return amk_verify_writes (self, queue, pos, ins, error) &&
+         check_matvec (self, queue, pos, ins, error);
+}
+
+/* ---- lowering and cost -------------------------------------------------------------- */
+
+/* Whether MATVEC ops a and b can run side by side as siblings: they read the same x
+ * through the same fused norm (or none), and neither writes what the other reads or
+ * writes. (Every MATVEC's y differs from its own x, bias and norm: the op API checks.) */
+static gboolean
+matvec_siblings (const AmkOpInfo *a, const AmkOpInfo *b)
+{
+  if (a->opcode != AMK_ABI_OP_MATVEC || b->opcode != AMK_ABI_OP_MATVEC ||
+      a->buffers[2] != b->buffers[2] || a->buffers[5] != b->buffers[5])
+    return FALSE;
+  for (guint i = 0; i < 6; i++)
+    if ((b->buffers[i] != AMK_NO_BUFFER && b->buffers[i] == a->buffers[0]) ||
+        (a->buffers[i] != AMK_NO_BUFFER && a->buffers[i] == b->buffers[0]))
+      return FALSE;
+  return TRUE;
+}
+
+/* The rows of op o's sibling group: the run of consecutive recorded MATVEC ops around o
+ * that are pairwise siblings (a layer's q, k and v projections, or its gate and up).
+ * Siblings become ready together, so they share the queues in proportion to their rows:
+ * one round of tiles for the whole group rather than one round per op, each after the
+ * other on the same queues. */
+static guint64
+matvec_group_rows (AmkProgram *self, guint o)
+{
+  const AmkOpInfo *ops = (const AmkOpInfo *) self->ops->data;
+  guint members[MATVEC_GROUP_MAX] = { o }, n = 1;
+  guint64 rows = 0;
+
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (gint64 c = (gint64) o + dir; c >= 0 && c < self->ops->len && n < MATVEC_GROUP_MAX; c += dir)
+      {
+        gboolean ok = TRUE;
+        for (guint m = 0; m < n && ok; m++)
+          ok = matvec_siblings (&ops[members[m]], &ops[c]);
+        if (!ok)
+          break;
+        members[n++] = (guint) c;
+      }
+  for (guint m = 0; m < n; m++)
+    rows += amk_program_get_buffer_info (self, ops[members[m]].buffers[1])->shape[0];
+  return rows;
+}
+
+/* Split-K slices per row tile of MATVEC op `op` cut into `row_tiles` row tiles: when
+ * those leave at least half of the queues idle (a small model's o and down projections),
+ * each row's columns are cut into as many slices as the idle queues allow, each slice at
+ * least MATVEC_MIN_SPLIT_CHUNKS chunks of a row, so that the whole device streams the
+ * matrix. Only where the slices can add onto the output: an f32 y that is its own
+ * residual (y += W x, a layer's residual stream). */
+static guint64
+matvec_splits (AmkProgram *self, const AmkOpInfo *op, guint64 row_tiles)
+{
+  AmkBufferInfo *y = amk_program_get_buffer_info (self, op->buffers[0]), *w = amk_program_get_buffer_info (self, op->buffers[1]);
+  const guint64 chunks = w->shape[1] * amk_dtype_size (w->dtype) / 16;
+
+  if (y->dtype != AMK_DTYPE_F32 || op->buffers[4] != op->buffers[0])
+    return 1;
+  return MAX (1, MIN (self->num_queues / row_tiles, chunks / MATVEC_MIN_SPLIT_CHUNKS));
+}
+
+/* Rows: at most one tile per queue, since every tile start costs about one memory
+ * latency before its first weights arrive; siblings share the queues
+ * (matvec_group_rows). */
+static void
+plan_matvec (AmkLowering *lw)
+{
+  lw->n = amk_lower_buffer (lw, lw->op->buffers[1])->shape[0];
+  lw->n_tiles = MAX (1, MIN (lw->n / MATVEC_MIN_ROWS,
+                             (guint64) lw->program->num_queues * lw->n /
+                             matvec_group_rows (lw->program, lw->index)));
+  lw->splits = matvec_splits (lw->program, lw->op, lw->n_tiles);
+}
+
+/* A MATVEC with lw->silu set reads that SILU_MUL's gate and up instead of x. */
+static void
+lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
+{
+  const AmkOpInfo *op = lw->op;
+  const guint64 s = t->start, e = t->end;
+  AmkBufferInfo *w = amk_lower_buffer (lw, op->buffers[1]);
+  const guint64 k = w->shape[1];
+  amk_matvec_params_t *mp = &t->ins.params.matvec;
+
+  amk_tile_use_buffers (t, op, 6);
+  mp->row0 = (gint32) s;
+  mp->rows = (gint32) (e - s);
+  mp->k = (gint32) k;
+  if (lw->splits > 1)
+    {
+      /* whole 16-byte chunks of a row */
+      const guint64 per = 16 / amk_dtype_size (w->dtype);
+      const guint64 chunks = k / per;
+      const guint64 c0 = slice * chunks / lw->splits, c1 = (slice + 1) * chunks / lw->splits;
+      mp->k0 = (gint32) (c0 * per);
+      mp->k_len = (gint32) ((c1 - c0) * per);
+    }
+  if (lw->silu != NULL)
+    {
+      t->ins.n_buffers = 7;
+      t->ins.buffers[2] = lw->silu->buffers[1];
+      t->ins.buffers[6] = lw->silu->buffers[2];
+      amk_tile_access (t, lw->silu->buffers[2], 0, k, FALSE);
+    }
+  amk_tile_access (t, op->buffers[0], s, e, TRUE);
+  amk_tile_access (t, op->buffers[1], s * k, e * k, FALSE);
+  amk_tile_access (t, t->ins.buffers[2], 0, k, FALSE);
+  amk_tile_access (t, op->buffers[3], s, e, FALSE);
+  amk_tile_access (t, op->buffers[4], s, e, FALSE);
+  amk_tile_access (t, op->buffers[5], 0, k, FALSE);
+}
+
+static double
+bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
+{
+  const amk_matvec_params_t *m = &ins->params.matvec;
+  const guint esw = amk_instruction_elem_size (self, ins, 1);
+  const gint32 cols = m->k_len > 0 ? m->k_len : m->k; /* a split-K slice's, or K */
+
+  return (double) MAX (m->rows, 0) * MAX (cols, 0) * (esw != 0 ? esw : 2) + 4.0 * MAX (m->k, 0) +
+         4.0 * MAX (m->rows, 0);
+}
+
+/* ---- CPU reference ------------------------------------------------------------------ */
+
+/* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): one row at a time, fp32 sums in
+ * column order; x' is x, x normalised by its RMS and scaled by the norm weight, or
+ * silu(x) * up (a fused SILU_MUL, like SILU_MUL). A split-K tile (k_len > 0) sums the
+ * columns k0 .. k0 + k_len only and adds that (plus the bias, for the first columns) to y,
+ * which is its own residual. */
+static AmkAbortCode
+run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
+{
+  const amk_matvec_params_t *p = &ins->params.matvec;
+  const gint32 r0 = p->row0, n = p->rows, k = p->k;
+  const gboolean split = p->k_len > 0;
+  const gint32 c0 = split ? p->k0 : 0, c1 = split ? c0 + p->k_len : k;
+  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
+  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
+  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
+  AmkCpuBuffer *up = ins->n_buffers > 6 && ins->buffers[6] != AMK_NO_BUFFER ? &b[ins->buffers[6]] : NULL;
+  g_autofree float *xs = g_new (float, k);
+  float scale = 1.0f;
+
+  for (gint32 c = 0; c < k; c++)
+    xs[c] = amk_dtype_load (x->info->dtype, x->data, c);
+  if (norm != NULL)
+    {
+      float sum = 0.0f;
+      for (gint32 c = 0; c < k; c++)
+        sum += xs[c] * xs[c];
+      scale = 1.0f / sqrtf (sum / (float) k + p->eps);
+      for (gint32 c = 0; c < k; c++)
+        xs[c] = xs[c] * scale * amk_dtype_load (norm->info->dtype, norm->data, c);
+    }
+  else if (up != NULL)
+    for (gint32 c = 0; c < k; c++)
+      xs[c] = xs[c] / (1.0f + expf (-xs[c])) * amk_dtype_load (up->info->dtype, up->data, c);
+  for (gint32 r = r0; r < r0 + n; r++)
+    {
+      float acc = 0.0f;
+      for (gint32 c = c0; c < c1; c++)
+        acc += amk_dtype_load (w->info->dtype, w->data, (guint64) r * k + c) * xs[c];
+      if (bias != NULL && c0 == 0)
+        acc += amk_dtype_load (bias->info->dtype, bias->data, r);
+      if (residual != NULL)
+        acc += amk_dtype_load (residual->info->dtype, residual->data, r);
+      amk_dtype_store (y->info->dtype, y->data, r, acc);
+    }
+  return AMK_ABORT_CODE_NONE;
+}
+
+/* ---- descriptor --------------------------------------------------------------------- */
+
+static const AmkParamField matvec_fields[] = {
+  AMK_PARAM_INT (matvec, row0), AMK_PARAM_INT (matvec, rows), AMK_PARAM_INT (matvec, k),
+  AMK_PARAM_FLOAT (matvec, eps), AMK_PARAM_INT (matvec, k0), AMK_PARAM_INT (matvec, k_len),
+};
+
+/* bias, residual, norm weight and the fused SILU_MUL's up may be absent */
+const AmkOpClass amk_op_matvec = {
+  .opcode = AMK_ABI_OP_MATVEC, .name = "MATVEC", .n_buffers = 6, .n_extra = 1,
+  .optional_slots = 0x78u,
+  .fields = AMK_PARAM_FIELDS (matvec_fields),
+  .verify = verify_matvec, .plan = plan_matvec, .lower = lower_matvec, .bytes = bytes_matvec,
+  .run_cpu = run_matvec,
+};

@@ -1,0 +1,206 @@
+/* amk-op-private.h: one descriptor per opcode. An op family's file (amk-op-utility.c,
+ * amk-op-matvec.c, amk-op-vector.c, amk-op-attention.c) holds everything about its ops:
+ * the op API that records them, the verifier's checks, the lowering into tiles, the cost
+ * and the CPU reference. The verifier, the compiler and the CPU executor look an op up
+ * in this table instead of switching on the opcode.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "amk-program-private.h"
+
+G_BEGIN_DECLS
+
+/* ---- the descriptor -------------------------------------------------------------- */
+
+/* A named parameter of an op: where it sits in amk_params_t and whether it is a float. */
+typedef struct {
+  const char *name;
+  guint16     offset;
+  gboolean    is_float;
+} AmkParamField;
+
+#define AMK_PARAM_INT(op, field)   { #field, (guint16) offsetof (amk_params_t, op.field), FALSE }
+#define AMK_PARAM_FLOAT(op, field) { #field, (guint16) offsetof (amk_params_t, op.field), TRUE }
+#define AMK_PARAM_FIELDS(array)    array, G_N_ELEMENTS (array)
+
+/* The host side of one buffer of the CPU executor. */
+typedef struct {
+  guint8              *data;
+  const AmkBufferInfo *info;
+} AmkCpuBuffer;
+
+/* One element range of a buffer that a tile reads or writes (the compiler derives the
+ * dependencies from these). */
+typedef struct {
+  gint32   buffer;
+  guint64  start, end;  /* elements */
+  gboolean write;
+} AmkAccess;
+
+/* One tile of an op: an instruction without waits and signal, and what it touches. */
+typedef struct {
+  guint    op;
+  guint64  start, end;     /* units of the op's output (rows, elements, heads) */
+  amk_instruction_t ins;
+  AmkAccess access[AMK_MAX_BUFFER_REFS + 2]; /* a buffer may be read in several ranges */
+  guint    n_access;
+  double   cost;
+  GArray  *preds;          /* guint: tiles this one must wait for */
+  GArray  *succs;
+  gint32   counter;        /* the counter this tile signals, or AMK_NO_COUNTER */
+  double   bottom;         /* longest cost path from here to the end */
+  double   finish;
+  guint    n_waiting;      /* unscheduled predecessors */
+} AmkTile;
+
+/* The compiler's lowering of one op into tiles. */
+typedef struct {
+  AmkProgram      *program;
+  const AmkOpInfo *op;
+  const AmkOpInfo *silu;     /* MATVEC: the SILU_MUL fused into it, or NULL */
+  const AmkOpInfo *merge;    /* ATTN_DECODE: the ATTN_REDUCE fused into it, or NULL */
+  guint            index;    /* the op's index */
+  guint64          n;        /* the units the op is cut along */
+  guint64          n_tiles;  /* tiles as even as integers allow */
+  guint64          splits;   /* split-K slices per tile (MATVEC), else 1 */
+  gint32           arrival;  /* ATTN_DECODE: the arrival counter of the current kv head */
+} AmkLowering;
+
+typedef struct {
+  guint                opcode;
+  const char          *name;           /* as in messages: "MATVEC" */
+  guint                n_buffers;      /* operands every instruction of the op names */
+  guint                n_extra;        /* optional operands after those (fusions) */
+  guint32              optional_slots; /* bit s: buffer slot s may be AMK_NO_BUFFER */
+  const AmkParamField *fields;
+  guint                n_fields;
+
+  /* The op's own checks of an instruction, after the generic ones (opcode, counts,
+   * indices in range): parameters, dtypes, ranges, writes to constant buffers,
+   * aliasing. NULL: nothing more to check. */
+  gboolean     (*verify)  (AmkProgram              *self,
+                           guint                    queue,
+                           guint                    pos,
+                           const amk_instruction_t *ins,
+                           GError                 **error);
+  /* Lowering: plan sets lw->n, n_tiles and splits; lower fills tile t (t->start and
+   * t->end set, t->ins.params a copy of the op's) for `tile` and split-K `slice`. NULL
+   * plan: elementwise over buffer 0. NULL lower: the op is only recorded fused into
+   * another. */
+  void         (*plan)    (AmkLowering *lw);
+  void         (*lower)   (AmkLowering *lw,
+                           AmkTile     *t,
+                           guint64      tile,
+                           guint64      slice);
+  /* The bytes an instruction moves (the cost model). NULL: none. */
+  double       (*bytes)   (AmkProgram              *self,
+                           const amk_instruction_t *ins);
+  /* The CPU reference of a verified instruction. Returns AMK_ABORT_CODE_NONE, or why it
+   * aborted with *detail set. counters: the run's (ATTN_DECODE's arrival counter). */
+  AmkAbortCode (*run_cpu) (const amk_instruction_t *ins,
+                           AmkCpuBuffer            *buffers,
+                           guint32                 *counters,
+                           gint                    *detail);
+} AmkOpClass;
+
+/* The descriptor of `opcode`, or NULL for an unknown opcode. */
+const AmkOpClass    *amk_op_class             (guint opcode);
+
+/* Runs a verified instruction on the CPU (the descriptor's run_cpu); an unknown opcode
+ * aborts with AMK_ABORT_CODE_BAD_OPCODE. */
+AmkAbortCode         amk_op_run_cpu           (const amk_instruction_t *ins,
+                                               AmkCpuBuffer            *buffers,
+                                               guint32                 *counters,
+                                               gint                    *detail);
+
+/* The op's name for messages ("MATVEC"), or "?" for an unknown opcode. */
+const char          *amk_op_name              (guint opcode);
+
+/* The named parameter `name` of `opcode`, or NULL with @error set. */
+const AmkParamField *amk_op_find_param        (guint        opcode,
+                                               const char  *name,
+                                               GError     **error);
+
+/* "name value, name value, ..." of the instruction's parameters, for messages. */
+char                *amk_op_describe_params   (const amk_instruction_t *ins);
+
+/* The families' descriptors (amk-op-*.c). */
+extern const AmkOpClass amk_op_nop, amk_op_copy, amk_op_fill, amk_op_add, amk_op_trap,
+                        amk_op_grid_sync;
+extern const AmkOpClass amk_op_matvec;
+extern const AmkOpClass amk_op_rmsnorm, amk_op_silu_mul, amk_op_embed, amk_op_argmax_partial,
+                        amk_op_argmax_final;
+extern const AmkOpClass amk_op_rope_kv, amk_op_attn_decode, amk_op_attn_reduce;
+
+/* ---- for the op API (amk-op-record.c) --------------------------------------------- */
+
+/* Appends an op; `buffers` ends at G_MININT32 (or after 6). `params` holds what the op
+ * fixes for all its tiles (lowering fills in each tile's range); NULL for none. Returns
+ * the op's index. */
+gint           amk_op_record            (AmkProgram         *self,
+                                         guint               opcode,
+                                         const gint32       *buffers,
+                                         const amk_params_t *params);
+/* FALSE with @error set once the program is compiled. */
+gboolean       amk_op_can_record        (AmkProgram *self, const char *op, GError **error);
+/* Buffer `buffer`, or NULL with @error set (OUT_OF_RANGE) naming the op and `what`. */
+AmkBufferInfo *amk_op_tensor            (AmkProgram *self, const char *op, const char *what,
+                                         gint buffer, GError **error);
+gboolean       amk_op_writable          (const char *op, AmkBufferInfo *info, GError **error);
+gboolean       amk_op_same_shape        (const char *op, AmkBufferInfo *a, AmkBufferInfo *b,
+                                         GError **error);
+gboolean       amk_op_is_vector_dtype   (AmkBufferInfo *info);
+/* An F32 or BF16 vector of `n` elements (n 0: any length); *info_out may be NULL. */
+gboolean       amk_op_vector_of         (AmkProgram *self, const char *op, const char *what,
+                                         gint buffer, guint64 n, AmkBufferInfo **info_out,
+                                         GError **error);
+/* An I32 tensor of at least `min` elements. */
+gboolean       amk_op_int_tensor        (AmkProgram *self, const char *op, const char *what,
+                                         gint buffer, guint64 min, GError **error);
+/* An F32 tensor of exactly `n` elements. */
+gboolean       amk_op_f32_of            (AmkProgram *self, const char *op, const char *what,
+                                         gint buffer, guint64 n, GError **error);
+/* A scratch buffer of the program's own (partials of argmax and attention). */
+gint           amk_op_internal_scratch  (AmkProgram *self, const char *what, AmkDType dtype,
+                                         guint64 n, GError **error);
+
+/* ---- for the ops' checks (amk-verifier.c) ----------------------------------------- */
+
+AmkBufferInfo *amk_verify_slot_buffer   (AmkProgram *self, const amk_instruction_t *ins, guint slot);
+/* No operand that the op writes is a constant buffer. */
+gboolean       amk_verify_writes        (AmkProgram *self, guint queue, guint pos,
+                                         const amk_instruction_t *ins, GError **error);
+/* [offset, offset + count) lies inside the buffer of `slot`, in elements. */
+gboolean       amk_verify_range         (AmkProgram *self, guint queue, guint pos,
+                                         const amk_instruction_t *ins, guint slot,
+                                         gint32 offset, gint32 count, GError **error);
+/* The first n operands have one dtype. */
+gboolean       amk_verify_same_dtype    (AmkProgram *self, guint queue, guint pos,
+                                         const amk_instruction_t *ins, guint n, GError **error);
+/* The bytes an operand covers, as (region, start, length): scratch buffers share the
+ * arena (region -1), other buffers are their own region. */
+void           amk_verify_operand_bytes (AmkProgram *self, const amk_instruction_t *ins,
+                                         guint slot, gint32 offset, gint32 count,
+                                         gint64 *region, guint64 *start, guint64 *length);
+/* The output may be an input exactly (in place) but not partly overlap it. */
+gboolean       amk_verify_no_partial_overlap (AmkProgram *self, guint queue, guint pos,
+                                              const amk_instruction_t *ins, guint dst_slot,
+                                              gint32 dst_off, guint src_slot, gint32 src_off,
+                                              gint32 count, GError **error);
+
+/* ---- for the ops' lowering (amk-compiler.c) --------------------------------------- */
+
+AmkBufferInfo *amk_lower_buffer         (AmkLowering *lw, gint32 buffer);
+/* The op's first n buffers become the tile's operands. */
+void           amk_tile_use_buffers     (AmkTile *t, const AmkOpInfo *op, guint n);
+/* The tile touches elements [start, end) of `buffer` (AMK_NO_BUFFER: nothing). */
+void           amk_tile_access          (AmkTile *t, gint32 buffer, guint64 start, guint64 end,
+                                         gboolean write);
+/* The size of an element of the instruction's buffer in `slot` (0 if none). */
+guint          amk_instruction_elem_size (AmkProgram *self, const amk_instruction_t *ins, guint slot);
+
+G_END_DECLS
