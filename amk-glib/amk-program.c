@@ -694,7 +694,7 @@ amk_program_append_raw (AmkProgram              *self,
  * @error: return location for a #GError
  *
  * Appends an instruction to the end of @queue. Its parameters, waits and signal are set
- * with [method@Amk.Program.set_param_ints], [method@Amk.Program.set_param_float],
+ * with [method@Amk.Program.set_param_int], [method@Amk.Program.set_param_float],
  * [method@Amk.Program.add_wait] and [method@Amk.Program.set_signal].
  *
  * Returns: the instruction's index, or -1 with @error set
@@ -748,10 +748,11 @@ amk_program_add_instruction (AmkProgram  *self,
   return (gint) self->instructions->len - 1;
 }
 
+/* The instruction, or NULL with @error set; a caller that changes it invalidates. */
 static amk_instruction_t *
-get_instruction (AmkProgram  *self,
-                 guint        instruction,
-                 GError     **error)
+find_instruction (AmkProgram  *self,
+                  guint        instruction,
+                  GError     **error)
 {
   if (instruction >= self->instructions->len)
     {
@@ -760,8 +761,20 @@ get_instruction (AmkProgram  *self,
                    instruction, self->instructions->len);
       return NULL;
     }
-  amk_program_invalidate (self);
   return &g_array_index (self->instructions, amk_instruction_t, instruction);
+}
+
+/* The instruction about to be changed: the program must be verified again. */
+static amk_instruction_t *
+get_instruction (AmkProgram  *self,
+                 guint        instruction,
+                 GError     **error)
+{
+  amk_instruction_t *ins = find_instruction (self, instruction, error);
+
+  if (ins != NULL)
+    amk_program_invalidate (self);
+  return ins;
 }
 
 /* The instruction and its named parameter, or NULL with @error set. */
@@ -772,7 +785,7 @@ param_location (AmkProgram  *self,
                 gboolean     is_float,
                 GError     **error)
 {
-  amk_instruction_t *ins = get_instruction (self, instruction, error);
+  amk_instruction_t *ins = find_instruction (self, instruction, error);
   const AmkParamField *field;
 
   if (ins == NULL || (field = amk_op_find_param (ins->opcode, name, error)) == NULL)
@@ -819,6 +832,7 @@ amk_program_set_param_int (AmkProgram  *self,
   if ((at = param_location (self, instruction, name, FALSE, error)) == NULL)
     return FALSE;
   memcpy (at, &v, sizeof v);
+  amk_program_invalidate (self);
   return TRUE;
 }
 
@@ -852,6 +866,7 @@ amk_program_set_param_float (AmkProgram  *self,
   if ((at = param_location (self, instruction, name, TRUE, error)) == NULL)
     return FALSE;
   memcpy (at, &value, sizeof value);
+  amk_program_invalidate (self);
   return TRUE;
 }
 

@@ -117,6 +117,41 @@ esize (uint32_t dt)
 
 struct W { int counter; uint32_t target; };
 
+/* The parameters of the ops built here, set through amk-abi.h's named members; `{}`
+ * (all zero) serves the ops without any. */
+static amk_params_t
+copy_params (int32_t dst_offset, int32_t src_offset, int32_t count)
+{
+  amk_params_t p = {};
+  p.copy.dst_offset = dst_offset, p.copy.src_offset = src_offset, p.copy.count = count;
+  return p;
+}
+
+static amk_params_t
+fill_params (int32_t offset, int32_t count, float value)
+{
+  amk_params_t p = {};
+  p.fill.offset = offset, p.fill.count = count, p.fill.value = value;
+  return p;
+}
+
+static amk_params_t
+add_params (int32_t dst_offset, int32_t a_offset, int32_t b_offset, int32_t count)
+{
+  amk_params_t p = {};
+  p.add.dst_offset = dst_offset, p.add.a_offset = a_offset, p.add.b_offset = b_offset;
+  p.add.count = count;
+  return p;
+}
+
+static amk_params_t
+trap_params (int32_t code)
+{
+  amk_params_t p = {};
+  p.trap.code = code;
+  return p;
+}
+
 struct Prog {
   std::vector<amk_buffer_t> bufs;
   std::vector<std::vector<uint8_t>> init;   /* initial bytes of each buffer */
@@ -141,9 +176,8 @@ struct Prog {
 
   int counter () { return n_counters++; }
 
-  int add (int q, uint16_t op, std::vector<int> b, std::vector<int32_t> ip,
-           std::vector<W> waits = {}, int sig = AMK_NO_COUNTER, uint32_t amount = 1,
-           float f2 = 0.0f, bool use_f2 = false)
+  int add (int q, uint16_t op, std::vector<int> b, amk_params_t params,
+           std::vector<W> waits = {}, int sig = AMK_NO_COUNTER, uint32_t amount = 1)
   {
     amk_instruction_t x;
     memset (&x, 0, sizeof x);
@@ -159,10 +193,7 @@ struct Prog {
     x.n_buffers = (uint8_t) b.size ();
     for (int i = 0; i < AMK_MAX_BUFFER_REFS; i++)
       x.buffers[i] = i < (int) b.size () ? b[i] : AMK_NO_BUFFER;
-    for (size_t i = 0; i < ip.size (); i++)
-      x.params.i[i] = ip[i];
-    if (use_f2)
-      x.params.f[2] = f2;
+    x.params = params;
     ins.push_back (x);
     queues[q].push_back ((int32_t) ins.size () - 1);
     return (int) ins.size () - 1;
@@ -407,19 +438,19 @@ build_chain (std::mt19937 &rng)
   /* phase 1: the chain A -> C -> D -> E -> G across the queues, plus independent ops */
   for (int q = 0; q < Q; q++)
     p.add (q, AMK_ABI_OP_NOP, {}, {}, {}, fan, 2);
-  p.add (0, AMK_ABI_OP_COPY, { C, A }, { 0, 0, N }, {}, c0);
-  p.add (1, AMK_ABI_OP_ADD, { D, C, B }, { 0, 0, 0, N }, { { c0, 1 } }, c1);
-  p.add (2, AMK_ABI_OP_ADD, { E, D, A }, { 0, 0, 0, N }, { { c1, 1 }, { c0, 1 } }, c2);
-  p.add (3, AMK_ABI_OP_COPY, { G, E }, { 5, 3, N - 3 }, { { c2, 1 } }, c3);
-  p.add (0, AMK_ABI_OP_FILL, { H16 }, { 1, N - 2 }, {}, AMK_NO_COUNTER, 1, 1.0f / 3.0f, true);
-  p.add (1, AMK_ABI_OP_FILL, { BF }, { 3, N - 5 }, {}, AMK_NO_COUNTER, 1, -2.7182817f, true);
-  p.add (2, AMK_ABI_OP_FILL, { FI }, { 0, M }, {}, AMK_NO_COUNTER, 1, -3.7f, true);
-  p.add (2, AMK_ABI_OP_FILL, { FU }, { 1, M - 1 }, {}, AMK_NO_COUNTER, 1, 300.0f, true);
-  p.add (0, AMK_ABI_OP_ADD, { ZI, XI, YI }, { 0, 0, 0, M });
-  p.add (1, AMK_ABI_OP_ADD, { ZU, XU, YU }, { 1, 0, 1, M - 1 });
-  p.add (2, AMK_ABI_OP_ADD, { ZH, XH, YH }, { 0, 0, 0, N });
-  p.add (3, AMK_ABI_OP_ADD, { ZB, XB, YB }, { 1, 1, 1, N - 1 });
-  p.add (3, AMK_ABI_OP_COPY, { UC, XU }, { 3, 0, M - 3 });
+  p.add (0, AMK_ABI_OP_COPY, { C, A }, copy_params (0, 0, N), {}, c0);
+  p.add (1, AMK_ABI_OP_ADD, { D, C, B }, add_params (0, 0, 0, N), { { c0, 1 } }, c1);
+  p.add (2, AMK_ABI_OP_ADD, { E, D, A }, add_params (0, 0, 0, N), { { c1, 1 }, { c0, 1 } }, c2);
+  p.add (3, AMK_ABI_OP_COPY, { G, E }, copy_params (5, 3, N - 3), { { c2, 1 } }, c3);
+  p.add (0, AMK_ABI_OP_FILL, { H16 }, fill_params (1, N - 2, 1.0f / 3.0f));
+  p.add (1, AMK_ABI_OP_FILL, { BF }, fill_params (3, N - 5, -2.7182817f));
+  p.add (2, AMK_ABI_OP_FILL, { FI }, fill_params (0, M, -3.7f));
+  p.add (2, AMK_ABI_OP_FILL, { FU }, fill_params (1, M - 1, 300.0f));
+  p.add (0, AMK_ABI_OP_ADD, { ZI, XI, YI }, add_params (0, 0, 0, M));
+  p.add (1, AMK_ABI_OP_ADD, { ZU, XU, YU }, add_params (1, 0, 1, M - 1));
+  p.add (2, AMK_ABI_OP_ADD, { ZH, XH, YH }, add_params (0, 0, 0, N));
+  p.add (3, AMK_ABI_OP_ADD, { ZB, XB, YB }, add_params (1, 1, 1, N - 1));
+  p.add (3, AMK_ABI_OP_COPY, { UC, XU }, copy_params (3, 0, M - 3));
 
   /* phase 2 and 3, separated by grid barriers: S = E + C, then T = S[part q] + S[part q+1] */
   for (int q = 0; q < Q; q++)
@@ -427,7 +458,7 @@ build_chain (std::mt19937 &rng)
   for (int q = 0; q < Q; q++)
     {
       int lo = q * PART, n = std::min (PART, N - lo);
-      p.add (q, AMK_ABI_OP_ADD, { S, E, C }, { lo, lo, lo, n });
+      p.add (q, AMK_ABI_OP_ADD, { S, E, C }, add_params (lo, lo, lo, n));
     }
   for (int q = 0; q < Q; q++)
     p.add (q, AMK_ABI_OP_GRID_SYNC, {}, {});
@@ -436,7 +467,7 @@ build_chain (std::mt19937 &rng)
       int lo = q * PART, n = std::min (PART, N - lo);
       int lo2 = ((q + 1) % Q) * PART;
       n = std::min (n, std::min (PART, N - lo2));
-      p.add (q, AMK_ABI_OP_ADD, { T, S, S }, { lo, lo, lo2, n });
+      p.add (q, AMK_ABI_OP_ADD, { T, S, S }, add_params (lo, lo, lo2, n));
     }
 
   /* relay: 32 dependent hops R = R + A[0:RN], hop h on queue h % Q */
@@ -450,7 +481,7 @@ build_chain (std::mt19937 &rng)
         w.push_back ({ prev, 1 });
       else
         w.push_back ({ fan, 2 * Q });
-      p.add (h % Q, AMK_ABI_OP_ADD, { R, R, A }, { 0, 0, 0, RN }, w, c);
+      p.add (h % Q, AMK_ABI_OP_ADD, { R, R, A }, add_params (0, 0, 0, RN), w, c);
       prev = c;
     }
 
@@ -555,7 +586,7 @@ build_barrier_stress (int Q, int rounds, std::mt19937 &rng)
       int src = buf[r & 1], dst = buf[(r + 1) & 1];
       for (int q = 0; q < Q; q++)
         {
-          p.add (q, AMK_ABI_OP_ADD, { dst, src, src }, { q * W, q * W, ((q + 1) % Q) * W, W });
+          p.add (q, AMK_ABI_OP_ADD, { dst, src, src }, add_params (q * W, q * W, ((q + 1) % Q) * W, W));
           p.add (q, AMK_ABI_OP_GRID_SYNC, {}, {});
         }
       for (int q = 0; q < Q; q++)
@@ -657,7 +688,7 @@ main (void)
     int c0 = p.counter (), c1 = p.counter ();
     p.add (0, AMK_ABI_OP_NOP, {}, {}, {}, c0);
     p.add (1, AMK_ABI_OP_NOP, {}, {});
-    p.add (1, AMK_ABI_OP_TRAP, {}, { 77 }, { { c0, 1 } });
+    p.add (1, AMK_ABI_OP_TRAP, {}, trap_params (77), { { c0, 1 } });
     p.add (2, AMK_ABI_OP_NOP, {}, {}, { { c1, 1 } });
     p.add (3, AMK_ABI_OP_GRID_SYNC, {}, {});
     Dev d = upload (p);
@@ -702,20 +733,20 @@ main (void)
 
   /* 6. device-side checks */
   {
-    struct Case { const char *what; uint16_t op; std::vector<int> b; std::vector<int32_t> ip;
+    struct Case { const char *what; uint16_t op; std::vector<int> b; amk_params_t params;
                   std::vector<W> w; int sig; int code; int detail; };
     std::vector<Case> cases = {
-      { "bad buffer index", AMK_ABI_OP_COPY, { 0, 99 }, { 0, 0, 4 }, {}, AMK_NO_COUNTER,
+      { "bad buffer index", AMK_ABI_OP_COPY, { 0, 99 }, copy_params (0, 0, 4), {}, AMK_NO_COUNTER,
         AMK_ABORT_BAD_INDEX, 99 },
       { "bad wait counter", AMK_ABI_OP_NOP, {}, {}, { { 7, 1 } }, AMK_NO_COUNTER,
         AMK_ABORT_BAD_INDEX, 7 },
       { "bad signal counter", AMK_ABI_OP_NOP, {}, {}, {}, 5, AMK_ABORT_BAD_INDEX, 5 },
       { "bad opcode", 42, {}, {}, {}, AMK_NO_COUNTER, AMK_ABORT_BAD_OPCODE, 42 },
-      { "range past the end", AMK_ABI_OP_FILL, { 1 }, { 60, 5 }, {}, AMK_NO_COUNTER,
+      { "range past the end", AMK_ABI_OP_FILL, { 1 }, fill_params (60, 5, 0.0f), {}, AMK_NO_COUNTER,
         AMK_ABORT_CHECK, 1 },
-      { "dtype mismatch", AMK_ABI_OP_ADD, { 0, 0, 2 }, { 0, 0, 0, 4 }, {}, AMK_NO_COUNTER,
+      { "dtype mismatch", AMK_ABI_OP_ADD, { 0, 0, 2 }, add_params (0, 0, 0, 4), {}, AMK_NO_COUNTER,
         AMK_ABORT_CHECK, 2 },
-      { "overlapping copy", AMK_ABI_OP_COPY, { 0, 0 }, { 1, 0, 8 }, {}, AMK_NO_COUNTER,
+      { "overlapping copy", AMK_ABI_OP_COPY, { 0, 0 }, copy_params (1, 0, 8), {}, AMK_NO_COUNTER,
         AMK_ABORT_CHECK, 0 },
     };
     for (auto &c : cases)
@@ -726,7 +757,7 @@ main (void)
         p.buffer (AMK_ABI_DTYPE_I32, 64);
         p.counter ();
         p.add (0, AMK_ABI_OP_NOP, {}, {});
-        p.add (0, c.op, c.b, c.ip, c.w, c.sig);
+        p.add (0, c.op, c.b, c.params, c.w, c.sig);
         p.add (1, AMK_ABI_OP_NOP, {}, {});
         Dev d = upload (p);
         Run r = launch (p, d, 128, 1000000000ull);

@@ -14,6 +14,11 @@ from gi.repository import Amk  # noqa: E402
 QUEUES, STAGES, WIDTH = 132, 12, 1 << 16
 
 
+def set_params(p, i, **params):
+    for name, value in params.items():
+        p.set_param_int(i, name, value)
+
+
 def main(path):
     p = Amk.Program.new(QUEUES)
     n = QUEUES * WIDTH
@@ -23,19 +28,20 @@ def main(path):
     done = [p.add_counter(f"q{q}") for q in range(QUEUES)]
     for q in range(QUEUES):
         i = p.add_instruction(q, Amk.Opcode.COPY, [acc[0], inp])
-        p.set_param_ints(i, [q * WIDTH, q * WIDTH, WIDTH])
+        set_params(p, i, dst_offset=q * WIDTH, src_offset=q * WIDTH, count=WIDTH)
         p.set_signal(i, done[q], 1)
     for k in range(1, STAGES):
         for q in range(QUEUES):
             prev, nxt = (q - 1) % QUEUES, (q + 1) % QUEUES
             i = p.add_instruction(q, Amk.Opcode.ADD, [acc[k % 2], acc[(k - 1) % 2], acc[(k - 1) % 2]])
-            p.set_param_ints(i, [q * WIDTH, q * WIDTH, prev * WIDTH, WIDTH])
+            set_params(p, i, dst_offset=q * WIDTH, a_offset=q * WIDTH, b_offset=prev * WIDTH,
+                       count=WIDTH)
             p.add_wait(i, done[prev], k)
             p.add_wait(i, done[nxt], k)
             p.set_signal(i, done[q], 1)
     for q in range(QUEUES):
         i = p.add_instruction(q, Amk.Opcode.COPY, [out, acc[(STAGES - 1) % 2]])
-        p.set_param_ints(i, [q * WIDTH, q * WIDTH, WIDTH])
+        set_params(p, i, dst_offset=q * WIDTH, src_offset=q * WIDTH, count=WIDTH)
     p.verify()
     p.save(path)
     print(f"{path}: {p.get_n_instructions()} instructions on {QUEUES} queues")

@@ -18,13 +18,13 @@ b = p.add_buffer('b', Amk.DType.F32, [N], Amk.BufferRole.SCRATCH)
 y = p.add_buffer('y', Amk.DType.F32, [N], Amk.BufferRole.OUTPUT)
 c0, c1 = p.add_counter('a-ready'), p.add_counter('b-ready')
 
-i = p.add_instruction(0, Amk.Opcode.ADD, [a, x, x]); p.set_param_ints(i, [0, 0, 0, N])
+i = p.add_instruction(0, Amk.Opcode.ADD, [a, x, x]); p.set_param_int(i, 'count', N)
 p.set_signal(i, c0, 1)
-i = p.add_instruction(1, Amk.Opcode.FILL, [one]); p.set_param_ints(i, [0, N])
-p.set_param_float(i, 2, 1.0)
-i = p.add_instruction(1, Amk.Opcode.ADD, [b, a, one]); p.set_param_ints(i, [0, 0, 0, N])
+i = p.add_instruction(1, Amk.Opcode.FILL, [one]); p.set_param_int(i, 'count', N)
+p.set_param_float(i, 'value', 1.0)
+i = p.add_instruction(1, Amk.Opcode.ADD, [b, a, one]); p.set_param_int(i, 'count', N)
 p.add_wait(i, c0, 1); p.set_signal(i, c1, 1)
-i = p.add_instruction(2, Amk.Opcode.COPY, [y, b]); p.set_param_ints(i, [0, 0, N])
+i = p.add_instruction(2, Amk.Opcode.COPY, [y, b]); p.set_param_int(i, 'count', N)
 p.add_wait(i, c1, 1)
 
 ex = Amk.CpuExecutor.new(p)              # verifies the program: no deadlock, no bad index

@@ -13,13 +13,13 @@ int main () {
         int y = p.add_buffer ("y", Amk.DType.F32, shape, Amk.BufferRole.OUTPUT);
         int c0 = p.add_counter ("a-ready"), c1 = p.add_counter ("b-ready");
         int i = p.add_instruction (0, Amk.Opcode.ADD, { a, x, x });
-        p.set_param_ints (i, { 0, 0, 0, N }); p.set_signal (i, c0, 1);
+        p.set_param_int (i, "count", N); p.set_signal (i, c0, 1);
         i = p.add_instruction (1, Amk.Opcode.FILL, { one });
-        p.set_param_ints (i, { 0, N }); p.set_param_float (i, 2, 1.0f);
+        p.set_param_int (i, "count", N); p.set_param_float (i, "value", 1.0f);
         i = p.add_instruction (1, Amk.Opcode.ADD, { b, a, one });
-        p.set_param_ints (i, { 0, 0, 0, N }); p.add_wait (i, c0, 1); p.set_signal (i, c1, 1);
+        p.set_param_int (i, "count", N); p.add_wait (i, c0, 1); p.set_signal (i, c1, 1);
         i = p.add_instruction (2, Amk.Opcode.COPY, { y, b });
-        p.set_param_ints (i, { 0, 0, N }); p.add_wait (i, c1, 1);
+        p.set_param_int (i, "count", N); p.add_wait (i, c1, 1);
         var ex = new Amk.CpuExecutor (p);   /* verifies the program: no deadlock, no bad index */
         var xs = new float[N];
         for (int k = 0; k < N; k++) xs[k] = Random.int_range (-100, 100);

@@ -47,13 +47,13 @@ estimate_elements (GBytes *image)
 
       memcpy (&one, &ins[i], sizeof one);   /* the table may be unaligned */
       if (one.opcode == AMK_ABI_OP_COPY)
-        count = one.params.i[2];
+        count = one.params.copy.count;
       else if (one.opcode == AMK_ABI_OP_FILL)
-        count = one.params.i[1];
+        count = one.params.fill.count;
       else if (one.opcode == AMK_ABI_OP_ADD)
-        count = one.params.i[3];
+        count = one.params.add.count;
       if (one.opcode == AMK_ABI_OP_MATVEC)   /* rows x K multiply-adds */
-        total += 1 + (guint64) MAX (one.params.i[1], 0) * (guint64) MAX (one.params.i[2], 0);
+        total += 1 + (guint64) MAX (one.params.matvec.rows, 0) * (guint64) MAX (one.params.matvec.k, 0);
       else
         total += 1 + (guint64) MAX (count, 0);
     }

@@ -6,6 +6,7 @@
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,14 +47,21 @@ buffer (AmkProgram *p, const char *name, AmkDType dtype, gint64 n, AmkBufferRole
   return b;
 }
 
-static gint
-instruction (AmkProgram *p, guint queue, AmkOpcode op, const gint *bufs, gsize n_bufs,
-             const gint *ints, gsize n_ints)
+/* Appends an instruction; after the buffers come its non-zero integer parameters as
+ * name, value pairs, then NULL. */
+static gint G_GNUC_NULL_TERMINATED
+instruction (AmkProgram *p, guint queue, AmkOpcode op, const gint *bufs, gsize n_bufs, ...)
 {
   GError *error = NULL;
   gint i = amk_program_add_instruction (p, queue, op, bufs, n_bufs, &error);
+  const char *name;
+  va_list ap;
+
   check (i >= 0, error);
-  check (amk_program_set_param_ints (p, i, ints, n_ints, &error), error);
+  va_start (ap, n_bufs);
+  while ((name = va_arg (ap, const char *)) != NULL)
+    check (amk_program_set_param_int (p, i, name, va_arg (ap, gint), &error), error);
+  va_end (ap);
   return i;
 }
 
@@ -85,13 +93,13 @@ chain (AmkDType dtype, guint n, gboolean with_data)
   GError *error = NULL;
   gint i;
 
-  i = instruction (p, 0, AMK_OPCODE_FILL, (gint[]) { x }, 1, (gint[]) { 0, n }, 2);
-  check (amk_program_set_param_float (p, i, 2, 2.5f, &error), error);
+  i = instruction (p, 0, AMK_OPCODE_FILL, (gint[]) { x }, 1, "count", n, NULL);
+  check (amk_program_set_param_float (p, i, "value", 2.5f, &error), error);
   signal_to (p, i, c0, 1);
-  i = instruction (p, 1, AMK_OPCODE_COPY, (gint[]) { y, x }, 2, (gint[]) { 0, 0, n }, 3);
+  i = instruction (p, 1, AMK_OPCODE_COPY, (gint[]) { y, x }, 2, "count", n, NULL);
   wait_on (p, i, c0, 1);
   signal_to (p, i, c1, 2);
-  i = instruction (p, 2, AMK_OPCODE_ADD, (gint[]) { z, y, in }, 3, (gint[]) { 0, 0, 0, n }, 4);
+  i = instruction (p, 2, AMK_OPCODE_ADD, (gint[]) { z, y, in }, 3, "count", n, NULL);
   wait_on (p, i, c1, 2);
   wait_on (p, i, c0, 1);
   if (with_data)
@@ -142,9 +150,9 @@ main (int argc, char **argv)
   {
     g_autoptr(AmkProgram) p = amk_program_new (2);
     gint c = amk_program_add_counter (p, "go");
-    gint i = instruction (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    gint i = instruction (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
     signal_to (p, i, c, 1);
-    i = instruction (p, 1, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { 42 }, 1);
+    i = instruction (p, 1, AMK_OPCODE_TRAP, NULL, 0, "code", 42, NULL);
     wait_on (p, i, c, 1);
     write_program ("trap.amk", p);
   }
@@ -160,10 +168,11 @@ main (int argc, char **argv)
     check (a >= 0, error);
     for (guint q = 0; q < 3; q++)
       {
-        gint i = instruction (p, q, AMK_OPCODE_FILL, (gint[]) { a }, 1, (gint[]) { 8 * q, 8 }, 2);
-        check (amk_program_set_param_float (p, i, 2, 0.5f + q, &error), error);
-        instruction (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-        instruction (p, q, AMK_OPCODE_ADD, (gint[]) { o, a, k }, 3, (gint[]) { 8 * q, 8 * q, 8 * q, 8 }, 4);
+        gint i = instruction (p, q, AMK_OPCODE_FILL, (gint[]) { a }, 1, "offset", 8 * q, "count", 8, NULL);
+        check (amk_program_set_param_float (p, i, "value", 0.5f + q, &error), error);
+        instruction (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+        instruction (p, q, AMK_OPCODE_ADD, (gint[]) { o, a, k }, 3, "dst_offset", 8 * q, "a_offset", 8 * q,
+                     "b_offset", 8 * q, "count", 8, NULL);
       }
     write_program ("grid-sync.amk", p);
   }
@@ -173,10 +182,10 @@ main (int argc, char **argv)
     g_autoptr(AmkProgram) p = amk_program_new (2);
     gint c0 = amk_program_add_counter (p, "c0");
     gint c1 = amk_program_add_counter (p, "c1");
-    gint i = instruction (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    gint i = instruction (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
     wait_on (p, i, c1, 1);
     signal_to (p, i, c0, 1);
-    i = instruction (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    i = instruction (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
     wait_on (p, i, c0, 1);
     signal_to (p, i, c1, 1);
     write_program ("deadlock.amk", p);
@@ -186,7 +195,8 @@ main (int argc, char **argv)
   {
     g_autoptr(AmkProgram) p = amk_program_new (1);
     gint a = buffer (p, "a", AMK_DTYPE_I32, 4, AMK_BUFFER_ROLE_OUTPUT);
-    instruction (p, 0, AMK_OPCODE_ADD, (gint[]) { a, a, a }, 3, (gint[]) { 0, 1, 2, 3 }, 4);
+    instruction (p, 0, AMK_OPCODE_ADD, (gint[]) { a, a, a }, 3, "a_offset", 1, "b_offset", 2, "count", 3,
+                 NULL);
     write_program ("out-of-range.amk", p);
   }
 

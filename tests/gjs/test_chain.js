@@ -24,6 +24,12 @@ function i32Of(gbytes) {
 }
 
 // q0: a[t] = in[t] + in[t];  q1: b[t] = a[t] + w[t];  q2: out[OFFSET + t] = b[t]
+// Sets an instruction's integer parameters from {name: value}.
+function setParams(p, i, params) {
+    for (const [name, value] of Object.entries(params))
+        p.set_param_int(i, name, value);
+}
+
 function buildChain(dtype, w) {
     const p = Amk.Program.new(3);
     const ids = {
@@ -38,14 +44,14 @@ function buildChain(dtype, w) {
     for (let t = 0; t < TILES; t++) {
         const lo = t * SIZE;
         let i = p.add_instruction(0, Amk.Opcode.ADD, [ids.a, ids.in, ids.in]);
-        p.set_param_ints(i, [lo, lo, lo, SIZE]);
+        setParams(p, i, {dst_offset: lo, a_offset: lo, b_offset: lo, count: SIZE});
         p.set_signal(i, c0, 1);
         i = p.add_instruction(1, Amk.Opcode.ADD, [ids.b, ids.a, ids.w]);
-        p.set_param_ints(i, [lo, lo, lo, SIZE]);
+        setParams(p, i, {dst_offset: lo, a_offset: lo, b_offset: lo, count: SIZE});
         p.add_wait(i, c0, t + 1);
         p.set_signal(i, c1, 1);
         i = p.add_instruction(2, Amk.Opcode.COPY, [ids.out, ids.b]);
-        p.set_param_ints(i, [OFFSET + lo, lo, SIZE]);
+        setParams(p, i, {dst_offset: OFFSET + lo, src_offset: lo, count: SIZE});
         p.add_wait(i, c1, t + 1);
     }
     return [p, ids];
@@ -150,7 +156,7 @@ test('TRAP aborts with its code', () => {
     const p = Amk.Program.new(2);
     p.add_instruction(0, Amk.Opcode.NOP, []);
     const i = p.add_instruction(1, Amk.Opcode.TRAP, []);
-    p.set_param_ints(i, [code]);
+    p.set_param_int(i, 'code', code);
     const ex = Amk.CpuExecutor.new(p);
     assertThrows(Amk.launch_error_quark(), Amk.LaunchError.ABORTED, () => ex.run(), 'trap');
     const record = ex.get_last_abort();

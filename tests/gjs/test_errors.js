@@ -17,8 +17,8 @@ test('two-queue cycle is a DEADLOCK naming the queue and counter', () => {
     const x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT);
     const c0 = p.add_counter('ping'), c1 = p.add_counter('pong');
     let i = p.add_instruction(0, Amk.Opcode.FILL, [x]);
-    p.set_param_ints(i, [0, 4]);
-    p.set_param_float(i, 2, 1.5);
+    p.set_param_int(i, 'count', 4);
+    p.set_param_float(i, 'value', 1.5);
     p.add_wait(i, c1, 1);
     p.set_signal(i, c0, 1);
     i = p.add_instruction(1, Amk.Opcode.NOP, []);
@@ -36,8 +36,25 @@ test('COPY f32 -> i32 is INVALID', () => {
     const d = p.add_buffer('d', Amk.DType.I32, [4], Amk.BufferRole.OUTPUT);
     const s = p.add_buffer('s', Amk.DType.F32, [4], Amk.BufferRole.INPUT);
     const i = p.add_instruction(0, Amk.Opcode.COPY, [d, s]);
-    p.set_param_ints(i, [0, 0, 4]);
+    p.set_param_int(i, 'count', 4);
     assertThrows(PROGRAM, Amk.ProgramError.INVALID, () => p.verify(), 'verify');
+});
+
+test('parameters by name: round trip, unknown name and wrong type are INVALID', () => {
+    const p = Amk.Program.new(1);
+    const x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT);
+    const i = p.add_instruction(0, Amk.Opcode.FILL, [x]);
+    p.set_param_int(i, 'offset', 1);
+    p.set_param_float(i, 'value', -2.5);
+    // a getter returns [true, value] and throws on failure
+    assertEqual(p.get_param_int(i, 'offset')[1], 1, 'offset');
+    assertEqual(p.get_param_int(i, 'count')[1], 0, 'count not set');
+    assertEqual(p.get_param_float(i, 'value')[1], -2.5, 'value');
+    assertThrows(PROGRAM, Amk.ProgramError.INVALID, () => p.set_param_int(i, 'rows', 1), 'name');
+    assertThrows(PROGRAM, Amk.ProgramError.INVALID, () => p.set_param_int(i, 'value', 1), 'float');
+    assertThrows(PROGRAM, Amk.ProgramError.INVALID, () => p.set_param_float(i, 'count', 1), 'int');
+    assertThrows(PROGRAM, Amk.ProgramError.OUT_OF_RANGE, () => p.get_param_int(i + 1, 'count'),
+        'instruction');
 });
 
 test('bad queue and bad counter are OUT_OF_RANGE', () => {

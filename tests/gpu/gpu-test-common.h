@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <stdarg.h>
 #include <string.h>
 #include <amk-glib/amk-glib.h>
 
@@ -22,25 +23,35 @@ poison (gsize n_bytes)
   return g_bytes_new_take (memset (g_malloc (n_bytes), 0xa5, n_bytes), n_bytes);
 }
 
-static inline gint
-add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n,
-         const gint *ints, gsize n_ints)
+/* Appends an instruction; after the buffers come the non-zero integer parameters as
+ * name, value pairs, then NULL. Float parameters go through set_float. */
+static inline gint G_GNUC_NULL_TERMINATED
+add_ins (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n, ...)
 {
   g_autoptr(GError) error = NULL;
   gint i = amk_program_add_instruction (p, queue, op, buffers, n, &error);
+  const char *name;
+  va_list ap;
 
   g_assert_no_error (error);
-  if (n_ints > 0)
-    g_assert_true (amk_program_set_param_ints (p, i, ints, n_ints, &error));
-  g_assert_no_error (error);
+  va_start (ap, n);
+  while ((name = va_arg (ap, const char *)) != NULL)
+    {
+      gint value = va_arg (ap, gint);
+
+      g_assert_true (amk_program_set_param_int (p, i, name, value, &error));
+      g_assert_no_error (error);
+    }
+  va_end (ap);
   return i;
 }
 
 static inline void
-set_float (AmkProgram *p, gint i, guint slot, float v)
+set_float (AmkProgram *p, gint i, const char *name, float v)
 {
   g_autoptr(GError) error = NULL;
-  g_assert_true (amk_program_set_param_float (p, i, slot, v, &error));
+  g_assert_true (amk_program_set_param_float (p, i, name, v, &error));
+  g_assert_no_error (error);
 }
 
 static inline void

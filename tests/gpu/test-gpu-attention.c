@@ -70,11 +70,12 @@ add_rope (AmkProgram *p, guint queue, const gint *bufs, gint d, gint nq, gint nk
           gint first, gint count, const Rope *r)
 {
   gint i = add_ins (p, queue, AMK_OPCODE_ROPE_KV, bufs, 6,
-                    (gint[]) { d, nq, nkv, ctx, first, count, 0, 0, 0, 0, r->old_ctx }, 11);
-  set_float (p, i, 6, r->theta);
-  set_float (p, i, 7, r->factor);
-  set_float (p, i, 8, r->low);
-  set_float (p, i, 9, r->high);
+                    "head_dim", d, "n_q_heads", nq, "n_kv_heads", nkv, "max_ctx", ctx, "head0", first,
+                    "n_heads", count, "original_context", r->old_ctx, NULL);
+  set_float (p, i, "theta", r->theta);
+  set_float (p, i, "factor", r->factor);
+  set_float (p, i, "low_freq_factor", r->low);
+  set_float (p, i, "high_freq_factor", r->high);
   return i;
 }
 
@@ -259,7 +260,7 @@ run_step (const Step *s, guint ops)
   if (s->pos_written)
     {
       gint src = add_buf (p, "new pos", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
-      gint c = add_ins (p, 11, AMK_OPCODE_COPY, (gint[]) { pos, src }, 2, (gint[]) { 0, 0, 1 }, 3);
+      gint c = add_ins (p, 11, AMK_OPCODE_COPY, (gint[]) { pos, src }, 2, "count", 1, NULL);
       signal_on (p, c, positioned);
       in[n_in++] = (Input) { src, int_bytes (s->pos) };
       in[n_in++] = (Input) { pos, int_bytes ((s->pos + 1 + g_test_rand_int_range (0, ctx - 1)) % ctx) };
@@ -300,8 +301,10 @@ run_step (const Step *s, guint ops)
         {
           gint i = add_ins (p, (guint) (g * S + sp + 3) % N_QUEUES, AMK_OPCODE_ATTN_DECODE,
                             (gint[]) { partial, q, kc, vc, pos, out }, do_merge ? 6 : 5,
-                            (gint[]) { d, nq, nkv, ctx, g, sp, S, 0, arrival, s->min_split }, 10);
-          set_float (p, i, 7, 1.0f / sqrtf ((float) d));
+                            "head_dim", d, "n_q_heads", nq, "n_kv_heads", nkv, "max_ctx", ctx, "kv_head", g,
+                            "split", sp, "n_splits", S, "arrival_counter", arrival, "min_split", s->min_split,
+                            NULL);
+          set_float (p, i, "scale", 1.0f / sqrtf ((float) d));
           if (n_rope > 0)
             wait_on (p, i, rotated, n_rope);
           else if (s->pos_written)
@@ -314,7 +317,8 @@ run_step (const Step *s, guint ops)
       {
         gint first = nq * i / 8, last = nq * (i + 1) / 8;
         gint r = add_ins (p, (guint) (N_QUEUES - 1 - 5 * i) % N_QUEUES, AMK_OPCODE_ATTN_REDUCE,
-                          (gint[]) { out, partial }, 2, (gint[]) { d, nq, S, first, last - first }, 5);
+                          (gint[]) { out, partial }, 2, "head_dim", d, "n_q_heads", nq, "n_splits", S,
+                          "head0", first, "n_heads", last - first, NULL);
         if (n_dec > 0)
           wait_on (p, r, decoded, n_dec);
       }
@@ -437,7 +441,7 @@ check_good_launch (AmkLauncher *launcher)
   g_autoptr(GError) error = NULL;
 
   for (guint q = 0; q < N_QUEUES; q++)
-    add_ins (good, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    add_ins (good, q, AMK_OPCODE_NOP, NULL, 0, NULL);
   g_assert_true (amk_launcher_load (launcher, good, &error));
   g_assert_true (amk_launcher_launch (launcher, NULL, &error));
   g_assert_no_error (error);
@@ -471,16 +475,17 @@ test_position_check (void)
         gint c = amk_program_add_counter (p, "go");
         gint i;
 
-        i = add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+        i = add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
         signal_on (p, i, c);
-        add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+        add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL);
         if (op == 0)
           i = add_rope (p, 5, (gint[]) { q, k, v, kc, vc, pos }, 64, 4, 2, 64, 0, 6, &LLAMA3);
         else
           {
             i = add_ins (p, 5, AMK_OPCODE_ATTN_DECODE, (gint[]) { part, q, kc, vc, pos }, 5,
-                         (gint[]) { 64, 4, 2, 64, 1, 0, 1 }, 7);
-            set_float (p, i, 7, 0.125f);
+                         "head_dim", 64, "n_q_heads", 4, "n_kv_heads", 2, "max_ctx", 64, "kv_head", 1,
+                         "n_splits", 1, NULL);
+            set_float (p, i, "scale", 0.125f);
           }
         wait_on (p, i, c, 1);
         g_assert_true (amk_launcher_load (launcher, p, &error));
@@ -527,10 +532,11 @@ test_merge_counter_check (void)
   out = add_buf (p, "out", AMK_DTYPE_F32, 4 * 64, AMK_BUFFER_ROLE_OUTPUT);
   amk_program_add_counter (p, "only");
 
-  add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL);
   i = add_ins (p, 3, AMK_OPCODE_ATTN_DECODE, (gint[]) { part, q, kc, vc, pos, out }, 6,
-               (gint[]) { 64, 4, 2, 64, 1, 0, 1, 0, 77 }, 9);
-  set_float (p, i, 7, 0.125f);
+               "head_dim", 64, "n_q_heads", 4, "n_kv_heads", 2, "max_ctx", 64, "kv_head", 1, "n_splits", 1,
+               "arrival_counter", 77, NULL);
+  set_float (p, i, "scale", 0.125f);
   g_assert_false (amk_program_verify (p, NULL));
   g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
   g_assert_true (amk_launcher_upload (launcher, pos, posb, &error));

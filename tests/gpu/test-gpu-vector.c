@@ -343,7 +343,7 @@ run_norm_case (const NormCase *nc, guint max_threads, guint queues)
       xsrc = buf (c.program, "x copy", nc->x, total, AMK_BUFFER_ROLE_SCRATCH);
       counter = amk_program_add_counter (c.program, "x ready");
       i = add_ins (c.program, queues - 1, AMK_OPCODE_COPY, (gint[]) { xsrc, xin }, 2,
-                   (gint[]) { 0, 0, (gint) total }, 3);
+                   "count", (gint) total, NULL);
       signal_on (c.program, i, counter);
       case_input (&c, xin, vec_random (total, nc->x, 2));
     }
@@ -354,8 +354,8 @@ run_norm_case (const NormCase *nc, guint max_threads, guint queues)
     {
       const guint nv = MIN (nc->per_ins, nc->v0 + nc->vectors - v);
       gint i = add_ins (c.program, k % queues, AMK_OPCODE_RMSNORM, (gint[]) { out, xsrc, w }, 3,
-                        (gint[]) { (gint) nc->n, (gint) v, (gint) nv }, 3);
-      set_float (c.program, i, 3, 1e-6f);
+                        "n", (gint) nc->n, "vec0", (gint) v, "n_vecs", (gint) nv, NULL);
+      set_float (c.program, i, "eps", 1e-6f);
       if (nc->wait)
         wait_on (c.program, i, counter, 1);
     }
@@ -455,14 +455,14 @@ test_silu_mul (void)
           if (cases[k].wait)
             {
               gint a = add_ins (c.program, max_queues - 1, AMK_OPCODE_COPY, (gint[]) { gsrc, gate }, 2,
-                                (gint[]) { (gint) k0, (gint) k0, (gint) cnt }, 3);
+                                "dst_offset", (gint) k0, "src_offset", (gint) k0, "count", (gint) cnt, NULL);
               gint b = add_ins (c.program, max_queues - 2, AMK_OPCODE_COPY, (gint[]) { usrc, up }, 2,
-                                (gint[]) { (gint) k0, (gint) k0, (gint) cnt }, 3);
+                                "dst_offset", (gint) k0, "src_offset", (gint) k0, "count", (gint) cnt, NULL);
               signal_on (c.program, a, counter);
               signal_on (c.program, b, counter2);
             }
           i = add_ins (c.program, t % (max_queues - 2), AMK_OPCODE_SILU_MUL, (gint[]) { out, gsrc, usrc }, 3,
-                       (gint[]) { (gint) k0, (gint) cnt }, 2);
+                       "offset", (gint) k0, "count", (gint) cnt, NULL);
           if (cases[k].wait)
             {
               wait_on (c.program, i, counter, t + 1);
@@ -539,11 +539,12 @@ run_argmax_case (const ArgmaxCase *ac, guint max_threads, guint queues)
     {
       const guint k0 = t * ac->tile;
       gint i = add_ins (c.program, (t + 1) % queues, AMK_OPCODE_ARGMAX_PARTIAL, (gint[]) { val, idx, x }, 3,
-                        (gint[]) { (gint) k0, (gint) MIN (ac->tile, ac->vocab - k0), (gint) t }, 3);
+                        "offset", (gint) k0, "count", (gint) MIN (ac->tile, ac->vocab - k0), "slot", (gint) t,
+                        NULL);
       signal_on (c.program, i, done);
     }
   fin = add_ins (c.program, 0, AMK_OPCODE_ARGMAX_FINAL, (gint[]) { tok, val, idx }, 3,
-                 (gint[]) { (gint) tiles, 2 }, 2);
+                 "n_partials", (gint) tiles, "out_index", 2, NULL);
   wait_on (c.program, fin, done, tiles);
   signal_on (c.program, fin, found);
   /* the next step's embedding, in pieces over other queues, once the token is there */
@@ -552,7 +553,8 @@ run_argmax_case (const ArgmaxCase *ac, guint max_threads, guint queues)
       const guint piece = (ac->count + ac->pieces - 1) / ac->pieces;
       const guint cnt = MIN (piece, ac->col + ac->count - c0);
       gint i = add_ins (c.program, (k * 7 + 3) % queues, AMK_OPCODE_EMBED, (gint[]) { out, table, tok }, 3,
-                        (gint[]) { 2, (gint) c0, (gint) cnt, (gint) ac->row }, 4);
+                        "token_index", 2, "col0", (gint) c0, "n_cols", (gint) cnt, "dim", (gint) ac->row,
+                        NULL);
       wait_on (c.program, i, found, 1);
       c0 += cnt;
     }
@@ -623,8 +625,9 @@ test_embed_bad_token (void)
       want_row = vec_random (37 * 64, AMK_DTYPE_F32, 0);
       set_data (p, table, g_bytes_ref (want_row));
       for (guint q = 0; q < 8; q++)
-        add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-      i = add_ins (p, 5, AMK_OPCODE_EMBED, (gint[]) { out, table, tokens }, 3, (gint[]) { 1, 0, 64, 64 }, 4);
+        add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
+      i = add_ins (p, 5, AMK_OPCODE_EMBED, (gint[]) { out, table, tokens }, 3, "token_index", 1, "n_cols", 64,
+                   "dim", 64, NULL);
       (void) i;
       g_assert_true (amk_launcher_load (launcher, p, &error));
       g_assert_no_error (error);
@@ -679,26 +682,28 @@ test_vector_checks (void)
       gint want;
       const char *what;
 
-      add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
       if (t == 0)
         {
-          add_ins (p, 2, AMK_OPCODE_SILU_MUL, (gint[]) { f, f, g }, 3, (gint[]) { 0, 64 }, 2);
+          add_ins (p, 2, AMK_OPCODE_SILU_MUL, (gint[]) { f, f, g }, 3, "count", 64, NULL);
           want = f, what = "SILU_MUL out == gate";
         }
       else if (t == 1)
         {
-          gint k = add_ins (p, 2, AMK_OPCODE_RMSNORM, (gint[]) { f, g, g }, 3, (gint[]) { 64, 2, 3 }, 3);
-          set_float (p, k, 3, 1e-5f);
+          gint k = add_ins (p, 2, AMK_OPCODE_RMSNORM, (gint[]) { f, g, g }, 3, "n", 64, "vec0", 2,
+                            "n_vecs", 3, NULL);
+          set_float (p, k, "eps", 1e-5f);
           want = f, what = "RMSNORM vectors past the end";
         }
       else if (t == 2)
         {
-          add_ins (p, 2, AMK_OPCODE_ARGMAX_PARTIAL, (gint[]) { f, g, g }, 3, (gint[]) { 0, 8, 0 }, 3);
+          add_ins (p, 2, AMK_OPCODE_ARGMAX_PARTIAL, (gint[]) { f, g, g }, 3, "count", 8, NULL);
           want = g, what = "ARGMAX_PARTIAL idx is F32";
         }
       else
         {
-          add_ins (p, 2, AMK_OPCODE_ARGMAX_FINAL, (gint[]) { i, g, i }, 3, (gint[]) { 8, 4 }, 2);
+          add_ins (p, 2, AMK_OPCODE_ARGMAX_FINAL, (gint[]) { i, g, i }, 3, "n_partials", 8, "out_index", 4,
+                   NULL);
           want = i, what = "ARGMAX_FINAL out inside idx";
         }
       g_assert_false (amk_program_verify (p, NULL));

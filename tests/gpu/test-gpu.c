@@ -112,15 +112,17 @@ test_utility_ops (void)
 
       /* queue 0: s[3..4003) = a[1..4001); queue 1: out[0..4099) = fill 1.75;
        * queue 2 after both: out[7..4007) = s[3..) + b[5..); queue 3: a NOP */
-      i = add_ins (p, 0, AMK_OPCODE_COPY, (gint[]) { s, a }, 2, (gint[]) { 3, 1, 4000 }, 3);
+      i = add_ins (p, 0, AMK_OPCODE_COPY, (gint[]) { s, a }, 2, "dst_offset", 3, "src_offset", 1,
+                   "count", 4000, NULL);
       signal_on (p, i, c0);
-      i = add_ins (p, 1, AMK_OPCODE_FILL, (gint[]) { out }, 1, (gint[]) { 0, 4099 }, 2);
-      amk_program_set_param_float (p, i, 2, 1.75f, NULL);
+      i = add_ins (p, 1, AMK_OPCODE_FILL, (gint[]) { out }, 1, "count", 4099, NULL);
+      amk_program_set_param_float (p, i, "value", 1.75f, NULL);
       signal_on (p, i, c1);
-      i = add_ins (p, 2, AMK_OPCODE_ADD, (gint[]) { out, s, b }, 3, (gint[]) { 7, 3, 5, 4000 }, 4);
+      i = add_ins (p, 2, AMK_OPCODE_ADD, (gint[]) { out, s, b }, 3, "dst_offset", 7, "a_offset", 3,
+                   "b_offset", 5, "count", 4000, NULL);
       wait_on (p, i, c0, 1);
       wait_on (p, i, c1, 1);
-      add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      add_ins (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL);
       assert_gpu_matches_cpu (launcher, p, 1);
     }
 }
@@ -152,7 +154,7 @@ test_chains (void)
   for (guint q = 0; q < n_queues; q++)
     {
       gint i = add_ins (p, q, AMK_OPCODE_COPY, (gint[]) { acc[0], in }, 2,
-                        (gint[]) { q * width, q * width, width }, 3);
+                        "dst_offset", q * width, "src_offset", q * width, "count", width, NULL);
       signal_on (p, i, done[q]);
     }
   for (guint k = 1; k < stages; k++)
@@ -160,14 +162,15 @@ test_chains (void)
       {
         guint prev = (q + n_queues - 1) % n_queues, next = (q + 1) % n_queues;
         gint i = add_ins (p, q, AMK_OPCODE_ADD, (gint[]) { acc[k % 2], acc[(k - 1) % 2], acc[(k - 1) % 2] }, 3,
-                          (gint[]) { q * width, q * width, prev * width, width }, 4);
+                          "dst_offset", q * width, "a_offset", q * width, "b_offset", prev * width,
+                          "count", width, NULL);
         wait_on (p, i, done[prev], k);
         wait_on (p, i, done[next], k);
         signal_on (p, i, done[q]);
       }
   for (guint q = 0; q < n_queues; q++)
     add_ins (p, q, AMK_OPCODE_COPY, (gint[]) { out, acc[(stages - 1) % 2] }, 2,
-             (gint[]) { q * width, q * width, width }, 3);
+             "dst_offset", q * width, "src_offset", q * width, "count", width, NULL);
   g_assert_true (amk_program_verify (p, NULL));
   assert_gpu_matches_cpu (launcher, p, 1);
 }
@@ -199,12 +202,13 @@ test_random_dag (void)
 
       if (n < 64)
         i = add_ins (p, queue, AMK_OPCODE_COPY, (gint[]) { val, in }, 2,
-                     (gint[]) { n * width, n * width, width }, 3);
+                     "dst_offset", n * width, "src_offset", n * width, "count", width, NULL);
       else
         {
           guint x = g_test_rand_int_range (0, n), y = g_test_rand_int_range (0, n);
           i = add_ins (p, queue, AMK_OPCODE_ADD, (gint[]) { val, val, val }, 3,
-                       (gint[]) { n * width, x * width, y * width, width }, 4);
+                       "dst_offset", n * width, "a_offset", x * width, "b_offset", y * width, "count", width,
+                       NULL);
           wait_on (p, i, x, 1);
           wait_on (p, i, y, 1);
         }
@@ -244,7 +248,7 @@ test_rejected (void)
 
   p = amk_program_new (max_grid + 1);
   for (gint64 q = 0; q <= max_grid; q++)
-    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
   g_assert_true (amk_launcher_load (launcher, p, &error));
   g_assert_false (amk_launcher_launch (launcher, NULL, &error));
   g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_REJECTED);
@@ -256,7 +260,7 @@ make_nop_program (guint n_queues)
 {
   AmkProgram *p = amk_program_new (n_queues);
   for (guint q = 0; q < n_queues; q++)
-    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    add_ins (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
   return p;
 }
 
@@ -288,7 +292,7 @@ test_timeout (void)
   amk_launcher_set_watchdog_ms (launcher, 200);
   p = make_nop_program (8);
   c = amk_program_add_counter (p, "never");
-  i = add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = add_ins (p, 5, AMK_OPCODE_NOP, NULL, 0, NULL);
   wait_on (p, i, c, 1);
   g_assert_false (amk_program_verify (p, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
@@ -325,7 +329,7 @@ test_trap (void)
     return;
   launcher = amk_launcher_new (0);
   p = make_nop_program (16);
-  add_ins (p, 9, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { 4242 }, 1);
+  add_ins (p, 9, AMK_OPCODE_TRAP, NULL, 0, "code", 4242, NULL);
   g_assert_true (amk_launcher_load (launcher, p, &error));
   g_assert_false (amk_launcher_launch (launcher, NULL, &error));
   g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
@@ -367,7 +371,7 @@ test_cancel (void)
   amk_launcher_set_watchdog_ms (launcher, 20000);
   p = make_nop_program (4);
   c = amk_program_add_counter (p, "never");
-  i = add_ins (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = add_ins (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL);
   wait_on (p, i, c, 1);
   g_assert_true (amk_launcher_load_unverified (launcher, p, &error));
 
@@ -437,7 +441,7 @@ test_launch_time (void)
   g_assert_cmpfloat (device_ms, <=, wall_ms);
 
   trap = make_nop_program (16);
-  add_ins (trap, 3, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { 7 }, 1);
+  add_ins (trap, 3, AMK_OPCODE_TRAP, NULL, 0, "code", 7, NULL);
   g_assert_true (amk_launcher_load (launcher, trap, &error));
   g_assert_false (amk_launcher_launch (launcher, NULL, &error));
   g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
@@ -467,7 +471,7 @@ test_no_leak (void)
       gint b = amk_program_add_buffer (p, "b", AMK_DTYPE_F32, shape, 1, AMK_BUFFER_ROLE_OUTPUT, NULL);
       g_autoptr(GBytes) data = random_bytes (4 << 16, AMK_DTYPE_F32);
 
-      add_ins (p, cycle % 8, AMK_OPCODE_COPY, (gint[]) { b, a }, 2, (gint[]) { 0, 0, 1 << 16 }, 3);
+      add_ins (p, cycle % 8, AMK_OPCODE_COPY, (gint[]) { b, a }, 2, "count", 1 << 16, NULL);
       g_assert_true (amk_launcher_load (launcher, p, &error));
       g_assert_true (amk_launcher_upload (launcher, a, data, &error));
       g_assert_true (amk_launcher_launch (launcher, NULL, &error));
@@ -647,7 +651,7 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
     {
       /* the copy runs on the last queue; the tiles there wait behind it in order */
       gint i = add_ins (p, n_queues - 1, AMK_OPCODE_COPY, (gint[]) { xsrc, x }, 2,
-                        (gint[]) { 0, 0, c->k }, 3);
+                        "count", c->k, NULL);
       signal_on (p, i, counter);
     }
   for (guint r0 = 0; r0 < c->rows; r0 += c->tile)
@@ -657,10 +661,10 @@ run_matvec_case (const MatvecCase *c, guint max_threads)
         const guint c0 = s * chunks / MAX (c->splits, 1), c1 = (s + 1) * chunks / MAX (c->splits, 1);
         gint i = add_ins (p, n_tiles % n_queues, AMK_OPCODE_MATVEC,
                           (gint[]) { y, w, xsrc, bias, res, norm, up }, c->gated ? 7 : 6,
-                          (gint[]) { r0, n, c->k, 0, c->splits > 1 ? c0 * per : 0,
-                                     c->splits > 1 ? (c1 - c0) * per : 0 }, 6);
+                          "row0", r0, "rows", n, "k", c->k, "k0", c->splits > 1 ? c0 * per : 0,
+                          "k_len", c->splits > 1 ? (c1 - c0) * per : 0, NULL);
         if (norm != MV_NONE)
-          g_assert_true (amk_program_set_param_float (p, i, 3, 1e-5f, &error));
+          g_assert_true (amk_program_set_param_float (p, i, "eps", 1e-5f, &error));
         if (c->wait)
           wait_on (p, i, counter, 1);
       }
@@ -845,37 +849,40 @@ test_matvec_checks (void)
       gint want;
       const char *what;
 
-      add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      add_ins (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
       if (t == 0) /* rows of 6 bf16 = 12 bytes */
         {
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, (gint[]) { 0, 64, 6 }, 3);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, "rows", 64, "k", 6, NULL);
           want = w, what = "W rows of 12 bytes";
         }
       else if (t == 4) /* split-K columns 4 .. 12: not whole 16-byte chunks of bf16 */
         {
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, y, -1 }, 6, (gint[]) { 0, 64, 16, 0, 4, 8 }, 6);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, y, -1 }, 6, "rows", 64, "k", 16, "k0", 4,
+                   "k_len", 8, NULL);
           want = w, what = "split-K columns not whole chunks";
         }
       else if (t == 5) /* split-K onto a y that is not its own residual */
         {
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, (gint[]) { 0, 64, 16, 0, 8, 8 }, 6);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, -1 }, 6, "rows", 64, "k", 16, "k0", 8,
+                   "k_len", 8, NULL);
           want = w, what = "split-K without y as the residual";
         }
       else if (t == 1) /* the bias is y itself */
         {
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, y, -1, -1 }, 6, (gint[]) { 0, 64, 16 }, 3);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, y, -1, -1 }, 6, "rows", 64, "k", 16, NULL);
           want = y, what = "bias == y";
         }
       else if (t == 2) /* x overlaps y */
         {
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, y, -1, -1, -1 }, 6, (gint[]) { 8, 32, 16 }, 3);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, y, -1, -1, -1 }, 6, "row0", 8, "rows", 32,
+                   "k", 16, NULL);
           want = y, what = "x overlaps y";
         }
       else /* a fused norm and a fused SILU_MUL */
         {
           gint n = amk_program_add_buffer (p, "norm", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_CONSTANT, NULL);
           gint u = amk_program_add_buffer (p, "up", AMK_DTYPE_F32, sy, 1, AMK_BUFFER_ROLE_INPUT, NULL);
-          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, n, u }, 7, (gint[]) { 0, 64, 16 }, 3);
+          add_ins (p, 2, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, -1, n, u }, 7, "rows", 64, "k", 16, NULL);
           want = u, what = "norm and up";
         }
       g_assert_false (amk_program_verify (p, NULL));

@@ -18,14 +18,14 @@ def chain(n=1000):
     out = p.add_buffer("out", Amk.DType.F32, [n], Amk.BufferRole.OUTPUT)
     c0, c1 = p.add_counter("copied"), p.add_counter("added")
     i = p.add_instruction(0, Amk.Opcode.COPY, [t, a])
-    p.set_param_ints(i, [0, 0, n])
+    p.set_param_int(i, 'count', n)
     p.set_signal(i, c0, 1)
     i = p.add_instruction(1, Amk.Opcode.ADD, [out, t, b])
-    p.set_param_ints(i, [0, 0, 0, n])
+    p.set_param_int(i, 'count', n)
     p.add_wait(i, c0, 1)
     p.set_signal(i, c1, 1)
     i = p.add_instruction(2, Amk.Opcode.ADD, [out, out, out])
-    p.set_param_ints(i, [0, 0, 0, n])
+    p.set_param_int(i, 'count', n)
     p.add_wait(i, c1, 1)
     return p, a, b, out
 

@@ -53,12 +53,14 @@ main (void)
 
   i = amk_program_add_instruction (program, 0, AMK_OPCODE_ADD, (gint[]) { by, bx, bx }, 3, &error);
   if (i < 0 ||
-      !amk_program_set_param_ints (program, i, (gint[]) { 0, 0, 0, N / 2 }, 4, &error) ||
+      !amk_program_set_param_int (program, i, "count", N / 2, &error) ||
       !amk_program_set_signal (program, i, c, 1, &error))
     return fail ("queue 0", error);
   i = amk_program_add_instruction (program, 1, AMK_OPCODE_ADD, (gint[]) { by, by, bx }, 3, &error);
   if (i < 0 ||
-      !amk_program_set_param_ints (program, i, (gint[]) { N / 2, 0, N / 2, N / 2 }, 4, &error) ||
+      !amk_program_set_param_int (program, i, "dst_offset", N / 2, &error) ||
+      !amk_program_set_param_int (program, i, "b_offset", N / 2, &error) ||
+      !amk_program_set_param_int (program, i, "count", N / 2, &error) ||
       !amk_program_add_wait (program, i, c, 1, &error))
     return fail ("queue 1", error);
 

@@ -128,13 +128,21 @@ def ref_add(dtype, a, b):
     return from_f32(dtype, to_f32(dtype, a) + to_f32(dtype, b))
 
 
-def add_op(prog, queue, opcode, buffers, ints=(), floats=None, waits=(), signal=None):
-    """Appends one instruction; waits is a list of (counter, target), signal (counter, amount)."""
+def set_params(prog, i, params):
+    """Sets instruction i's parameters from a dict of name: value; a Python float goes to
+    a float parameter, anything else to an integer one."""
+    for name, value in (params or {}).items():
+        if isinstance(value, (float, np.floating)):
+            prog.set_param_float(i, name, float(value))
+        else:
+            prog.set_param_int(i, name, int(value))
+
+
+def add_op(prog, queue, opcode, buffers, params=None, waits=(), signal=None):
+    """Appends one instruction; params is a dict of name: value (set_params), waits a list
+    of (counter, target), signal (counter, amount)."""
     i = prog.add_instruction(queue, opcode, list(buffers))
-    if ints:
-        prog.set_param_ints(i, list(ints))
-    for slot, value in (floats or {}).items():
-        prog.set_param_float(i, slot, value)
+    set_params(prog, i, params)
     for counter, target in waits:
         prog.add_wait(i, counter, target)
     if signal is not None:
@@ -173,13 +181,17 @@ class Chain:
         size = n // tiles
         for t in range(tiles):
             lo = t * size
-            add_op(p, 0, Amk.Opcode.COPY, [self.a, self.inp], [lo, lo, size],
+            add_op(p, 0, Amk.Opcode.COPY, [self.a, self.inp],
+                   dict(dst_offset=lo, src_offset=lo, count=size),
                    signal=(done[0], 1))
-            add_op(p, 1, Amk.Opcode.ADD, [self.b, self.a, self.w], [lo, lo, lo, size],
+            add_op(p, 1, Amk.Opcode.ADD, [self.b, self.a, self.w],
+                   dict(dst_offset=lo, a_offset=lo, b_offset=lo, count=size),
                    waits=[(done[0], t + 1)], signal=(done[1], 1))
-            add_op(p, 2, Amk.Opcode.ADD, [self.c, self.b, self.inp], [lo, lo, lo, size],
+            add_op(p, 2, Amk.Opcode.ADD, [self.c, self.b, self.inp],
+                   dict(dst_offset=lo, a_offset=lo, b_offset=lo, count=size),
                    waits=[(done[1], t + 1)], signal=(done[2], 1))
-            add_op(p, 3, Amk.Opcode.COPY, [self.out, self.c], [out_offset + lo, lo, size],
+            add_op(p, 3, Amk.Opcode.COPY, [self.out, self.c],
+                   dict(dst_offset=out_offset + lo, src_offset=lo, count=size),
                    waits=[(done[2], t + 1)])
 
     def expected(self, inp, out_before):

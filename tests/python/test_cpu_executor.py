@@ -44,8 +44,8 @@ def test_copy(rng, dtype):
     n_dst, n_src = 50, 40
     p, dst, a, _ = _one_op_program(dtype, n_dst, n_src)
     # two copies with different offsets
-    add_op(p, 0, Amk.Opcode.COPY, [dst, a], [3, 7, 20])
-    add_op(p, 0, Amk.Opcode.COPY, [dst, a], [30, 0, 5])
+    add_op(p, 0, Amk.Opcode.COPY, [dst, a], dict(dst_offset=3, src_offset=7, count=20))
+    add_op(p, 0, Amk.Opcode.COPY, [dst, a], dict(dst_offset=30, count=5))
     ex = Amk.CpuExecutor.new(p)
 
     src = random_data(rng, dtype, n_src)
@@ -74,8 +74,8 @@ def test_fill(rng, dtype):
     n = 33
     p, dst, _, _ = _one_op_program(dtype, n, 1)
     v1, v2 = _fill_value(rng, dtype), _fill_value(rng, dtype)
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [4, 10], {2: v1})
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [20, 13], {2: v2})
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(offset=4, count=10, value=v1))
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(offset=20, count=13, value=v2))
     ex = Amk.CpuExecutor.new(p)
 
     before = poison(dtype, n)
@@ -92,8 +92,8 @@ def test_fill_f16_rounds_to_nearest_even():
     # 1 + 2^-11 lies halfway between two f16 values: ties go to the even one (1.0);
     # 1 + 3 * 2^-11 ties up to 1 + 2^-9.
     p, dst, _, _ = _one_op_program(Amk.DType.F16, 2, 1)
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [0, 1], {2: 1.0 + 2.0 ** -11})
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [1, 1], {2: 1.0 + 3 * 2.0 ** -11})
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(count=1, value=1.0 + 2.0 ** -11))
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(offset=1, count=1, value=1.0 + 3 * 2.0 ** -11))
     ex = Amk.CpuExecutor.new(p)
     ex.run()
     assert list(download(ex, dst, Amk.DType.F16)) == [1.0, 1.0 + 2.0 ** -9]
@@ -101,8 +101,8 @@ def test_fill_f16_rounds_to_nearest_even():
 
 def test_fill_bf16_rounds_to_nearest_even():
     p, dst, _, _ = _one_op_program(Amk.DType.BF16, 2, 1)
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [0, 1], {2: 1.0 + 2.0 ** -8})      # tie, even is 1.0
-    add_op(p, 0, Amk.Opcode.FILL, [dst], [1, 1], {2: 1.0 + 3 * 2.0 ** -8})  # tie, up
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(count=1, value=1.0 + 2.0 ** -8))  # tie, even is 1.0
+    add_op(p, 0, Amk.Opcode.FILL, [dst], dict(offset=1, count=1, value=1.0 + 3 * 2.0 ** -8))  # tie, up
     ex = Amk.CpuExecutor.new(p)
     ex.run()
     assert list(download(ex, dst, Amk.DType.BF16)) == [0x3F80, 0x3F82]
@@ -112,8 +112,8 @@ def test_fill_bf16_rounds_to_nearest_even():
 def test_add(rng, dtype):
     n_dst, n_src = 64, 48
     p, dst, a, b = _one_op_program(dtype, n_dst, n_src)
-    add_op(p, 0, Amk.Opcode.ADD, [dst, a, b], [2, 5, 9, 30])
-    add_op(p, 0, Amk.Opcode.ADD, [dst, b, b], [40, 0, 1, 17])
+    add_op(p, 0, Amk.Opcode.ADD, [dst, a, b], dict(dst_offset=2, a_offset=5, b_offset=9, count=30))
+    add_op(p, 0, Amk.Opcode.ADD, [dst, b, b], dict(dst_offset=40, b_offset=1, count=17))
     ex = Amk.CpuExecutor.new(p)
 
     xa, xb = random_data(rng, dtype, n_src), random_data(rng, dtype, n_src)
@@ -131,7 +131,7 @@ def test_add(rng, dtype):
 
 def test_add_integers_wrap():
     p, dst, a, b = _one_op_program(Amk.DType.I32, 2, 2)
-    add_op(p, 0, Amk.Opcode.ADD, [dst, a, b], [0, 0, 0, 2])
+    add_op(p, 0, Amk.Opcode.ADD, [dst, a, b], dict(count=2))
     ex = Amk.CpuExecutor.new(p)
     upload(ex, a, Amk.DType.I32, np.array([2 ** 31 - 1, -2 ** 31], dtype=np.int32))
     upload(ex, b, Amk.DType.I32, np.array([1, -1], dtype=np.int32))
@@ -149,11 +149,13 @@ def test_grid_sync_phases(rng):
     out = p.add_buffer('out', dtype, [Q * m], Amk.BufferRole.OUTPUT)
     for q in range(Q):
         # phase 1: a[q] = in[q]; phase 2: b[q] = a[q] + a[q+1]; phase 3: out[q] = b[q+3]
-        add_op(p, q, Amk.Opcode.COPY, [a, inp], [q * m, q * m, m])
+        add_op(p, q, Amk.Opcode.COPY, [a, inp], dict(dst_offset=q * m, src_offset=q * m, count=m))
         p.add_instruction(q, Amk.Opcode.GRID_SYNC, [])
-        add_op(p, q, Amk.Opcode.ADD, [b, a, a], [q * m, q * m, ((q + 1) % Q) * m, m])
+        add_op(p, q, Amk.Opcode.ADD, [b, a, a],
+               dict(dst_offset=q * m, a_offset=q * m, b_offset=((q + 1) % Q) * m, count=m))
         p.add_instruction(q, Amk.Opcode.GRID_SYNC, [])
-        add_op(p, q, Amk.Opcode.COPY, [out, b], [q * m, ((q + 3) % Q) * m, m])
+        add_op(p, q, Amk.Opcode.COPY, [out, b],
+               dict(dst_offset=q * m, src_offset=((q + 3) % Q) * m, count=m))
     ex = Amk.CpuExecutor.new(p)
 
     for seed in range(20):
@@ -192,8 +194,8 @@ def test_missing_wait_races(rng):
     y = p.add_buffer('y', dtype, [n], Amk.BufferRole.OUTPUT)
     c = p.add_counter('x-written')
     fill = _fill_value(rng, dtype)
-    add_op(p, 0, Amk.Opcode.FILL, [x], [0, n], {2: fill}, signal=(c, 1))
-    add_op(p, 1, Amk.Opcode.COPY, [y, x], [0, 0, n])     # forgot: waits=[(c, 1)]
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=n, value=fill), signal=(c, 1))
+    add_op(p, 1, Amk.Opcode.COPY, [y, x], dict(count=n))     # forgot: waits=[(c, 1)]
     ex = Amk.CpuExecutor.new(p)
 
     old = random_data(rng, dtype, n)
@@ -220,9 +222,9 @@ def test_trap_aborts_with_record(rng):
     p = Amk.Program.new(3)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
     c = p.add_counter('filled')
-    add_op(p, 0, Amk.Opcode.FILL, [x], [0, 4], {2: 1.0}, signal=(c, 1))
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=4, value=1.0), signal=(c, 1))
     add_op(p, 2, Amk.Opcode.NOP, [])
-    add_op(p, 2, Amk.Opcode.TRAP, [], [code], waits=[(c, 1)])
+    add_op(p, 2, Amk.Opcode.TRAP, [], dict(code=code), waits=[(c, 1)])
     ex = Amk.CpuExecutor.new(p)
 
     with pytest.raises(GLib.Error) as info:
@@ -261,8 +263,8 @@ def test_executor_keeps_state_between_runs(rng):
     start = random_data(rng, dtype, n)
     p.set_buffer_data(inc, GLib.Bytes.new(incs.tobytes()))
     p.set_buffer_data(st, GLib.Bytes.new(start.tobytes()))
-    add_op(p, 0, Amk.Opcode.COPY, [out, st], [0, 0, n], signal=(c, 1))
-    add_op(p, 1, Amk.Opcode.ADD, [st, st, inc], [0, 0, 0, n], waits=[(c, 1)])
+    add_op(p, 0, Amk.Opcode.COPY, [out, st], dict(count=n), signal=(c, 1))
+    add_op(p, 1, Amk.Opcode.ADD, [st, st, inc], dict(count=n), waits=[(c, 1)])
     ex = Amk.CpuExecutor.new(p)
 
     want = start

@@ -36,7 +36,7 @@ def test_invalid_dtype_mismatch():
     p = Amk.Program.new(1)
     dst = p.add_buffer('dst', Amk.DType.I32, [4], Amk.BufferRole.OUTPUT)
     src = p.add_buffer('src', Amk.DType.F32, [4], Amk.BufferRole.INPUT)
-    add_op(p, 0, Amk.Opcode.COPY, [dst, src], [0, 0, 4])
+    add_op(p, 0, Amk.Opcode.COPY, [dst, src], dict(count=4))
     e = program_error(PE.INVALID, p.verify)
     assert 'dst' in e.message and 'src' in e.message
     assert p.props.verified is False
@@ -46,7 +46,7 @@ def test_invalid_dtype_mismatch():
 def test_invalid_write_to_constant():
     p = Amk.Program.new(1)
     w = p.add_buffer('weights', Amk.DType.F32, [4], Amk.BufferRole.CONSTANT)
-    add_op(p, 0, Amk.Opcode.FILL, [w], [0, 4], {2: 3.0})
+    add_op(p, 0, Amk.Opcode.FILL, [w], dict(count=4, value=3.0))
     e = program_error(PE.INVALID, p.verify)
     assert 'weights' in e.message
 
@@ -62,7 +62,7 @@ def test_invalid_duplicate_name():
 def test_invalid_buffer_count_for_opcode():
     p = Amk.Program.new(1)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
-    add_op(p, 0, Amk.Opcode.ADD, [x, x], [0, 0, 0, 4])
+    add_op(p, 0, Amk.Opcode.ADD, [x, x], dict(count=4))
     program_error(PE.INVALID, p.verify)
 
 
@@ -83,12 +83,13 @@ def test_out_of_range_copy_past_the_end():
     p = Amk.Program.new(1)
     dst = p.add_buffer('dst', Amk.DType.F32, [8], Amk.BufferRole.OUTPUT)
     src = p.add_buffer('src', Amk.DType.F32, [16], Amk.BufferRole.INPUT)
-    add_op(p, 0, Amk.Opcode.COPY, [dst, src], [4, 0, 5])
+    add_op(p, 0, Amk.Opcode.COPY, [dst, src], dict(dst_offset=4, count=5))
     e = program_error(PE.OUT_OF_RANGE, p.verify)
     assert 'dst' in e.message
 
 
-@pytest.mark.parametrize('params', [[0, 12, 5], [0, -1, 2], [0, 0, -3]])
+@pytest.mark.parametrize('params', [dict(src_offset=12, count=5), dict(src_offset=-1, count=2),
+                                    dict(count=-3)])
 def test_out_of_range_bad_offsets(params):
     p = Amk.Program.new(1)
     dst = p.add_buffer('dst', Amk.DType.F32, [8], Amk.BufferRole.OUTPUT)
@@ -101,14 +102,18 @@ def test_out_of_range_indices():
     p = Amk.Program.new(2)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
     c = p.add_counter('c')
-    i = add_op(p, 0, Amk.Opcode.FILL, [x], [0, 4], {2: 1.0})
+    i = add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=4, value=1.0))
     program_error(PE.OUT_OF_RANGE, p.add_wait, i, c + 1, 1)          # bad counter
     program_error(PE.OUT_OF_RANGE, p.set_signal, i, 7, 1)            # bad counter
     program_error(PE.OUT_OF_RANGE, p.add_instruction, 2, Amk.Opcode.NOP, [])  # bad queue
     program_error(PE.OUT_OF_RANGE, p.add_instruction, 0, Amk.Opcode.FILL, [x + 1])
     program_error(PE.OUT_OF_RANGE, p.add_wait, i + 5, c, 1)          # bad instruction
-    program_error(PE.OUT_OF_RANGE, p.set_param_ints, i, list(range(13)))
-    program_error(PE.OUT_OF_RANGE, p.set_param_float, i, 12, 1.0)
+    program_error(PE.OUT_OF_RANGE, p.set_param_int, i + 5, 'count', 1)     # bad instruction
+    program_error(PE.OUT_OF_RANGE, p.set_param_float, i + 5, 'value', 1.0)
+    program_error(PE.INVALID, p.set_param_int, i, 'rows', 1)               # not FILL's
+    program_error(PE.INVALID, p.set_param_float, i, 'no_such', 1.0)
+    program_error(PE.INVALID, p.set_param_int, i, 'value', 1)              # a float
+    program_error(PE.INVALID, p.set_param_float, i, 'count', 1.0)          # an integer
     program_error(PE.OUT_OF_RANGE, p.add_buffer, 'y', Amk.DType.F32, [0], Amk.BufferRole.INPUT)
     program_error(PE.OUT_OF_RANGE, p.add_buffer, 'z', Amk.DType.F32, [], Amk.BufferRole.INPUT)
     for _ in range(4):
@@ -125,7 +130,7 @@ def test_deadlock_two_queue_cycle():
     p = Amk.Program.new(2)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
     c0, c1 = p.add_counter('zero'), p.add_counter('one')
-    add_op(p, 0, Amk.Opcode.FILL, [x], [0, 4], {2: 1.0}, waits=[(c1, 1)], signal=(c0, 1))
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=4, value=1.0), waits=[(c1, 1)], signal=(c0, 1))
     add_op(p, 1, Amk.Opcode.NOP, [], waits=[(c0, 1)], signal=(c1, 1))
     e = program_error(PE.DEADLOCK, p.verify)
     assert e.matches(Amk.ProgramError.quark(), Amk.ProgramError.DEADLOCK)
@@ -141,7 +146,7 @@ def test_deadlock_wait_nobody_signals():
     p.add_counter('unused')
     add_op(p, 0, Amk.Opcode.NOP, [])
     add_op(p, 2, Amk.Opcode.NOP, [])
-    add_op(p, 2, Amk.Opcode.FILL, [x], [0, 4], {2: 1.0}, waits=[(c, 1)])
+    add_op(p, 2, Amk.Opcode.FILL, [x], dict(count=4, value=1.0), waits=[(c, 1)])
     e = program_error(PE.DEADLOCK, p.verify)
     assert 'queue 2' in e.message, e.message
     assert 'lonely' in e.message, e.message
@@ -319,7 +324,7 @@ def test_not_verified_after_change(rng):
 def test_not_verified_after_param_change(rng):
     chain = Chain(Amk.DType.F32, rng)
     ex = Amk.CpuExecutor.new(chain.program)
-    chain.program.set_param_ints(0, [0, 0, 1])
+    chain.program.set_param_int(0, 'count', 1)
     program_error(PE.NOT_VERIFIED, ex.run)
 
 
@@ -346,7 +351,7 @@ def _launch_error(code, call, *args):
 def _small_program():
     p = Amk.Program.new(1)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
-    add_op(p, 0, Amk.Opcode.FILL, [x], [0, 4], {2: 1.0})
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=4, value=1.0))
     return p
 
 

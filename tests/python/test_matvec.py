@@ -76,8 +76,8 @@ class MatvecCase:
                 if splits > 1:
                     c0, c1 = s * chunks // splits, (s + 1) * chunks // splits
                     cols = [c0 * per, (c1 - c0) * per]
-                add_op(p, t % queues, Amk.Opcode.MATVEC, refs, ints=[r0, n, k] + [0] + cols,
-                       floats={3: eps})
+                add_op(p, t % queues, Amk.Opcode.MATVEC, refs,
+                       dict(row0=r0, rows=n, k=k, eps=eps, k0=cols[0], k_len=cols[1]))
                 t += 1
         p.verify()
         self.program = p
@@ -190,25 +190,25 @@ def expect_error(p, code):
 
 def test_verifier_rows_past_the_end():
     p, y, w, x = matvec_program()
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], ints=[4, 5, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], dict(row0=4, rows=5, k=16))
     assert "MATVEC" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
 
 
 def test_verifier_row_alignment():
     p, y, w, x = matvec_program(k=12)
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], ints=[0, 8, 12])
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], dict(rows=8, k=12))
     assert "16 bytes" in expect_error(p, Amk.ProgramError.INVALID)
 
 
 def test_verifier_dtypes():
     p, y, w, x = matvec_program(xdt=Amk.DType.I32)
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], ints=[0, 8, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE], dict(rows=8, k=16))
     expect_error(p, Amk.ProgramError.INVALID)
 
 
 def test_verifier_output_must_not_alias_inputs():
     p, y, w, x = matvec_program(rows=16, k=16, xdt=Amk.DType.F32)
-    add_op(p, 0, Amk.Opcode.MATVEC, [x, w, x, NONE, NONE, NONE], ints=[0, 16, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [x, w, x, NONE, NONE, NONE], dict(rows=16, k=16))
     assert "overlaps" in expect_error(p, Amk.ProgramError.INVALID)
 
 
@@ -216,14 +216,14 @@ def test_verifier_norm_and_up_exclusive():
     p, y, w, x = matvec_program()
     g = p.add_buffer("gamma", Amk.DType.F32, [16], Amk.BufferRole.CONSTANT)
     u = p.add_buffer("up", Amk.DType.F32, [16], Amk.BufferRole.INPUT)
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, g, u], ints=[0, 8, 16], floats={3: 1e-5})
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, g, u], dict(rows=8, k=16, eps=1e-5))
     assert "cannot be combined" in expect_error(p, Amk.ProgramError.INVALID)
 
 
 def test_verifier_up_too_short():
     p, y, w, x = matvec_program()
     u = p.add_buffer("up", Amk.DType.F32, [8], Amk.BufferRole.INPUT)
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE, u], ints=[0, 8, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, NONE, NONE, u], dict(rows=8, k=16))
     assert "up vector" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
 
 
@@ -235,14 +235,16 @@ def split_program(ydt=Amk.DType.F32):
 @pytest.mark.parametrize("cols", [[-8, 8], [8, -8], [24, 16], [8, 0], [0, 40]])
 def test_verifier_split_out_of_range(cols):
     p, y, w, x = split_program()
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE], ints=[0, 8, 32, 0] + cols)
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE],
+           dict(rows=8, k=32, k0=cols[0], k_len=cols[1]))
     assert "split-K" in expect_error(p, Amk.ProgramError.OUT_OF_RANGE)
 
 
 @pytest.mark.parametrize("cols", [[4, 8], [8, 12]])
 def test_verifier_split_alignment(cols):
     p, y, w, x = split_program()
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE], ints=[0, 8, 32, 0] + cols)
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, y, NONE],
+           dict(rows=8, k=32, k0=cols[0], k_len=cols[1]))
     assert "16-byte boundaries" in expect_error(p, Amk.ProgramError.INVALID)
 
 
@@ -253,7 +255,7 @@ def test_verifier_split_adds_onto_f32_y(ydt, residual):
     r = {"y": y, None: NONE}.get(residual)
     if residual == "other":
         r = p.add_buffer("r", Amk.DType.F32, [8], Amk.BufferRole.INPUT)
-    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, r, NONE], ints=[0, 8, 32, 0, 8, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [y, w, x, NONE, r, NONE], dict(rows=8, k=32, k0=8, k_len=16))
     assert "atomic adds" in expect_error(p, Amk.ProgramError.INVALID)
 
 
@@ -268,5 +270,5 @@ def test_needs_y_w_x():
 def test_verifier_constant_output():
     p, y, w, x = matvec_program()
     c = p.add_buffer("c", Amk.DType.F32, [8], Amk.BufferRole.CONSTANT)
-    add_op(p, 0, Amk.Opcode.MATVEC, [c, w, x, NONE, NONE, NONE], ints=[0, 8, 16])
+    add_op(p, 0, Amk.Opcode.MATVEC, [c, w, x, NONE, NONE, NONE], dict(rows=8, k=16))
     assert "constant" in expect_error(p, Amk.ProgramError.INVALID)

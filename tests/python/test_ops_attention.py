@@ -39,13 +39,12 @@ def tolerance(cache_dtype):
     return 1e-5 if cache_dtype == F32 else 1e-2
 
 
-def rope_ints(d, n_q, n_kv, max_ctx, first, count, rope):
-    return [d, n_q, n_kv, max_ctx, first, count, 0, 0, 0, 0, rope.get('old_ctx', 0)]
-
-
-def rope_floats(rope):
-    return {6: rope['theta'], 7: rope.get('factor', 0.0), 8: rope.get('low', 0.0),
-            9: rope.get('high', 0.0)}
+def rope_params(d, n_q, n_kv, max_ctx, first, count, rope):
+    return dict(head_dim=d, n_q_heads=n_q, n_kv_heads=n_kv, max_ctx=max_ctx, head0=first,
+                n_heads=count, theta=float(rope['theta']), factor=float(rope.get('factor', 0.0)),
+                low_freq_factor=float(rope.get('low', 0.0)),
+                high_freq_factor=float(rope.get('high', 0.0)),
+                original_context=rope.get('old_ctx', 0))
 
 
 # ---- a decode step ----------------------------------------------------------------------
@@ -78,7 +77,7 @@ class DecodeStep:
         for i in range(rope_parts):
             first, count = int(bounds[i]), int(bounds[i + 1] - bounds[i])
             add_op(p, i % queues, Amk.Opcode.ROPE_KV, [self.q, self.k, self.v, self.kc, self.vc, self.pos],
-                   rope_ints(d, n_q, n_kv, max_ctx, first, count, rope), rope_floats(rope),
+                   rope_params(d, n_q, n_kv, max_ctx, first, count, rope),
                    signal=(rotated, 1))
             n_rope += 1
         n = 0
@@ -88,7 +87,9 @@ class DecodeStep:
             for s in range(n_splits):
                 add_op(p, (3 * n + 1) % queues, Amk.Opcode.ATTN_DECODE,
                        [self.partial, self.q, self.kc, self.vc, self.pos] + ([self.out] if merge else []),
-                       [d, n_q, n_kv, max_ctx, g, s, n_splits, 0, arrival, min_split], {7: self.scale},
+                       dict(head_dim=d, n_q_heads=n_q, n_kv_heads=n_kv, max_ctx=max_ctx, kv_head=g,
+                            split=s, n_splits=n_splits, scale=self.scale, arrival_counter=arrival,
+                            min_split=min_split),
                        waits=[(rotated, n_rope)], signal=(decoded, 1))
                 n += 1
         if merge:
@@ -97,7 +98,8 @@ class DecodeStep:
         bounds = np.linspace(0, n_q, reduce_parts + 1).astype(int)
         for i in range(reduce_parts):
             add_op(p, (queues - 1 - i) % queues, Amk.Opcode.ATTN_REDUCE, [self.out, self.partial],
-                   [d, n_q, n_splits, int(bounds[i]), int(bounds[i + 1] - bounds[i])],
+                   dict(head_dim=d, n_q_heads=n_q, n_splits=n_splits, head0=int(bounds[i]),
+                        n_heads=int(bounds[i + 1] - bounds[i])),
                    waits=[(decoded, n)])
         p.verify()
 
@@ -225,7 +227,7 @@ def test_rope_kv(rng, cache, rope, pos):
     pb = p.add_buffer('pos', I32, [1], IN)
     for i, (first, count) in enumerate([(0, 3), (3, 4), (7, 1)]):
         add_op(p, i, Amk.Opcode.ROPE_KV, [q, k, v, kc, vc, pb],
-               rope_ints(d, n_q, n_kv, ctx, first, count, rope), rope_floats(rope))
+               rope_params(d, n_q, n_kv, ctx, first, count, rope))
     ex = Amk.CpuExecutor.new(p)
     qd = rng.standard_normal((n_q, d)).astype(np.float32)
     kd = rng.standard_normal((n_kv, d)).astype(np.float32)
@@ -279,10 +281,11 @@ def test_position_out_of_range(rng, opcode, pos):
     add_op(p, 0, Amk.Opcode.NOP, [])
     if opcode == 'rope':
         add_op(p, 1, Amk.Opcode.ROPE_KV, [q, k, v, kc, vc, pb],
-               rope_ints(d, n_q, n_kv, ctx, 0, n_q + n_kv, PLAIN), rope_floats(PLAIN))
+               rope_params(d, n_q, n_kv, ctx, 0, n_q + n_kv, PLAIN))
     else:
-        add_op(p, 1, Amk.Opcode.ATTN_DECODE, [part, q, kc, vc, pb], [d, n_q, n_kv, ctx, 1, 0, 1],
-               {7: 0.5})
+        add_op(p, 1, Amk.Opcode.ATTN_DECODE, [part, q, kc, vc, pb],
+               dict(head_dim=d, n_q_heads=n_q, n_kv_heads=n_kv, max_ctx=ctx, kv_head=1, n_splits=1,
+                    scale=0.5))
     ex = Amk.CpuExecutor.new(p)
     ex.upload(pb, to_bytes(np.array([pos], dtype=np.int32)))
     with pytest.raises(GLib.Error) as info:
@@ -334,19 +337,20 @@ class Rig:
     def rope(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, first=0, count=6, rope=PLAIN, bufs=None):
         add_op(self.p, 0, Amk.Opcode.ROPE_KV,
                bufs or [self.q, self.k, self.v, self.kc, self.vc, self.pos],
-               rope_ints(d, n_q, n_kv, ctx, first, count, rope), rope_floats(rope))
+               rope_params(d, n_q, n_kv, ctx, first, count, rope))
         return self.p
 
     def decode(self, d=D, n_q=N_Q, n_kv=N_KV, ctx=CTX, g=1, s=2, n_splits=S, scale=0.3, bufs=None,
                min_split=0):
         add_op(self.p, 0, Amk.Opcode.ATTN_DECODE,
                bufs or [self.partial, self.q, self.kc, self.vc, self.pos],
-               [d, n_q, n_kv, ctx, g, s, n_splits, 0, 0, min_split], {7: scale})
+               dict(head_dim=d, n_q_heads=n_q, n_kv_heads=n_kv, max_ctx=ctx, kv_head=g, split=s,
+                    n_splits=n_splits, scale=scale, min_split=min_split))
         return self.p
 
     def reduce(self, d=D, n_q=N_Q, n_splits=S, first=0, count=4, bufs=None):
         add_op(self.p, 0, Amk.Opcode.ATTN_REDUCE, bufs or [self.out, self.partial],
-               [d, n_q, n_splits, first, count])
+               dict(head_dim=d, n_q_heads=n_q, n_splits=n_splits, head0=first, n_heads=count))
         return self.p
 
 
@@ -483,7 +487,9 @@ def merging_rig(n_splits=Rig.S, arrival=None, extra_splits=0, roles=None):
     c = r.p.add_counter('arrivals') if arrival is None else arrival
     for s in range(n_splits + extra_splits):
         add_op(r.p, 0, Amk.Opcode.ATTN_DECODE, [r.partial, r.q, r.kc, r.vc, r.pos, r.out],
-               [Rig.D, Rig.N_Q, Rig.N_KV, Rig.CTX, 1, min(s, n_splits - 1), n_splits, 0, c], {7: 0.3})
+               dict(head_dim=Rig.D, n_q_heads=Rig.N_Q, n_kv_heads=Rig.N_KV, max_ctx=Rig.CTX,
+                    kv_head=1, split=min(s, n_splits - 1), n_splits=n_splits, scale=0.3,
+                    arrival_counter=c))
     return r, c
 
 
@@ -534,7 +540,8 @@ def test_decode_merge_out_aliases_partial():
     r = Rig()
     c = r.p.add_counter('arrivals')
     add_op(r.p, 0, Amk.Opcode.ATTN_DECODE, [r.partial, r.q, r.kc, r.vc, r.pos, r.partial],
-           [Rig.D, Rig.N_Q, Rig.N_KV, Rig.CTX, 1, 0, 1, 0, c], {7: 0.3})
+           dict(head_dim=Rig.D, n_q_heads=Rig.N_Q, n_kv_heads=Rig.N_KV, max_ctx=Rig.CTX, kv_head=1,
+                n_splits=1, scale=0.3, arrival_counter=c))
     expect_error(r.p, PE.INVALID, 'ATTN_DECODE', 'shares memory')
 
 
@@ -562,7 +569,8 @@ def test_reduce_odd_head_dim():
 
 def test_reduce_buffer_count():
     r = Rig()
-    add_op(r.p, 0, Amk.Opcode.ATTN_REDUCE, [r.out, r.partial, r.q], [8, 4, 3, 0, 4])
+    add_op(r.p, 0, Amk.Opcode.ATTN_REDUCE, [r.out, r.partial, r.q],
+           dict(head_dim=8, n_q_heads=4, n_splits=3, n_heads=4))
     expect_error(r.p, PE.INVALID, 'ATTN_REDUCE')
 
 
@@ -682,7 +690,8 @@ def fused_rig(table_len, ctx=Rig.CTX, n_splits=Rig.S, d=32):
     table = p.add_buffer('cos sin', F32, [table_len], CONST)
     c = p.add_counter('arrivals')
     add_op(p, 0, Amk.Opcode.ATTN_DECODE, [partial, qkv, kc, vc, pos, out, table],
-           [d, n_q, n_kv, ctx, 1, 0, n_splits, 0, c, 0], {7: 0.3})
+           dict(head_dim=d, n_q_heads=n_q, n_kv_heads=n_kv, max_ctx=ctx, kv_head=1,
+                n_splits=n_splits, scale=0.3, arrival_counter=c))
     return p
 
 

@@ -72,7 +72,7 @@ def test_rmsnorm_hidden(rng, odt, xdt, wdt):
     xd = values(rng, xdt, 3 * n, 3.0)
     wd = values(rng, wdt, n)
     p.set_buffer_data(w, to_bytes(wd))
-    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], ints=[n, 1, 1], floats={3: eps})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], dict(n=n, vec0=1, n_vecs=1, eps=eps))
     p.verify()
     got, before = run(p, {x: xd}, {out: (odt, 2 * n + PAD)})
     want = ref_rmsnorm(to_f32(xdt, xd[n:2 * n]).astype(np.float64), to_f32(wdt, wd).astype(np.float64), n, eps)
@@ -92,7 +92,7 @@ def test_rmsnorm_rounding(rng, dt):
     x = p.add_buffer("x", F32, [n], INPUT)
     w = p.add_buffer("w", F32, [n], INPUT)
     xd, wd = values(rng, F32, n), values(rng, F32, n)
-    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], ints=[n, 0, 1], floats={3: eps})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], dict(n=n, n_vecs=1, eps=eps))
     got, _ = run(p, {x: xd, w: wd}, {out: (dt, n)})
     want = ref_rmsnorm(xd.astype(np.float64), wd.astype(np.float64), n, eps)
     np.testing.assert_allclose(to_f32(dt, got[out]), want, rtol=4e-7 if dt == F32 else 2 ** -8)
@@ -118,9 +118,9 @@ def test_rmsnorm_heads_over_queues(rng, dt):
     p.set_buffer_data(wk, to_bytes(wkd))
     ready = p.add_counter("k ready")
     for queue, (h0, nh) in enumerate([(0, 5), (5, 7), (12, 4)]):
-        add_op(p, queue, Amk.Opcode.RMSNORM, [qn, q, wq], ints=[hd, h0, nh], floats={3: eps})
-    add_op(p, 1, Amk.Opcode.COPY, [k, k_in], ints=[0, 0, nkv * hd], signal=(ready, 1))
-    add_op(p, 3, Amk.Opcode.RMSNORM, [kn, k, wk], ints=[hd, 0, nkv], floats={3: eps},
+        add_op(p, queue, Amk.Opcode.RMSNORM, [qn, q, wq], dict(n=hd, vec0=h0, n_vecs=nh, eps=eps))
+    add_op(p, 1, Amk.Opcode.COPY, [k, k_in], dict(count=nkv * hd), signal=(ready, 1))
+    add_op(p, 3, Amk.Opcode.RMSNORM, [kn, k, wk], dict(n=hd, n_vecs=nkv, eps=eps),
            waits=[(ready, 1)])
     p.verify()
     for seed in (0, 1, 5):
@@ -140,8 +140,8 @@ def test_rmsnorm_in_place(rng, dt):
     x = p.add_buffer("x", dt, [heads * n], OUTPUT)
     w = p.add_buffer("w", F32, [n], INPUT)
     xd, wd = values(rng, dt, heads * n, 4.0), values(rng, F32, n)
-    add_op(p, 0, Amk.Opcode.RMSNORM, [x, x, w], ints=[n, 0, 4], floats={3: eps})
-    add_op(p, 1, Amk.Opcode.RMSNORM, [x, x, w], ints=[n, 4, 2], floats={3: eps})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [x, x, w], dict(n=n, n_vecs=4, eps=eps))
+    add_op(p, 1, Amk.Opcode.RMSNORM, [x, x, w], dict(n=n, vec0=4, n_vecs=2, eps=eps))
     p.verify()
     ex = Amk.CpuExecutor.new(p)
     ex.upload(x, to_bytes(xd))
@@ -160,7 +160,7 @@ def test_rmsnorm_epsilon(rng):
     x = p.add_buffer("x", F32, [n], INPUT)
     w = p.add_buffer("w", F32, [n], INPUT)
     xd, wd = values(rng, F32, n, 1e-3), values(rng, F32, n)
-    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], ints=[n, 0, 1], floats={3: eps})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], dict(n=n, n_vecs=1, eps=eps))
     got, _ = run(p, {x: xd, w: wd}, {out: (F32, n)})
     want = ref_rmsnorm(xd.astype(np.float64), wd.astype(np.float64), n, eps)
     assert rel_err(got[out], want) <= 1e-6
@@ -188,7 +188,8 @@ def test_silu_mul(rng, odt, gdt, udt):
     gd[:8] = from_f32(gdt, np.array([-100.0, -30.0, -1.0, 0.0, 1.0, 30.0, 100.0, 5.0], np.float32))
     ud = values(rng, udt, n + PAD)
     for t, k0 in enumerate(range(start, n, tile)):
-        add_op(p, t % 3, Amk.Opcode.SILU_MUL, [out, gate, up], ints=[k0, min(tile, n - k0)])
+        add_op(p, t % 3, Amk.Opcode.SILU_MUL, [out, gate, up],
+               dict(offset=k0, count=min(tile, n - k0)))
     p.verify()
     got, before = run(p, {gate: gd, up: ud}, {out: (odt, n + PAD)})
     g = to_f32(gdt, gd).astype(np.float64)
@@ -216,7 +217,8 @@ def test_embed(rng, tdt, odt):
     tokens = p.add_buffer("tokens", I32, [4], INPUT)
     td = values(rng, tdt, vocab * row)
     p.set_buffer_data(table, to_bytes(td))
-    add_op(p, 1, Amk.Opcode.EMBED, [out, table, tokens], ints=[2, col, count, row])
+    add_op(p, 1, Amk.Opcode.EMBED, [out, table, tokens],
+           dict(token_index=2, col0=col, n_cols=count, dim=row))
     p.verify()
     for t in (0, int(rng.integers(1, vocab - 1)), vocab - 1):
         tok = rng.integers(-5, 5, size=4).astype(np.int32)
@@ -238,7 +240,7 @@ def test_embed_token_out_of_range(rng, token):
     tokens = p.add_buffer("tokens", I32, [1], INPUT)
     p.set_buffer_data(table, to_bytes(values(rng, BF16, vocab * row)))
     add_op(p, 0, Amk.Opcode.NOP, [])
-    add_op(p, 0, Amk.Opcode.EMBED, [out, table, tokens], ints=[0, 0, row, row])
+    add_op(p, 0, Amk.Opcode.EMBED, [out, table, tokens], dict(n_cols=row, dim=row))
     p.verify()
     ex = Amk.CpuExecutor.new(p)
     ex.upload(tokens, to_bytes(np.array([token], np.int32)))
@@ -283,8 +285,9 @@ class Argmax:
         for t in range(self.tiles):
             k0 = t * tile
             add_op(p, (t + 1) % queues, Amk.Opcode.ARGMAX_PARTIAL, [self.val, self.idx, self.x],
-                   ints=[k0, min(tile, vocab - k0), t], signal=(done, 1))
-        add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [self.out, self.val, self.idx], ints=[self.tiles, 1],
+                   dict(offset=k0, count=min(tile, vocab - k0), slot=t), signal=(done, 1))
+        add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [self.out, self.val, self.idx],
+               dict(n_partials=self.tiles, out_index=1),
                waits=[(done, self.tiles)])
         p.verify()
 
@@ -394,16 +397,16 @@ def test_verifier_dtype(case):
     f2 = p.add_buffer("f32 b", F32, [64], INPUT)
     i2 = p.add_buffer("i32 b", I32, [64], INPUT)
     ops = {
-        "rmsnorm-x-i32": (Amk.Opcode.RMSNORM, [f, i, f2], [8, 0, 1], "RMSNORM"),
-        "silu-out-f16": (Amk.Opcode.SILU_MUL, [h, f, f2], [0, 8], "SILU_MUL"),
-        "embed-tokens-f32": (Amk.Opcode.EMBED, [f, b, f2], [0, 0, 8, 8], "EMBED"),
-        "embed-table-i32": (Amk.Opcode.EMBED, [f, i2, i], [0, 0, 8, 8], "EMBED"),
-        "argmax-val-bf16": (Amk.Opcode.ARGMAX_PARTIAL, [b, i, f2], [0, 8, 0], "ARGMAX_PARTIAL"),
-        "argmax-idx-f32": (Amk.Opcode.ARGMAX_PARTIAL, [f, f2, b], [0, 8, 0], "ARGMAX_PARTIAL"),
-        "final-out-f32": (Amk.Opcode.ARGMAX_FINAL, [f, f2, i2], [4, 0], "ARGMAX_FINAL"),
+        "rmsnorm-x-i32": (Amk.Opcode.RMSNORM, [f, i, f2], dict(n=8, n_vecs=1), "RMSNORM"),
+        "silu-out-f16": (Amk.Opcode.SILU_MUL, [h, f, f2], dict(count=8), "SILU_MUL"),
+        "embed-tokens-f32": (Amk.Opcode.EMBED, [f, b, f2], dict(n_cols=8, dim=8), "EMBED"),
+        "embed-table-i32": (Amk.Opcode.EMBED, [f, i2, i], dict(n_cols=8, dim=8), "EMBED"),
+        "argmax-val-bf16": (Amk.Opcode.ARGMAX_PARTIAL, [b, i, f2], dict(count=8), "ARGMAX_PARTIAL"),
+        "argmax-idx-f32": (Amk.Opcode.ARGMAX_PARTIAL, [f, f2, b], dict(count=8), "ARGMAX_PARTIAL"),
+        "final-out-f32": (Amk.Opcode.ARGMAX_FINAL, [f, f2, i2], dict(n_partials=4), "ARGMAX_FINAL"),
     }
-    op, bufs, ints, name = ops[case]
-    add_op(p, 0, op, bufs, ints=ints)
+    op, bufs, params, name = ops[case]
+    add_op(p, 0, op, bufs, params)
     expect_error(p, Amk.ProgramError.INVALID, name, "Queue 0 instruction 0", "cannot be")
 
 
@@ -423,27 +426,27 @@ def test_verifier_range(case):
     table = p.add_buffer("table", BF16, [10, 8], CONSTANT)
     small = p.add_buffer("small table", BF16, [6], CONSTANT)
     ops = {
-        "rmsnorm-vectors": (Amk.Opcode.RMSNORM, [f, f2, w], [16, 2, 3], {3: 1e-5}),   # 5 x 16 > 64
-        "rmsnorm-weight": (Amk.Opcode.RMSNORM, [f, f2, w], [32, 0, 2], {3: 1e-5}),    # w has 16
-        "rmsnorm-n0": (Amk.Opcode.RMSNORM, [f, f2, w], [0, 0, 1], {3: 1e-5}),
-        "silu-count": (Amk.Opcode.SILU_MUL, [f, f2, f2], [60, 5], None),
-        "silu-negative": (Amk.Opcode.SILU_MUL, [f, f2, f2], [0, -1], None),
-        "embed-columns": (Amk.Opcode.EMBED, [f, table, i2], [0, 4, 5, 8], None),      # 4 + 5 > 8
-        "embed-token-slot": (Amk.Opcode.EMBED, [f, table, i2], [4, 0, 8, 8], None),
-        "embed-no-row": (Amk.Opcode.EMBED, [f, small, i2], [0, 0, 8, 8], None),
-        "argmax-tile": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], [10, 60, 0], None),
-        "argmax-empty": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], [0, 0, 0], None),
-        "argmax-slot": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], [0, 8, 4], None),     # idx has 4
-        "final-count": (Amk.Opcode.ARGMAX_FINAL, [i, f2, i2], [5, 0], None),          # idx has 4
+        "rmsnorm-vectors": (Amk.Opcode.RMSNORM, [f, f2, w], dict(n=16, vec0=2, n_vecs=3, eps=1e-5)),  # 5 x 16 > 64
+        "rmsnorm-weight": (Amk.Opcode.RMSNORM, [f, f2, w], dict(n=32, n_vecs=2, eps=1e-5)),  # w has 16
+        "rmsnorm-n0": (Amk.Opcode.RMSNORM, [f, f2, w], dict(n_vecs=1, eps=1e-5)),
+        "silu-count": (Amk.Opcode.SILU_MUL, [f, f2, f2], dict(offset=60, count=5)),
+        "silu-negative": (Amk.Opcode.SILU_MUL, [f, f2, f2], dict(count=-1)),
+        "embed-columns": (Amk.Opcode.EMBED, [f, table, i2], dict(col0=4, n_cols=5, dim=8)),  # 4 + 5 > 8
+        "embed-token-slot": (Amk.Opcode.EMBED, [f, table, i2], dict(token_index=4, n_cols=8, dim=8)),
+        "embed-no-row": (Amk.Opcode.EMBED, [f, small, i2], dict(n_cols=8, dim=8)),
+        "argmax-tile": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], dict(offset=10, count=60)),
+        "argmax-empty": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], dict()),
+        "argmax-slot": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f2], dict(count=8, slot=4)),  # idx has 4
+        "final-count": (Amk.Opcode.ARGMAX_FINAL, [i, f2, i2], dict(n_partials=5)),  # idx has 4
     }
-    op, bufs, ints, floats = ops[case]
-    add_op(p, 0, op, bufs, ints=ints, floats=floats)
+    op, bufs, params = ops[case]
+    add_op(p, 0, op, bufs, params)
     expect_error(p, Amk.ProgramError.OUT_OF_RANGE, "Queue 0 instruction 0")
 
 
 def test_verifier_range_message():
     p, out, x, w = small_program()
-    add_op(p, 1, Amk.Opcode.SILU_MUL, [out, x, w], ints=[60, 5])
+    add_op(p, 1, Amk.Opcode.SILU_MUL, [out, x, w], dict(offset=60, count=5))
     msg = expect_error(p, Amk.ProgramError.OUT_OF_RANGE, "SILU_MUL", "Queue 1 instruction 0", "“out”")
     assert "64" in msg and "65" in msg
 
@@ -451,7 +454,7 @@ def test_verifier_range_message():
 @pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf")])
 def test_verifier_epsilon(eps):
     p, out, x, w = small_program()
-    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], ints=[64, 0, 1], floats={3: eps})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [out, x, w], dict(n=64, n_vecs=1, eps=eps))
     expect_error(p, Amk.ProgramError.INVALID, "RMSNORM", "epsilon")
 
 
@@ -466,15 +469,15 @@ def test_verifier_constant_write(op):
     ic = p.add_buffer("frozen ints", I32, [64], CONSTANT)
     table = p.add_buffer("table", BF16, [4, 16], CONSTANT)
     ops = {
-        "rmsnorm": (Amk.Opcode.RMSNORM, [fc, f, f], [16, 0, 1], "frozen"),
-        "silu": (Amk.Opcode.SILU_MUL, [fc, f, f], [0, 8], "frozen"),
-        "embed": (Amk.Opcode.EMBED, [fc, table, i], [0, 0, 16, 16], "frozen"),
-        "argmax-val": (Amk.Opcode.ARGMAX_PARTIAL, [fc, i, f], [0, 8, 0], "frozen"),
-        "argmax-idx": (Amk.Opcode.ARGMAX_PARTIAL, [f, ic, fc], [0, 8, 0], "frozen ints"),
-        "final": (Amk.Opcode.ARGMAX_FINAL, [ic, f, i], [4, 0], "frozen ints"),
+        "rmsnorm": (Amk.Opcode.RMSNORM, [fc, f, f], dict(n=16, n_vecs=1), "frozen"),
+        "silu": (Amk.Opcode.SILU_MUL, [fc, f, f], dict(count=8), "frozen"),
+        "embed": (Amk.Opcode.EMBED, [fc, table, i], dict(n_cols=16, dim=16), "frozen"),
+        "argmax-val": (Amk.Opcode.ARGMAX_PARTIAL, [fc, i, f], dict(count=8), "frozen"),
+        "argmax-idx": (Amk.Opcode.ARGMAX_PARTIAL, [f, ic, fc], dict(count=8), "frozen ints"),
+        "final": (Amk.Opcode.ARGMAX_FINAL, [ic, f, i], dict(n_partials=4), "frozen ints"),
     }
-    o, bufs, ints, name = ops[op]
-    add_op(p, 0, o, bufs, ints=ints)
+    o, bufs, params, name = ops[op]
+    add_op(p, 0, o, bufs, params)
     expect_error(p, Amk.ProgramError.INVALID, "constant", f"“{name}”")
 
 
@@ -490,15 +493,15 @@ def test_verifier_aliasing(case):
     i = p.add_buffer("i", I32, [64], OUTPUT)
     ops = {
         # other elements of the same buffer are fine; these overlap
-        "silu-out-gate": (Amk.Opcode.SILU_MUL, [f, f, g], [0, 8]),
-        "silu-out-up": (Amk.Opcode.SILU_MUL, [f, g, f], [0, 8]),
-        "rmsnorm-out-w": (Amk.Opcode.RMSNORM, [f, g, f], [16, 0, 1]),
-        "embed-out-table": (Amk.Opcode.EMBED, [f, f, i], [0, 0, 16, 16]),
-        "argmax-val-x": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f], [0, 16, 5]),
-        "final-out-idx": (Amk.Opcode.ARGMAX_FINAL, [i, g, i], [4, 2]),
+        "silu-out-gate": (Amk.Opcode.SILU_MUL, [f, f, g], dict(count=8)),
+        "silu-out-up": (Amk.Opcode.SILU_MUL, [f, g, f], dict(count=8)),
+        "rmsnorm-out-w": (Amk.Opcode.RMSNORM, [f, g, f], dict(n=16, n_vecs=1, eps=1e-5)),
+        "embed-out-table": (Amk.Opcode.EMBED, [f, f, i], dict(n_cols=16, dim=16)),
+        "argmax-val-x": (Amk.Opcode.ARGMAX_PARTIAL, [f, i, f], dict(count=16, slot=5)),
+        "final-out-idx": (Amk.Opcode.ARGMAX_FINAL, [i, g, i], dict(n_partials=4, out_index=2)),
     }
-    op, bufs, ints = ops[case]
-    add_op(p, 0, op, bufs, ints=ints, floats={3: 1e-5} if op == Amk.Opcode.RMSNORM else None)
+    op, bufs, params = ops[case]
+    add_op(p, 0, op, bufs, params)
     expect_error(p, Amk.ProgramError.INVALID, "overlap")
 
 
@@ -507,15 +510,15 @@ def test_verifier_disjoint_parts_of_one_buffer():
     p = Amk.Program.new(1)
     f = p.add_buffer("f", F32, [256], OUTPUT)
     i = p.add_buffer("i", I32, [256], OUTPUT)
-    add_op(p, 0, Amk.Opcode.RMSNORM, [f, f, f], ints=[16, 4, 2], floats={3: 1e-5})  # w = f[0:16]
-    add_op(p, 0, Amk.Opcode.SILU_MUL, [f, f, f], ints=[0, 0])                        # nothing
-    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [f, i, f], ints=[0, 100, 200])          # val f[200]
-    add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [i, f, i], ints=[8, 10])
+    add_op(p, 0, Amk.Opcode.RMSNORM, [f, f, f], dict(n=16, vec0=4, n_vecs=2, eps=1e-5))  # w = f[0:16]
+    add_op(p, 0, Amk.Opcode.SILU_MUL, [f, f, f], dict())                                  # nothing
+    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [f, i, f], dict(count=100, slot=200))         # val f[200]
+    add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [i, f, i], dict(n_partials=8, out_index=10))
     p.verify()
     # but RMSNORM's weight may not be its output, even in place
     p = Amk.Program.new(1)
     f = p.add_buffer("f", F32, [256], OUTPUT)
-    add_op(p, 0, Amk.Opcode.RMSNORM, [f, f, f], ints=[16, 0, 2], floats={3: 1e-5})
+    add_op(p, 0, Amk.Opcode.RMSNORM, [f, f, f], dict(n=16, n_vecs=2, eps=1e-5))
     expect_error(p, Amk.ProgramError.INVALID, "overlap", "“f”")
 
 
@@ -539,9 +542,9 @@ def test_verifier_scratch_aliasing():
         b = p.add_buffer("b", F32, [128], SCRATCH)
         w = p.add_buffer("w", F32, [64], CONSTANT)
         if op == "rmsnorm":
-            add_op(p, 0, Amk.Opcode.RMSNORM, [b, a, w], ints=[64, 0, 2], floats={3: 1e-5})
+            add_op(p, 0, Amk.Opcode.RMSNORM, [b, a, w], dict(n=64, n_vecs=2, eps=1e-5))
         else:
-            add_op(p, 0, Amk.Opcode.SILU_MUL, [b, a, w], ints=[0, 64])
+            add_op(p, 0, Amk.Opcode.SILU_MUL, [b, a, w], dict(count=64))
         p.verify()
         return p, a, b
 
@@ -566,10 +569,10 @@ def test_verifier_scratch_aliasing_across_dtypes(op):
     b = p.add_buffer("b", I32, [64], SCRATCH)
     if op == "embed":
         table = p.add_buffer("table", BF16, [4, 16], CONSTANT)
-        add_op(p, 0, Amk.Opcode.EMBED, [a, table, b], ints=[3, 0, 16, 16])
+        add_op(p, 0, Amk.Opcode.EMBED, [a, table, b], dict(token_index=3, n_cols=16, dim=16))
     else:
         x = p.add_buffer("x", F32, [64], INPUT)
-        add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [a, b, x], ints=[0, 64, 2])
+        add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [a, b, x], dict(count=64, slot=2))
     p.verify()
     with pytest.raises(GLib.Error) as info:
         _rewrite_arena(p, {b: 0}, 256).verify()  # loading verifies
@@ -599,12 +602,12 @@ def test_everything_verified_runs_on_the_cpu(rng):
     td, wd, gd = values(rng, BF16, 50 * 256), values(rng, BF16, 256), values(rng, F32, 256)
     p.set_buffer_data(table, to_bytes(td))
     p.set_buffer_data(w, to_bytes(wd))
-    add_op(p, 0, Amk.Opcode.EMBED, [h, table, tokens], ints=[0, 0, 256, 256])
-    add_op(p, 0, Amk.Opcode.RMSNORM, [h, h, w], ints=[256, 0, 1], floats={3: 1e-5})
-    add_op(p, 0, Amk.Opcode.SILU_MUL, [act, gate, h], ints=[0, 256])
-    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [val, idx, act], ints=[0, 100, 0])
-    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [val, idx, act], ints=[100, 156, 1])
-    add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [nxt, val, idx], ints=[2, 0])
+    add_op(p, 0, Amk.Opcode.EMBED, [h, table, tokens], dict(n_cols=256, dim=256))
+    add_op(p, 0, Amk.Opcode.RMSNORM, [h, h, w], dict(n=256, n_vecs=1, eps=1e-5))
+    add_op(p, 0, Amk.Opcode.SILU_MUL, [act, gate, h], dict(count=256))
+    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [val, idx, act], dict(count=100))
+    add_op(p, 0, Amk.Opcode.ARGMAX_PARTIAL, [val, idx, act], dict(offset=100, count=156, slot=1))
+    add_op(p, 0, Amk.Opcode.ARGMAX_FINAL, [nxt, val, idx], dict(n_partials=2))
     p.verify()
     t = int(rng.integers(0, 50))
     got, _ = run(p, {tokens: np.array([t], np.int32), gate: gd}, {nxt: (I32, 1)})

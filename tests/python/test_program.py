@@ -78,7 +78,7 @@ def test_counters_and_instructions():
     assert p.get_n_counters() == 3
 
     x = p.add_buffer('x', Amk.DType.F32, [8], Amk.BufferRole.OUTPUT)
-    i0 = add_op(p, 0, Amk.Opcode.FILL, [x], [0, 8], {2: 1.5}, signal=(0, 1))
+    i0 = add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=8, value=1.5), signal=(0, 1))
     i1 = add_op(p, 2, Amk.Opcode.NOP, [], waits=[(0, 1)], signal=(1, 1))
     i2 = add_op(p, 2, Amk.Opcode.NOP, [], waits=[(1, 1), (0, 1)])
     i3 = p.add_instruction(1, Amk.Opcode.GRID_SYNC, None)
@@ -87,10 +87,38 @@ def test_counters_and_instructions():
     assert [p.get_queue_length(q) for q in range(3)] == [1, 1, 2]
 
 
+def test_params_by_name_round_trip():
+    p = Amk.Program.new(1)
+    x = p.add_buffer('x', Amk.DType.F32, [8], Amk.BufferRole.OUTPUT)
+    fill = add_op(p, 0, Amk.Opcode.FILL, [x], dict(offset=2, count=-6, value=0.375))
+    rope = add_op(p, 0, Amk.Opcode.ROPE_KV, [x] * 6,
+                  {'head_dim': 64, 'shape.n_kv_heads': 2, 'freq.theta': 500000.0,
+                   'low_freq_factor': 1.5, 'original_context': 8192})
+    # a getter gives (True, value): its boolean return comes with the out value
+    assert p.get_param_int(fill, 'offset') == (True, 2)
+    assert p.get_param_int(fill, 'count') == (True, -6)
+    assert p.get_param_float(fill, 'value') == (True, 0.375)
+    ok, value = p.get_param_int(rope, 'shape.head_dim')
+    assert ok and value == 64
+    assert p.get_param_int(rope, 'n_kv_heads') == (True, 2)
+    assert p.get_param_int(rope, 'n_q_heads') == (True, 0)        # never set
+    assert p.get_param_int(rope, 'freq.original_context') == (True, 8192)
+    assert p.get_param_float(rope, 'theta') == (True, 500000.0)
+    assert p.get_param_float(rope, 'freq.low_freq_factor') == (True, 1.5)
+    for call, args in [(p.get_param_int, (fill, 'rows')), (p.get_param_float, (fill, 'eps')),
+                       (p.get_param_int, (fill, 'value')), (p.get_param_float, (rope, 'head0'))]:
+        with pytest.raises(GLib.Error) as info:
+            call(*args)
+        assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID), args
+    with pytest.raises(GLib.Error) as info:
+        p.get_param_int(rope + 1, 'count')
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE)
+
+
 def test_verified_property_and_notify():
     p = Amk.Program.new(1)
     x = p.add_buffer('x', Amk.DType.F32, [4], Amk.BufferRole.OUTPUT)
-    add_op(p, 0, Amk.Opcode.FILL, [x], [0, 4], {2: 2.0})
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=4, value=2.0))
     seen = []
     p.connect('notify::verified', lambda obj, pspec: seen.append(obj.props.verified))
 
@@ -98,7 +126,11 @@ def test_verified_property_and_notify():
     assert p.get_verified() is True
     assert p.props.verified is True
     assert p.verify() is True          # verifying again is a no-op
-    p.set_param_ints(0, [1, 3])        # any change drops the proof
+    assert p.get_param_int(0, 'count') == (True, 4)   # reading changes nothing
+    with pytest.raises(GLib.Error):
+        p.set_param_int(0, 'rows', 1)  # nor does a refused change
+    assert p.props.verified is True
+    p.set_param_int(0, 'offset', 1)    # any change drops the proof
     assert p.props.verified is False
     assert seen == [True, False]
 

@@ -65,8 +65,8 @@ def _cycle():
     c1 = prog.add_counter('c1')
 
     a = prog.add_instruction(0, Amk.Opcode.FILL, [x])
-    prog.set_param_ints(a, [0, 4])
-    prog.set_param_float(a, 2, 1.0)
+    prog.set_param_int(a, 'count', 4)
+    prog.set_param_float(a, 'value', 1.0)
     prog.add_wait(a, c1, 1)
     prog.set_signal(a, c0, 1)
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <locale.h>
+#include <stdarg.h>
 #include <string.h>
 #include <math.h>
 #include <amk-glib/amk-glib.h>
@@ -63,21 +64,36 @@ test_add_buffer (AmkProgram *p, const char *name, AmkDType dtype, gint64 n, AmkB
   return index;
 }
 
-static inline gint
-test_add (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n_buffers,
-          const gint *ints, gsize n_ints)
+/* Appends an instruction; after the buffers come the non-zero integer parameters as
+ * name, value pairs, then NULL. Float parameters go through test_set_float. */
+static inline gint G_GNUC_NULL_TERMINATED
+test_add (AmkProgram *p, guint queue, AmkOpcode op, const gint *buffers, gsize n_buffers, ...)
 {
   g_autoptr(GError) error = NULL;
   gint index = amk_program_add_instruction (p, queue, op, buffers, n_buffers, &error);
+  const char *name;
+  va_list ap;
 
   g_assert_no_error (error);
   g_assert_cmpint (index, >=, 0);
-  if (n_ints > 0)
+  va_start (ap, n_buffers);
+  while ((name = va_arg (ap, const char *)) != NULL)
     {
-      g_assert_true (amk_program_set_param_ints (p, index, ints, n_ints, &error));
+      gint value = va_arg (ap, gint);
+
+      g_assert_true (amk_program_set_param_int (p, index, name, value, &error));
       g_assert_no_error (error);
     }
+  va_end (ap);
   return index;
+}
+
+static inline void
+test_set_float (AmkProgram *p, gint instruction, const char *name, gfloat value)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true (amk_program_set_param_float (p, instruction, name, value, &error));
+  g_assert_no_error (error);
 }
 
 static inline void

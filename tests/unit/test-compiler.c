@@ -298,9 +298,9 @@ test_matvec_split_k (void)
           const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t, i);
           if (ins->opcode != AMK_OPCODE_MATVEC)
             continue;
-          split_tiles += ins->params.i[5] > 0;
-          for (gint r = ins->params.i[0]; r < ins->params.i[0] + ins->params.i[1]; r++)
-            cover[r] += ins->params.i[5] > 0 ? (guint) ins->params.i[5] : k;
+          split_tiles += ins->params.matvec.k_len > 0;
+          for (gint r = ins->params.matvec.row0; r < ins->params.matvec.row0 + ins->params.matvec.rows; r++)
+            cover[r] += ins->params.matvec.k_len > 0 ? (guint) ins->params.matvec.k_len : k;
         }
       for (guint r = 0; r < rows; r++)
         g_assert_cmpuint (cover[r], ==, k);

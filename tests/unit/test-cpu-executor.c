@@ -232,7 +232,8 @@ test_ops_dtype (gconstpointer data)
       cnt = g_test_rand_int_range (1, n + 1);
       o0 = g_test_rand_int_range (0, n - cnt + 1);
       o1 = g_test_rand_int_range (0, n - cnt + 1);
-      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bc, bx }, 2, (gint[]) { o0, o1, cnt }, 3);
+      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bc, bx }, 2, "dst_offset", o0, "src_offset", o1,
+                "count", cnt, NULL);
       memcpy (want_c + o0 * es, x + o1 * es, cnt * es);
 
       /* FILL: filled[o0 + k] = value */
@@ -245,8 +246,8 @@ test_ops_dtype (gconstpointer data)
         case AMK_DTYPE_F16: value = test_rand_float (70000.0); break;
         default: value = (float) (test_rand_float (1.0) * pow (2.0, g_test_rand_int_range (-140, 128))); break;
         }
-      i = test_add (p, 1, AMK_OPCODE_FILL, (gint[]) { bf }, 1, (gint[]) { o0, cnt }, 2);
-      g_assert_true (amk_program_set_param_float (p, i, 2, value, NULL));
+      i = test_add (p, 1, AMK_OPCODE_FILL, (gint[]) { bf }, 1, "offset", o0, "count", cnt, NULL);
+      g_assert_true (amk_program_set_param_float (p, i, "value", value, NULL));
       for (gint k = 0; k < cnt; k++)
         ref_store (dtype, want_f, o0 + k, value);
 
@@ -255,9 +256,11 @@ test_ops_dtype (gconstpointer data)
       o0 = g_test_rand_int_range (0, n - cnt + 1);
       o1 = g_test_rand_int_range (0, n - cnt + 1);
       o2 = g_test_rand_int_range (0, n - cnt + 1);
-      test_add (p, 2, AMK_OPCODE_ADD, (gint[]) { ba, bx, by }, 3, (gint[]) { o0, o1, o2, cnt / 2 }, 4);
+      test_add (p, 2, AMK_OPCODE_ADD, (gint[]) { ba, bx, by }, 3, "dst_offset", o0, "a_offset", o1,
+                "b_offset", o2, "count", cnt / 2, NULL);
       test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { ba, bx, by }, 3,
-                (gint[]) { o0 + cnt / 2, o1 + cnt / 2, o2 + cnt / 2, cnt - cnt / 2 }, 4);
+                "dst_offset", o0 + cnt / 2, "a_offset", o1 + cnt / 2, "b_offset", o2 + cnt / 2,
+                "count", cnt - cnt / 2, NULL);
       ref_add (dtype, want_a, o0, x, o1, y, o2, cnt);
 
       if (round % 2)
@@ -313,13 +316,13 @@ test_chain (void)
   for (gint q = Q - 1; q >= 1; q--)
     {
       i = test_add (p, q, AMK_OPCODE_ADD, (gint[]) { bs, bs, bx }, 3,
-                    (gint[]) { q * N, (q - 1) * N, 0, N }, 4);
+                    "dst_offset", q * N, "a_offset", (q - 1) * N, "count", N, NULL);
       test_wait (p, i, counters[q - 1], 1);
       test_signal (p, i, counters[q], 1);
     }
-  i = test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bs, bx }, 2, (gint[]) { 0, 0, N }, 3);
+  i = test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bs, bx }, 2, "count", N, NULL);
   test_signal (p, i, counters[0], 1);
-  i = test_add (p, Q, AMK_OPCODE_COPY, (gint[]) { bo, bs }, 2, (gint[]) { 0, (Q - 1) * N, N }, 3);
+  i = test_add (p, Q, AMK_OPCODE_COPY, (gint[]) { bo, bs }, 2, "src_offset", (Q - 1) * N, "count", N, NULL);
   test_wait (p, i, counters[Q - 1], 1);
 
   for (guint seed = 0; seed < 30; seed++)
@@ -362,13 +365,16 @@ test_grid_sync_phases (void)
     {
       guint next = (q + 1) % Q, prev = (q + Q - 1) % Q;
       /* phase 1: a[q] = x[q] + x[q] */
-      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { ba, bx, bx }, 3, (gint[]) { q * N, q * N, q * N, N }, 4);
-      test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { ba, bx, bx }, 3, "dst_offset", q * N, "a_offset", q * N,
+                "b_offset", q * N, "count", N, NULL);
+      test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
       /* phase 2: b[q] = a[next] + x[q] */
-      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { bb, ba, bx }, 3, (gint[]) { q * N, next * N, q * N, N }, 4);
-      test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { bb, ba, bx }, 3, "dst_offset", q * N, "a_offset", next * N,
+                "b_offset", q * N, "count", N, NULL);
+      test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
       /* phase 3: out[q] = b[prev] + a[q] */
-      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { bo, bb, ba }, 3, (gint[]) { q * N, prev * N, q * N, N }, 4);
+      test_add (p, q, AMK_OPCODE_ADD, (gint[]) { bo, bb, ba }, 3, "dst_offset", q * N, "a_offset", prev * N,
+                "b_offset", q * N, "count", N, NULL);
     }
 
   for (guint seed = 0; seed < 30; seed++)
@@ -410,10 +416,10 @@ racy_program (gint *out)
   *out = test_add_buffer (p, "out", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
   for (guint k = 0; k < 4; k++)
     {
-      i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { shared }, 1, (gint[]) { 0, 8 }, 2);
-      amk_program_set_param_float (p, i, 2, 1.5f + k, NULL);
+      i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { shared }, 1, "count", 8, NULL);
+      amk_program_set_param_float (p, i, "value", 1.5f + k, NULL);
     }
-  test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { *out, shared }, 2, (gint[]) { 0, 0, 8 }, 3);
+  test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { *out, shared }, 2, "count", 8, NULL);
   return p;
 }
 
@@ -506,7 +512,7 @@ test_new_errors (void)
   GError *error = NULL;
   AmkCpuExecutor *ex;
   gint c = amk_program_add_counter (p, "never");
-  gint i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  gint i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
 
   test_wait (p, i, c, 1);
   ex = amk_cpu_executor_new (p, &error);
@@ -531,11 +537,11 @@ test_trap (void)
   gint b, trap;
 
   b = test_add_buffer (p, "b", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
-  test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { b }, 1, (gint[]) { 0, 4 }, 2);
-  test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  trap = test_add (p, 2, AMK_OPCODE_TRAP, NULL, 0, (gint[]) { -7777 }, 1);
-  test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { b }, 1, "count", 4, NULL);
+  test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL);
+  trap = test_add (p, 2, AMK_OPCODE_TRAP, NULL, 0, "code", -7777, NULL);
+  test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL);
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
 
   ex = make_executor (p, 3);
   for (guint round = 0; round < 2; round++)
@@ -577,12 +583,12 @@ test_not_verified (void)
   gint b, i;
 
   b = test_add_buffer (p, "b", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
-  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, (gint[]) { 0, 4 }, 2);
+  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, "count", 4, NULL);
   ex = make_executor (p, 0);
   run_ok (ex);
 
   /* a changed parameter: verify again and it runs */
-  g_assert_true (amk_program_set_param_ints (p, i, (gint[]) { 0, 5 }, 2, NULL));
+  g_assert_true (amk_program_set_param_int (p, i, "count", 5, NULL));
   g_assert_false (amk_cpu_executor_run (ex, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
   g_clear_error (&error);
@@ -590,7 +596,8 @@ test_not_verified (void)
   g_assert_false (amk_cpu_executor_run (ex, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
   g_clear_error (&error);
-  g_assert_true (amk_program_set_param_ints (p, i, (gint[]) { 1, 3 }, 2, NULL));
+  g_assert_true (amk_program_set_param_int (p, i, "offset", 1, NULL));
+  g_assert_true (amk_program_set_param_int (p, i, "count", 3, NULL));
   g_assert_true (amk_program_verify (p, NULL));
   run_ok (ex);
 
@@ -611,7 +618,7 @@ test_not_verified (void)
   g_clear_object (&ex);
   ex = make_executor (p, 0);
   run_ok (ex);
-  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   g_assert_true (amk_program_verify (p, NULL));
   g_assert_false (amk_cpu_executor_run (ex, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
@@ -704,8 +711,8 @@ test_scratch_persists (void)
   bx = test_add_buffer (p, "x", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_INPUT);
   bs = test_add_buffer (p, "acc", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_SCRATCH);
   bo = test_add_buffer (p, "out", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_OUTPUT);
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { bs, bs, bx }, 3, (gint[]) { 0, 0, 0, N }, 4);
-  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bo, bs }, 2, (gint[]) { 0, 0, N }, 3);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { bs, bs, bx }, 3, "count", N, NULL);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { bo, bs }, 2, "count", N, NULL);
   ex = make_executor (p, 0);
   upload (ex, bx, x, N * 4);
   for (guint run = 0; run < 5; run++)
@@ -730,8 +737,8 @@ test_runtime_deadlock_guard (void)
   gint c = amk_program_add_counter (p, NULL);
   gint i;
 
-  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   ex = make_executor (p, 0);
   test_wait (p, i, c, 1);
   p->verified = TRUE;    /* lie */

@@ -21,8 +21,8 @@ fill_values (AmkDType dtype, const float *values, guint n)
 
   for (guint k = 0; k < n; k++)
     {
-      gint i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, (gint[]) { k, 1 }, 2);
-      g_assert_true (amk_program_set_param_float (p, i, 2, values[k], NULL));
+      gint i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, "offset", k, "count", 1, NULL);
+      g_assert_true (amk_program_set_param_float (p, i, "value", values[k], NULL));
     }
   ex = amk_cpu_executor_new (p, &error);
   g_assert_no_error (error);
@@ -46,7 +46,7 @@ add_halves (AmkDType dtype, const guint16 *a, const guint16 *b, guint n)
   gint bbb = test_add_buffer (p, "b", dtype, n, AMK_BUFFER_ROLE_INPUT);
   gint bd = test_add_buffer (p, "d", dtype, n, AMK_BUFFER_ROLE_OUTPUT);
 
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { bd, ba, bbb }, 3, (gint[]) { 0, 0, 0, n }, 4);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { bd, ba, bbb }, 3, "count", n, NULL);
   ex = amk_cpu_executor_new (p, &error);
   g_assert_no_error (error);
   g_assert_true (amk_cpu_executor_upload (ex, ba, ab, NULL));

@@ -48,27 +48,28 @@ rich_program (void)
   c2 = amk_program_add_counter (p, "late");
 
   /* queue 0: s0 = x + y; signal c0 */
-  i = test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { s0, x, y }, 3, (gint[]) { 0, 0, 0, 32 }, 4);
+  i = test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { s0, x, y }, 3, "count", 32, NULL);
   test_signal (p, i, c0, 1);
   /* queue 1: s1 = ki; i32[0:8] = s1[8:16] + ki[0:8] after... */
-  i = test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { s1, kst }, 2, (gint[]) { 0, 0, 16 }, 3);
+  i = test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { s1, kst }, 2, "count", 16, NULL);
   test_signal (p, i, c1, 2);
-  i = test_add (p, 1, AMK_OPCODE_ADD, (gint[]) { i32, s1, kst }, 3, (gint[]) { 0, 8, 0, 16 - 8 }, 4);
+  i = test_add (p, 1, AMK_OPCODE_ADD, (gint[]) { i32, s1, kst }, 3, "a_offset", 8, "count", 16 - 8, NULL);
   test_wait (p, i, c1, 2);
   /* queue 2: out = s0 after c0, then out[3:10] = 0.75 */
-  i = test_add (p, 2, AMK_OPCODE_COPY, (gint[]) { out, s0 }, 2, (gint[]) { 0, 0, 32 }, 3);
+  i = test_add (p, 2, AMK_OPCODE_COPY, (gint[]) { out, s0 }, 2, "count", 32, NULL);
   test_wait (p, i, c0, 1);
-  i = test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { out }, 1, (gint[]) { 3, 7 }, 2);
-  g_assert_true (amk_program_set_param_float (p, i, 2, 0.75f, NULL));
+  i = test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { out }, 1, "offset", 3, "count", 7, NULL);
+  g_assert_true (amk_program_set_param_float (p, i, "value", 0.75f, NULL));
   test_signal (p, i, c2, 3);
   /* queue 3: h += h, bf[1:] = bf[:15] + bf[1:], u8 = u8 + u8, all after the barrier */
   for (guint q = 0; q < 4; q++)
-    test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-  i = test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { h, h, h }, 3, (gint[]) { 0, 0, 0, 16 }, 4);
+    test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+  i = test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { h, h, h }, 3, "count", 16, NULL);
   test_wait (p, i, c2, 3);
-  test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { bf, bf, bf }, 3, (gint[]) { 8, 0, 1, 7 }, 4);
-  test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { u8, u8, u8 }, 3, (gint[]) { 0, 0, 0, 16 }, 4);
-  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { bf, bf, bf }, 3, "dst_offset", 8, "b_offset", 1, "count", 7,
+            NULL);
+  test_add (p, 3, AMK_OPCODE_ADD, (gint[]) { u8, u8, u8 }, 3, "count", 16, NULL);
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   g_assert_true (amk_program_verify (p, NULL));
   return p;
 }
@@ -264,10 +265,10 @@ small_program (void)
   b = test_add_buffer (p, "b", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_SCRATCH);
   g_assert_true (amk_program_set_buffer_data (p, a, data, NULL));
   c = amk_program_add_counter (p, "c");
-  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, (gint[]) { 1, 6 }, 2);
-  amk_program_set_param_float (p, i, 2, -2.5f, NULL);
+  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { b }, 1, "offset", 1, "count", 6, NULL);
+  amk_program_set_param_float (p, i, "value", -2.5f, NULL);
   test_signal (p, i, c, 1);
-  i = test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { a, b }, 2, (gint[]) { 0, 0, 8 }, 3);
+  i = test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { a, b }, 2, "count", 8, NULL);
   test_wait (p, i, c, 1);
   g_assert_true (amk_program_verify (p, NULL));
   return p;
@@ -556,7 +557,7 @@ test_crafted (void)
     ins[2].n_waits = 9;
     ins[3].signal.counter = 5;
     ins[3].signal.amount = 1;
-    ins[4].opcode = AMK_ABI_OP_FILL, ins[4].n_buffers = 1, ins[4].buffers[0] = 0, ins[4].params.i[1] = 5;
+    ins[4].opcode = AMK_ABI_OP_FILL, ins[4].n_buffers = 1, ins[4].buffers[0] = 0, ins[4].params.fill.count = 5;
     ins[5].n_waits = 1, ins[5].waits[0].counter = 1, ins[5].waits[0].target = 1;
     for (guint i = 0; i < G_N_ELEMENTS (ins); i++)
       CHECK (codes[i], AMK_ABI_VERSION, 1, 0, &ok, 1, 2, sizeof ins[i], &ins[i], 1, q0, 1);

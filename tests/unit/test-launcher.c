@@ -38,9 +38,9 @@ small_program (gint *buffer)
   gint i;
 
   *buffer = test_add_buffer (p, "b", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
-  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { *buffer }, 1, (gint[]) { 0, 8 }, 2);
+  i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { *buffer }, 1, "count", 8, NULL);
   test_signal (p, i, c, 1);
-  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c, 1);
   return p;
 }
@@ -126,7 +126,7 @@ test_load_unsound (void)
   g_autoptr(AmkLauncher) l = amk_launcher_new (0);
   g_autoptr(AmkProgram) p = amk_program_new (1);
   gint c = amk_program_add_counter (p, "never");
-  gint i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  gint i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   GError *error = NULL;
 
   test_wait (p, i, c, 1);

@@ -318,7 +318,6 @@ test_instructions (void)
 {
   g_autoptr(AmkProgram) p = amk_program_new (3);
   g_autoptr(GError) error = NULL;
-  const gint ints[12] = { 1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, G_MININT32 };
   amk_instruction_t *ins;
   gint a, b, c0, c1, i0, i1, i2, i3;
 
@@ -327,10 +326,10 @@ test_instructions (void)
   c0 = amk_program_add_counter (p, "c0");
   c1 = amk_program_add_counter (p, "c1");
 
-  i0 = test_add (p, 2, AMK_OPCODE_COPY, (gint[]) { b, a }, 2, NULL, 0);
-  i1 = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  i2 = test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { b }, 1, NULL, 0);
-  i3 = test_add (p, 1, AMK_OPCODE_ADD, (gint[]) { b, a, a }, 3, NULL, 0);
+  i0 = test_add (p, 2, AMK_OPCODE_COPY, (gint[]) { b, a }, 2, NULL);
+  i1 = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  i2 = test_add (p, 2, AMK_OPCODE_FILL, (gint[]) { b }, 1, NULL);
+  i3 = test_add (p, 1, AMK_OPCODE_ADD, (gint[]) { b, a, a }, 3, NULL);
   g_assert_cmpint (i0, ==, 0);
   g_assert_cmpint (i1, ==, 1);
   g_assert_cmpint (i2, ==, 2);
@@ -354,23 +353,28 @@ test_instructions (void)
   g_assert_cmpuint (ins->n_waits, ==, 0);
   g_assert_cmpint (ins->signal.counter, ==, AMK_NO_COUNTER);
 
-  g_assert_true (amk_program_set_param_ints (p, i0, ints, 12, &error));
+  for (guint k = 0; k < AMK_PARAM_SLOTS; k++)
+    g_assert_cmpuint (ins->params.raw[k], ==, 0); /* a new instruction's parameters are 0 */
+  g_assert_true (amk_program_set_param_int (p, i0, "dst_offset", 1, &error));
+  g_assert_true (amk_program_set_param_int (p, i0, "src_offset", -2, &error));
+  g_assert_true (amk_program_set_param_int (p, i0, "count", G_MININT32, &error));
   g_assert_no_error (error);
   ins = &g_array_index (p->instructions, amk_instruction_t, i0);
-  for (guint i = 0; i < 12; i++)
-    g_assert_cmpint (ins->params.i[i], ==, ints[i]);
-  g_assert_true (amk_program_set_param_ints (p, i0, (gint[]) { 42 }, 1, &error));
-  g_assert_cmpint (ins->params.i[0], ==, 42);
-  g_assert_cmpint (ins->params.i[1], ==, -2); /* the other slots stay */
-  g_assert_true (amk_program_set_param_ints (p, i0, NULL, 0, &error));
+  g_assert_cmpint (ins->params.copy.dst_offset, ==, 1);
+  g_assert_cmpint (ins->params.copy.src_offset, ==, -2);
+  g_assert_cmpint (ins->params.copy.count, ==, G_MININT32);
+  g_assert_true (amk_program_set_param_int (p, i0, "dst_offset", 42, &error));
+  g_assert_cmpint (ins->params.copy.dst_offset, ==, 42);
+  g_assert_cmpint (ins->params.copy.src_offset, ==, -2); /* the other parameters stay */
   g_assert_no_error (error);
 
-  g_assert_true (amk_program_set_param_float (p, i2, 2, 3.25f, &error));
-  g_assert_true (amk_program_set_param_float (p, i2, 11, -1.5e-7f, &error));
+  g_assert_true (amk_program_set_param_float (p, i2, "value", 3.25f, &error));
   g_assert_no_error (error);
   ins = &g_array_index (p->instructions, amk_instruction_t, i2);
-  g_assert_cmpfloat (ins->params.f[2], ==, 3.25f);
-  g_assert_cmpfloat (ins->params.f[11], ==, -1.5e-7f);
+  g_assert_cmpfloat (ins->params.fill.value, ==, 3.25f);
+  g_assert_true (amk_program_set_param_float (p, i2, "value", -1.5e-7f, &error));
+  g_assert_cmpfloat (ins->params.fill.value, ==, -1.5e-7f);
+  g_assert_no_error (error);
 
   test_wait (p, i3, c0, 1);
   test_wait (p, i3, c1, 7);
@@ -393,7 +397,7 @@ test_instructions (void)
   /* all 8 buffer slots */
   {
     gint eight[8] = { a, a, a, a, b, b, b, b };
-    gint i = test_add (p, 0, AMK_OPCODE_NOP, eight, 8, NULL, 0);
+    gint i = test_add (p, 0, AMK_OPCODE_NOP, eight, 8, NULL);
     ins = &g_array_index (p->instructions, amk_instruction_t, i);
     g_assert_cmpuint (ins->n_buffers, ==, 8);
     g_assert_cmpint (ins->buffers[7], ==, b);
@@ -404,7 +408,6 @@ static void
 test_instruction_errors (void)
 {
   g_autoptr(AmkProgram) p = amk_program_new (2);
-  const gint ints[13] = { 0 };
   GError *error = NULL;
   gint a, c, i;
 
@@ -443,19 +446,19 @@ test_instruction_errors (void)
   g_assert_cmpuint (amk_program_get_n_instructions (p), ==, 0);
   g_assert_cmpuint (amk_program_get_queue_length (p, 0), ==, 0);
 
-  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
 
-  g_assert_false (amk_program_set_param_ints (p, i, ints, 13, &error));
-  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_assert_false (amk_program_set_param_int (p, i, "count", 1, &error)); /* NOP has none */
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
   g_clear_error (&error);
-  g_assert_false (amk_program_set_param_ints (p, i + 1, ints, 1, &error));
+  g_assert_false (amk_program_set_param_int (p, i + 1, "count", 1, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
   g_clear_error (&error);
 
-  g_assert_false (amk_program_set_param_float (p, i, 12, 1.0f, &error));
-  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_assert_false (amk_program_set_param_float (p, i, "value", 1.0f, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
   g_clear_error (&error);
-  g_assert_false (amk_program_set_param_float (p, 77, 2, 1.0f, &error));
+  g_assert_false (amk_program_set_param_float (p, 77, "value", 1.0f, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
   g_clear_error (&error);
 
@@ -485,6 +488,98 @@ test_instruction_errors (void)
   g_assert_false (amk_program_add_wait (p, i, 99, 1, NULL));
 }
 
+/* Parameters by name: what is set reads back, nested names short or dotted, and the
+ * errors for a name the op lacks, the wrong type and a missing instruction. */
+static void
+test_params (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (1);
+  g_autoptr(GError) error = NULL;
+  const amk_instruction_t *ins;
+  gint a, fill, rope, v;
+  gfloat f;
+
+  a = test_add_buffer (p, "a", AMK_DTYPE_F32, 16, AMK_BUFFER_ROLE_OUTPUT);
+  fill = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { a }, 1, "offset", 3, "count", -7, NULL);
+  test_set_float (p, fill, "value", -0.375f);
+  rope = test_add (p, 0, AMK_OPCODE_ROPE_KV, (gint[]) { a, a, a, a, a, a }, 6, "head_dim", 64,
+                   "shape.n_kv_heads", 2, "original_context", 8192, NULL);
+  test_set_float (p, rope, "freq.theta", 500000.0f);
+  test_set_float (p, rope, "low_freq_factor", 1.5f);
+
+  g_assert_true (amk_program_get_param_int (p, fill, "offset", &v, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (v, ==, 3);
+  g_assert_true (amk_program_get_param_int (p, fill, "count", &v, &error));
+  g_assert_cmpint (v, ==, -7);
+  g_assert_true (amk_program_get_param_float (p, fill, "value", &f, &error));
+  g_assert_cmpfloat (f, ==, -0.375f);
+  g_assert_true (amk_program_get_param_int (p, rope, "shape.head_dim", &v, &error));
+  g_assert_cmpint (v, ==, 64);
+  g_assert_true (amk_program_get_param_int (p, rope, "n_kv_heads", &v, &error));
+  g_assert_cmpint (v, ==, 2);
+  g_assert_true (amk_program_get_param_int (p, rope, "n_q_heads", &v, &error));
+  g_assert_cmpint (v, ==, 0); /* never set */
+  g_assert_true (amk_program_get_param_int (p, rope, "freq.original_context", &v, &error));
+  g_assert_cmpint (v, ==, 8192);
+  g_assert_true (amk_program_get_param_float (p, rope, "theta", &f, &error));
+  g_assert_cmpfloat (f, ==, 500000.0f);
+  g_assert_true (amk_program_get_param_float (p, rope, "freq.low_freq_factor", &f, &error));
+  g_assert_cmpfloat (f, ==, 1.5f);
+  g_assert_no_error (error);
+
+  /* the named fields are where the ABI structs have them */
+  ins = &g_array_index (p->instructions, amk_instruction_t, fill);
+  g_assert_cmpint (ins->params.fill.offset, ==, 3);
+  g_assert_cmpint (ins->params.fill.count, ==, -7);
+  g_assert_cmpfloat (ins->params.fill.value, ==, -0.375f);
+  ins = &g_array_index (p->instructions, amk_instruction_t, rope);
+  g_assert_cmpint (ins->params.rope_kv.shape.head_dim, ==, 64);
+  g_assert_cmpint (ins->params.rope_kv.shape.n_kv_heads, ==, 2);
+  g_assert_cmpint (ins->params.rope_kv.freq.original_context, ==, 8192);
+  g_assert_cmpfloat (ins->params.rope_kv.freq.theta, ==, 500000.0f);
+  g_assert_cmpfloat (ins->params.rope_kv.freq.low_freq_factor, ==, 1.5f);
+
+  /* a name the op lacks: another op's, or none at all */
+  g_assert_false (amk_program_set_param_int (p, fill, "rows", 1, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_program_get_param_int (p, fill, "no such", &v, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_program_get_param_float (p, rope, "scale", &f, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+
+  /* the wrong type, either way */
+  g_assert_false (amk_program_set_param_int (p, fill, "value", 2, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_program_set_param_float (p, fill, "count", 2.0f, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_program_get_param_int (p, rope, "theta", &v, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_program_get_param_float (p, rope, "head0", &f, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+
+  /* no such instruction */
+  g_assert_false (amk_program_get_param_int (p, rope + 1, "count", &v, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_clear_error (&error);
+  g_assert_false (amk_program_get_param_float (p, G_MAXUINT, "value", &f, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_clear_error (&error);
+
+  /* the failed calls changed nothing */
+  g_assert_true (amk_program_get_param_float (p, fill, "value", &f, NULL));
+  g_assert_cmpfloat (f, ==, -0.375f);
+  g_assert_true (amk_program_get_param_int (p, fill, "count", &v, NULL));
+  g_assert_cmpint (v, ==, -7);
+}
+
 static void
 test_verified_property (void)
 {
@@ -512,12 +607,12 @@ test_verified_property (void)
 
   CHANGE_INVALIDATES (a = test_add_buffer (p, "a", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT));
   CHANGE_INVALIDATES (c = amk_program_add_counter (p, "c"));
-  CHANGE_INVALIDATES (i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { a }, 1, NULL, 0));
-  CHANGE_INVALIDATES (amk_program_set_param_ints (p, i, (gint[]) { 1, 2 }, 2, NULL));
-  CHANGE_INVALIDATES (amk_program_set_param_float (p, i, 2, 0.5f, NULL));
+  CHANGE_INVALIDATES (i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { a }, 1, NULL));
+  CHANGE_INVALIDATES (amk_program_set_param_int (p, i, "offset", 1, NULL));
+  CHANGE_INVALIDATES (amk_program_set_param_float (p, i, "value", 0.5f, NULL));
   CHANGE_INVALIDATES (test_signal (p, i, c, 1));
   {
-    gint j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    gint j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
     CHANGE_INVALIDATES (test_wait (p, j, c, 1));
   }
   CHANGE_INVALIDATES (test_add_buffer (p, "s", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_SCRATCH));
@@ -543,6 +638,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/program/counters", test_counters);
   g_test_add_func ("/amk/program/instructions", test_instructions);
   g_test_add_func ("/amk/program/instructions/errors", test_instruction_errors);
+  g_test_add_func ("/amk/program/params", test_params);
   g_test_add_func ("/amk/program/verified", test_verified_property);
 
   return g_test_run ();

@@ -49,19 +49,19 @@ test_invalid_dtype_mismatch (void)
   g_autoptr(AmkProgram) p = base_program (1);
   gint i;
 
-  i = test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { H, A }, 2, (gint[]) { 0, 0, 4 }, 3);
+  i = test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { H, A }, 2, "count", 4, NULL);
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
-  amk_program_set_param_ints (p, i, (gint[]) { 0, 0, 0 }, 3, NULL); /* even with no elements */
-  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
-  g_clear_object (&p);
-
-  p = base_program (1);
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, H }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  amk_program_set_param_int (p, i, "count", 0, NULL); /* even with no elements */
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
   g_clear_object (&p);
 
   p = base_program (1);
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { H, A, A }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, H }, 3, "count", 4, NULL);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_object (&p);
+
+  p = base_program (1);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { H, A, A }, 3, "count", 4, NULL);
   {
     GError *error = NULL;
     g_assert_false (amk_program_verify (p, &error));
@@ -78,7 +78,7 @@ test_invalid_write_constant (void)
   g_autoptr(AmkProgram) p = base_program (1);
   GError *error = NULL;
 
-  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { K }, 1, (gint[]) { 0, 4 }, 2);
+  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { K }, 1, "count", 4, NULL);
   g_assert_false (amk_program_verify (p, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
   test_assert_message_has (error, "“k”");
@@ -86,19 +86,19 @@ test_invalid_write_constant (void)
   g_clear_object (&p);
 
   p = base_program (1);
-  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { K, A }, 2, (gint[]) { 0, 0, 4 }, 3);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { K, A }, 2, "count", 4, NULL);
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
   g_clear_object (&p);
 
   p = base_program (1);
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { K, A, A }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { K, A, A }, 3, "count", 4, NULL);
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
   g_clear_object (&p);
 
   /* reading a constant is fine */
   p = base_program (1);
-  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, K, K }, 3, (gint[]) { 0, 0, 0, 4 }, 4);
-  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { A, K }, 2, (gint[]) { 0, 0, 16 }, 3);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, K, K }, 3, "count", 4, NULL);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { A, K }, 2, "count", 16, NULL);
   assert_verifies (p);
 }
 
@@ -116,7 +116,7 @@ test_invalid_buffer_count (void)
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      test_add (p, 0, cases[c].op, bufs, cases[c].n, NULL, 0);
+      test_add (p, 0, cases[c].op, bufs, cases[c].n, NULL);
       assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID);
     }
 }
@@ -133,7 +133,7 @@ test_invalid_unknown_opcode (void)
       GError *error = NULL;
       g_autofree char *what = g_strdup_printf ("opcode %u", opcodes[i]);
 
-      test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_append_raw (p, 1, &ins);
       g_assert_false (amk_program_verify (p, &error));
       g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
@@ -174,7 +174,7 @@ test_invalid_reserved_fields (void)
   for (guint which = 0; which < 4; which++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      gint i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, (gint[]) { 0, 4 }, 2);
+      gint i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, "count", 4, NULL);
       amk_instruction_t *ins;
 
       assert_verifies (p);
@@ -199,8 +199,8 @@ test_invalid_queue_lists (void)
   gint32 index;
 
   /* queued twice */
-  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   assert_verifies (p);
   index = i;
   g_array_append_val ((GArray *) g_ptr_array_index (p->queues, 2), index);
@@ -291,13 +291,15 @@ test_range_copy (void)
   for (guint c = 0; c < G_N_ELEMENTS (bad); c++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, bad[c], 3);
+      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, "dst_offset", bad[c][0],
+                "src_offset", bad[c][1], "count", bad[c][2], NULL);
       assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
     }
   for (guint c = 0; c < G_N_ELEMENTS (good); c++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, good[c], 3);
+      test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { B, A }, 2, "dst_offset", good[c][0],
+                "src_offset", good[c][1], "count", good[c][2], NULL);
       assert_verifies (p);
     }
 }
@@ -314,20 +316,22 @@ test_range_fill_add (void)
   for (guint c = 0; c < G_N_ELEMENTS (fill_bad); c++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, fill_bad[c], 2);
+      test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { B }, 1, "offset", fill_bad[c][0],
+                "count", fill_bad[c][1], NULL);
       assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
     }
   for (guint c = 0; c < G_N_ELEMENTS (add_bad); c++)
     {
       g_autoptr(AmkProgram) p = base_program (1);
-      test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, add_bad[c], 4);
+      test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, "dst_offset", add_bad[c][0],
+                "a_offset", add_bad[c][1], "b_offset", add_bad[c][2], "count", add_bad[c][3], NULL);
       assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
     }
   {
     g_autoptr(AmkProgram) p = base_program (1);
     GError *error = NULL;
-    test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-    test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, (gint[]) { 0, 0, 10, 7 }, 4);
+    test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+    test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { B, A, A }, 3, "b_offset", 10, "count", 7, NULL);
     g_assert_false (amk_program_verify (p, &error));
     g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
     test_assert_message_has (error, "Queue 0 instruction 1 (ADD)");
@@ -394,7 +398,7 @@ test_range_buffers (void)
 
       ins.n_buffers = 1;
       ins.buffers[0] = bad[c];
-      ins.params.i[1] = 1;
+      ins.params.fill.count = 1;
       test_append_raw (p, 0, &ins);
       g_assert_false (amk_program_verify (p, &error));
       g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
@@ -419,7 +423,7 @@ test_range_queue (void)
   g_assert_cmpint (amk_program_add_instruction (p, 4, AMK_OPCODE_NOP, NULL, 0, &error), ==, -1);
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
   g_clear_error (&error);
-  test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL);
   assert_verifies (p);
 }
 
@@ -431,8 +435,8 @@ test_range_counter_overflow (void)
   gint i, j;
 
   /* exactly G_MAXUINT32 in total is fine */
-  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_signal (p, i, 1, G_MAXUINT32 - 5);
   test_signal (p, j, 1, 5);
   assert_verifies (p);
@@ -447,7 +451,7 @@ test_range_counter_overflow (void)
   p = base_program (3);
   for (guint k = 0; k < 5; k++)
     {
-      i = test_add (p, k % 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      i = test_add (p, k % 3, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_signal (p, i, 0, G_MAXUINT32 / 4);
     }
   assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
@@ -462,7 +466,7 @@ test_range_scratch_overflow (void)
 
   s0 = test_add_buffer (p, "s0", AMK_DTYPE_F32, 100, AMK_BUFFER_ROLE_SCRATCH);
   s1 = test_add_buffer (p, "s1", AMK_DTYPE_F32, 10, AMK_BUFFER_ROLE_SCRATCH);
-  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { s1 }, 1, (gint[]) { 0, 10 }, 2);
+  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { s1 }, 1, "count", 10, NULL);
   g_assert_cmpuint (amk_program_get_scratch_size (p), ==, 512 + 40);
   assert_verifies (p);
 
@@ -495,8 +499,8 @@ test_deadlock_cycle (void)
   GError *error = NULL;
   gint i, j;
 
-  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  j = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c1, 1);
   test_signal (p, i, c0, 1);
   test_wait (p, j, c0, 1);
@@ -520,12 +524,12 @@ test_deadlock_nobody_signals (void)
   GError *error = NULL;
   gint i;
 
-  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_signal (p, i, c0, 1);
-  test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c0, 1);
-  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c0, 1);
   test_wait (p, i, c1, 1);
   g_assert_false (amk_program_verify (p, &error));
@@ -548,10 +552,10 @@ test_deadlock_target_too_large (void)
 
   for (guint q = 0; q < 3; q++)
     {
-      i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_signal (p, i, c, 2);
     }
-  i = test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 3, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c, 6);
   assert_verifies (p);
   test_instruction (p, i)->waits[0].target = 7;
@@ -572,8 +576,8 @@ test_deadlock_own_queue (void)
   GError *error = NULL;
   gint i, j;
 
-  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
-  j = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+  i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  j = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
   test_wait (p, i, c, 1);
   test_signal (p, j, c, 1);
   g_assert_false (amk_program_verify (p, &error));
@@ -592,19 +596,19 @@ test_deadlock_grid_sync (void)
     g_autoptr(AmkProgram) p = amk_program_new (3);
     GError *error = NULL;
 
-    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-    test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+    test_add (p, 2, AMK_OPCODE_NOP, NULL, 0, NULL);
     g_assert_false (amk_program_verify (p, &error));
     g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
     test_assert_message_has (error, "GRID_SYNC");
     test_assert_message_has (error, "queue 2");
     g_clear_error (&error);
-    test_add (p, 2, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 2, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
     assert_verifies (p);
     /* different numbers of barriers */
-    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
     assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
   }
   /* a wait across a barrier: queue 1 waits before the barrier on what queue 0 signals after */
@@ -613,12 +617,12 @@ test_deadlock_grid_sync (void)
     gint c = amk_program_add_counter (p, "after");
     gint i;
 
-    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
-    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
     test_signal (p, i, c, 1);
-    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
     test_wait (p, i, c, 1);
-    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
     assert_verify_error (p, AMK_PROGRAM_ERROR_DEADLOCK);
   }
   /* the same the right way round is fine; a GRID_SYNC with a wait and a signal too */
@@ -628,14 +632,14 @@ test_deadlock_grid_sync (void)
     gint d = amk_program_add_counter (p, "sync");
     gint i;
 
-    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    i = test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
     test_signal (p, i, c, 1);
-    i = test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    i = test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
     test_signal (p, i, d, 1);
-    i = test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL, 0);
+    i = test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
     test_wait (p, i, c, 1);
     test_signal (p, i, d, 1);
-    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+    i = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
     test_wait (p, i, d, 2);
     assert_verifies (p);
   }
@@ -654,11 +658,11 @@ test_sound_chain_64 (void)
 
   for (guint k = 0; k < n; k++)
     {
-      gint i = test_add (p, k % 64, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      gint i = test_add (p, k % 64, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_wait (p, i, c, k);
       test_signal (p, i, c, 1);
       /* a second, independent chain the other way round */
-      i = test_add (p, 63 - k % 64, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      i = test_add (p, 63 - k % 64, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_wait (p, i, step, k);
       test_signal (p, i, step, 1);
     }
@@ -684,7 +688,7 @@ random_dag (guint n_queues, guint n, gboolean shared_counters)
   for (guint k = 0; k < n; k++)
     {
       guint q = g_test_rand_int_range (0, n_queues);
-      gint i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      gint i = test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
       guint n_waits = k == 0 ? 0 : g_test_rand_int_range (0, AMK_MAX_WAITS + 1);
       guint counter = shared_counters ? k % n_counters : k;
 
@@ -763,12 +767,12 @@ test_sound_big_fast (void)
   c = amk_program_add_counter (q, "slow");
   for (guint k = 0; k < 100000 - 131; k++)
     {
-      gint i = test_add (q, 0, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      gint i = test_add (q, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_signal (q, i, c, 1);
     }
   for (guint r = 1; r < 132; r++)
     {
-      gint i = test_add (q, r, AMK_OPCODE_NOP, NULL, 0, NULL, 0);
+      gint i = test_add (q, r, AMK_OPCODE_NOP, NULL, 0, NULL);
       test_wait (q, i, c, 100000 - 131);
     }
   start = g_get_monotonic_time ();

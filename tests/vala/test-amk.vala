@@ -42,6 +42,14 @@ class Chain {
     public int weights;
     public int output;
 
+    /* ADD over [lo, lo + count) of all three operands */
+    static void set_add_params (Amk.Program p, int i, int lo, int count) throws GLib.Error {
+        p.set_param_int (i, "dst_offset", lo);
+        p.set_param_int (i, "a_offset", lo);
+        p.set_param_int (i, "b_offset", lo);
+        p.set_param_int (i, "count", count);
+    }
+
     public Chain (float[] w) throws GLib.Error {
         program = new Amk.Program (3);
         input = program.add_buffer ("in", Amk.DType.F32, new int64[] { N }, Amk.BufferRole.INPUT);
@@ -55,14 +63,16 @@ class Chain {
         for (int t = 0; t < TILES; t++) {
             int lo = t * SIZE;
             int i = program.add_instruction (0, Amk.Opcode.ADD, new int[] { a, input, input });
-            program.set_param_ints (i, new int[] { lo, lo, lo, SIZE });
+            set_add_params (program, i, lo, SIZE);
             program.set_signal (i, c0, 1);
             i = program.add_instruction (1, Amk.Opcode.ADD, new int[] { b, a, weights });
-            program.set_param_ints (i, new int[] { lo, lo, lo, SIZE });
+            set_add_params (program, i, lo, SIZE);
             program.add_wait (i, c0, t + 1);
             program.set_signal (i, c1, 1);
             i = program.add_instruction (2, Amk.Opcode.COPY, new int[] { output, b });
-            program.set_param_ints (i, new int[] { OFFSET + lo, lo, SIZE });
+            program.set_param_int (i, "dst_offset", OFFSET + lo);
+            program.set_param_int (i, "src_offset", lo);
+            program.set_param_int (i, "count", SIZE);
             program.add_wait (i, c1, t + 1);
         }
     }
@@ -168,6 +178,31 @@ static void test_program_errors () {
         error ("wrong error: %s", e.message);
     }
     try {
+        int i = p.add_instruction (0, Amk.Opcode.FILL, null);
+        p.set_param_int (i, "count", 4);
+        p.set_param_float (i, "value", 1.5f);
+        int count;
+        float value;
+        p.get_param_int (i, "count", out count);
+        p.get_param_float (i, "value", out value);
+        assert (count == 4);
+        assert (value == 1.5f);
+        foreach (var name in new string[] { "no_such", "value" }) {
+            try {
+                p.set_param_int (i, name, 1); /* not FILL's; a float */
+                assert_not_reached ();
+            } catch (Amk.ProgramError.INVALID e) {
+            }
+        }
+        try {
+            p.set_param_float (i + 1, "value", 1.0f);
+            assert_not_reached ();
+        } catch (Amk.ProgramError.OUT_OF_RANGE e) {
+        }
+    } catch (GLib.Error e) {
+        error ("wrong error: %s", e.message);
+    }
+    try {
         new Amk.Program.from_bytes (new GLib.Bytes ("not an image".data));
         assert_not_reached ();
     } catch (Amk.ProgramError e) {
@@ -181,7 +216,7 @@ static void test_trap () {
     try {
         var p = new Amk.Program (1);
         int i = p.add_instruction (0, Amk.Opcode.TRAP, null);
-        p.set_param_ints (i, new int[] { 4242 });
+        p.set_param_int (i, "code", 4242);
         var ex = new Amk.CpuExecutor (p);
         try {
             ex.run ();
