@@ -172,10 +172,11 @@ test_round_trip (void)
   }
 }
 
-/* Loads bytes that must fail (or, when `may_load`, may also load); never crashes. Runs
- * whatever loads on the CPU. */
+/* Loads bytes that must fail (or, when `may_load`, may also load); never crashes. A
+ * refusal has the code `code`, or with -1 any code but NOT_VERIFIED. Runs whatever loads
+ * on the CPU. */
 static void
-load_untrusted (const guint8 *data, gsize size, gboolean may_load, guint *n_loaded)
+load_untrusted (const guint8 *data, gsize size, gboolean may_load, gint code, guint *n_loaded)
 {
   g_autoptr(GBytes) bytes = g_bytes_new (data, size);
   g_autoptr(AmkProgram) p = NULL;
@@ -184,6 +185,8 @@ load_untrusted (const guint8 *data, gsize size, gboolean may_load, guint *n_load
   p = amk_program_new_from_bytes (bytes, &error);
   if (p == NULL)
     {
+      if (code >= 0)
+        g_assert_error (error, AMK_PROGRAM_ERROR, code);
       g_assert_nonnull (error);
       g_assert_true (error->domain == AMK_PROGRAM_ERROR);
       g_assert_cmpint (error->code, !=, AMK_PROGRAM_ERROR_NOT_VERIFIED);
@@ -287,14 +290,14 @@ test_corrupt_truncation (void)
     {
       /* a copy of exactly `len` bytes, so that a read past the end is a valgrind error */
       g_autofree guint8 *copy = g_memdup2 (data, len);
-      load_untrusted (copy, len, FALSE, &n_loaded);
+      load_untrusted (copy, len, FALSE, AMK_PROGRAM_ERROR_CORRUPT, &n_loaded);
     }
   /* and longer: trailing garbage */
   {
     g_autofree guint8 *longer = g_malloc (size + 8);
     memcpy (longer, data, size);
     memset (longer + size, 0xa5, 8);
-    load_untrusted (longer, size + 8, TRUE, &n_loaded);
+    load_untrusted (longer, size + 8, TRUE, -1, &n_loaded);
   }
 }
 
@@ -312,7 +315,7 @@ test_corrupt_bit_flips (void)
     {
       memcpy (copy, data, size);
       copy[bit / 8] ^= (guint8) (1u << (bit % 8));
-      load_untrusted (copy, size, TRUE, &n_loaded);
+      load_untrusted (copy, size, TRUE, -1, &n_loaded);
     }
   /* whole bytes set to extremes */
   for (gsize at = 0; at < size; at++)
@@ -320,7 +323,7 @@ test_corrupt_bit_flips (void)
       {
         memcpy (copy, data, size);
         copy[at] = v == 0 ? 0x00 : v == 1 ? 0xff : 0x80;
-        load_untrusted (copy, size, TRUE, &n_loaded);
+        load_untrusted (copy, size, TRUE, -1, &n_loaded);
       }
   g_test_message ("%u of %" G_GSIZE_FORMAT " flipped images still loaded", n_loaded, size * 8 + size * 3);
   g_assert_cmpuint (n_loaded, >, 0); /* flips inside float data, for one, are harmless */
