@@ -64,7 +64,7 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C.UTF-8");
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/gpu/golden/one-queue-per-sm", test_golden_megakernel);
-  g_test_add_func ("/gpu/golden/four-queues", test_golden_four_queues);
+  g_test_add_func ("/amk/gpu/golden/one-queue-per-sm", test_golden_megakernel);
+  g_test_add_func ("/amk/gpu/golden/four-queues", test_golden_four_queues);
   return g_test_run ();
 }

@@ -223,7 +223,8 @@ def test_launcher_properties():
     assert launcher.get_program() is None
     assert launcher.get_last_abort() is None
     assert isinstance(Amk.Launcher.get_have_cuda(), bool)
-    assert Amk.Launcher.get_device_count() >= 0
+    # a library built without CUDA sees no device
+    assert Amk.Launcher.get_have_cuda() or Amk.Launcher.get_device_count() == 0
 
 
 def test_executor_properties(rng):

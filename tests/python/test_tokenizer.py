@@ -157,7 +157,7 @@ def test_special_tokens(tok):
     assert tok.decode(ids) == '<|im_start|>user\nHi<|im_end|>'
     # the BOS and EOS are not in a tokenizer.json without a template
     assert tok.get_bos_id() == -1 and tok.get_eos_id() == -1
-    assert tok.token_to_id('Ġthe') >= 0
+    assert tok.token_to_id('Ġthe') == 260
 
 
 def test_invalid_utf8(tok):
@@ -171,8 +171,9 @@ def test_bad_id(tok):
     with pytest.raises(GLib.Error) as e:
         tok.decode([1, 2, tok.get_vocab_size()])
     assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_ARGUMENT)
-    with pytest.raises(GLib.Error):
+    with pytest.raises(GLib.Error) as e:
         tok.decode([-5])
+    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_ARGUMENT)
 
 
 def test_partial_utf8_becomes_replacement(tok):

@@ -84,6 +84,7 @@ def test_error_message_is_german(german):
     with pytest.raises(GLib.Error) as info:
         prog.add_wait(nop, 5, 1)
 
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE)
     # "Counter %u does not exist; the program has %u counters"
     assert info.value.message == 'Zähler 5 existiert nicht; das Programm hat 0 Zähler'
 

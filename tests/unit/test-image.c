@@ -173,10 +173,11 @@ test_round_trip (void)
   }
 }
 
-/* Loads bytes that must fail (or, when `may_load`, may also load); never crashes. Runs
- * whatever loads on the CPU. */
+/* Loads bytes that must fail (or, when `may_load`, may also load); never crashes. A
+ * refusal has the code `code`, or with -1 any code but NOT_VERIFIED. Runs whatever loads
+ * on the CPU. */
 static void
-load_untrusted (const guint8 *data, gsize size, gboolean may_load, guint *n_loaded)
+load_untrusted (const guint8 *data, gsize size, gboolean may_load, gint code, guint *n_loaded)
 {
   g_autoptr(GBytes) bytes = g_bytes_new (data, size);
   g_autoptr(AmkProgram) p = NULL;
@@ -185,6 +186,8 @@ load_untrusted (const guint8 *data, gsize size, gboolean may_load, guint *n_load
   p = amk_program_new_from_bytes (bytes, &error);
   if (p == NULL)
     {
+      if (code >= 0)
+        g_assert_error (error, AMK_PROGRAM_ERROR, code);
       g_assert_nonnull (error);
       g_assert_true (error->domain == AMK_PROGRAM_ERROR);
       g_assert_cmpint (error->code, !=, AMK_PROGRAM_ERROR_NOT_VERIFIED);
@@ -288,14 +291,14 @@ test_corrupt_truncation (void)
     {
       /* a copy of exactly `len` bytes, so that a read past the end is a valgrind error */
       g_autofree guint8 *copy = g_memdup2 (data, len);
-      load_untrusted (copy, len, FALSE, &n_loaded);
+      load_untrusted (copy, len, FALSE, AMK_PROGRAM_ERROR_CORRUPT, &n_loaded);
     }
   /* and longer: trailing garbage */
   {
     g_autofree guint8 *longer = g_malloc (size + 8);
     memcpy (longer, data, size);
     memset (longer + size, 0xa5, 8);
-    load_untrusted (longer, size + 8, TRUE, &n_loaded);
+    load_untrusted (longer, size + 8, TRUE, -1, &n_loaded);
   }
 }
 
@@ -313,7 +316,7 @@ test_corrupt_bit_flips (void)
     {
       memcpy (copy, data, size);
       copy[bit / 8] ^= (guint8) (1u << (bit % 8));
-      load_untrusted (copy, size, TRUE, &n_loaded);
+      load_untrusted (copy, size, TRUE, -1, &n_loaded);
     }
   /* whole bytes set to extremes */
   for (gsize at = 0; at < size; at++)
@@ -321,7 +324,7 @@ test_corrupt_bit_flips (void)
       {
         memcpy (copy, data, size);
         copy[at] = v == 0 ? 0x00 : v == 1 ? 0xff : 0x80;
-        load_untrusted (copy, size, TRUE, &n_loaded);
+        load_untrusted (copy, size, TRUE, -1, &n_loaded);
       }
   g_test_message ("%u of %" G_GSIZE_FORMAT " flipped images still loaded", n_loaded, size * 8 + size * 3);
   g_assert_cmpuint (n_loaded, >, 0); /* flips inside float data, for one, are harmless */
@@ -628,14 +631,16 @@ test_files (void)
   /* saving into a folder that does not exist */
   missing = g_build_filename (path, "no", "such", "dir.amk", NULL);
   g_assert_false (amk_program_save (p, missing, &error));
-  g_assert_nonnull (error);
-  g_assert_true (error->domain == G_FILE_ERROR);
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
   g_clear_error (&error);
 
-  /* a folder is not an image */
+  /* a folder is not an image: mapping it fails (ENODEV, or EINVAL where the file system
+   * gives a folder the size 0) */
   loaded = amk_program_new_from_file (g_get_tmp_dir (), &error);
   g_assert_null (loaded);
   g_assert_nonnull (error);
+  g_assert_true (error->domain == G_FILE_ERROR);
+  g_assert_true (error->code == G_FILE_ERROR_NODEV || error->code == G_FILE_ERROR_INVAL);
   g_clear_error (&error);
 }
 
