@@ -89,7 +89,6 @@ amk_tokenizer_rebuild_added_index (AmkTokenizer *self)
                          GUINT_TO_POINTER (i + 1));
 }
 
-
 static gboolean
 is_white_space (gunichar c)
 {

@@ -11,10 +11,9 @@
 #include <string.h>
 
 #include "amk-loader-private.h"
-
 #include "amk-tokenizer-private.h"
 
-/* json-glib recurses without a limit: a deeper file is refused before parsing. */
+/* The deepest nesting of objects and arrays a tokenizer.json may have. */
 #define MAX_JSON_DEPTH  128
 
 JsonObject *
