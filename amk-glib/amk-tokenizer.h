@@ -13,6 +13,58 @@
 
 G_BEGIN_DECLS
 
+/**
+ * AMK_TOKENIZER_ERROR:
+ *
+ * Error domain of [class@Amk.Tokenizer]: loading a tokenizer, encoding and decoding.
+ * Errors in this domain are from the [error@Amk.TokenizerError] enumeration. A file
+ * that cannot be read fails with a %G_IO_ERROR instead.
+ */
+#define AMK_TOKENIZER_ERROR (amk_tokenizer_error_quark ())
+
+/**
+ * AmkTokenizerError:
+ * @AMK_TOKENIZER_ERROR_INVALID_JSON: the `tokenizer.json` text is not UTF-8, not JSON,
+ *   empty, or nests deeper than the reader allows
+ * @AMK_TOKENIZER_ERROR_INVALID_STRUCTURE: a member of the `tokenizer.json` is missing
+ *   or has the wrong type, or a template or a sequence of steps is malformed
+ * @AMK_TOKENIZER_ERROR_INVALID_VOCAB: the vocabulary or the added tokens contradict
+ *   themselves: an id out of range or given twice, a token listed twice, a token that
+ *   is not UTF-8, an unknown GGUF token type, a reference to a token that does not exist
+ * @AMK_TOKENIZER_ERROR_INVALID_MERGES: a merge is not two tokens, or a token it names
+ *   or makes is not in the vocabulary
+ * @AMK_TOKENIZER_ERROR_UNSUPPORTED_MODEL: the model is not byte-level BPE (`WordPiece`,
+ *   `Unigram`, or BPE with `byte_fallback` or a subword prefix or suffix)
+ * @AMK_TOKENIZER_ERROR_UNSUPPORTED_NORMALIZER: a normalizer other than `NFC`
+ * @AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER: a pre-tokenizer, an option of one, a
+ *   regular expression or a GGUF `tokenizer.ggml.pre` name this tokenizer does not
+ *   implement, or a pre-tokenizer without `ByteLevel`
+ * @AMK_TOKENIZER_ERROR_UNSUPPORTED_POST_PROCESSOR: a post-processor other than
+ *   `TemplateProcessing`, `ByteLevel` or a `Sequence` of them
+ * @AMK_TOKENIZER_ERROR_INVALID_TEXT: the text to encode is not valid UTF-8
+ * @AMK_TOKENIZER_ERROR_PATTERN_FAILED: a pre-tokenizer's regular expression gave up on
+ *   the text to encode (its backtracking limit)
+ * @AMK_TOKENIZER_ERROR_UNKNOWN_ID: a token id to decode is not in the vocabulary
+ *
+ * Error codes of the %AMK_TOKENIZER_ERROR domain.
+ */
+typedef enum {
+  AMK_TOKENIZER_ERROR_INVALID_JSON,
+  AMK_TOKENIZER_ERROR_INVALID_STRUCTURE,
+  AMK_TOKENIZER_ERROR_INVALID_VOCAB,
+  AMK_TOKENIZER_ERROR_INVALID_MERGES,
+  AMK_TOKENIZER_ERROR_UNSUPPORTED_MODEL,
+  AMK_TOKENIZER_ERROR_UNSUPPORTED_NORMALIZER,
+  AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER,
+  AMK_TOKENIZER_ERROR_UNSUPPORTED_POST_PROCESSOR,
+  AMK_TOKENIZER_ERROR_INVALID_TEXT,
+  AMK_TOKENIZER_ERROR_PATTERN_FAILED,
+  AMK_TOKENIZER_ERROR_UNKNOWN_ID
+} AmkTokenizerError;
+
+AMK_AVAILABLE_IN_1_0
+GQuark amk_tokenizer_error_quark (void);
+
 #define AMK_TYPE_TOKENIZER (amk_tokenizer_get_type ())
 
 AMK_AVAILABLE_IN_1_0

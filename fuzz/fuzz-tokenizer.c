@@ -2,11 +2,11 @@
  *
  * The input is split at its first NUL byte: what comes before is a tokenizer.json for
  * amk_tokenizer_new_from_json_data(), which must either return a tokenizer or fail
- * with a G_IO_ERROR (never crash, leak, hang or log a critical). A tokenizer that
+ * with an AMK_TOKENIZER_ERROR (never crash, leak, hang or log a critical). A tokenizer that
  * loads encodes what comes after the NUL (or, without one, a fixed sample) with and
  * without special tokens: valid UTF-8 must encode to ids inside the vocabulary that
  * decode without error, and re-encoding the decoded text must not fail; invalid UTF-8
- * must fail with G_CONVERT_ERROR_ILLEGAL_SEQUENCE.
+ * must fail with AMK_TOKENIZER_ERROR_INVALID_TEXT.
  *
  * Seeds: tests/data/smollm2-tokenizer.json is too big for a fast seed; small
  * tokenizer.json files like those in tests/unit/test-tokenizer.c are better.
@@ -43,14 +43,15 @@ check_text (AmkTokenizer *tok,
   ids = amk_tokenizer_encode (tok, text, add_special, &n, &error);
   if (!g_utf8_validate (text, -1, NULL))
     {
-      if (ids != NULL || !g_error_matches (error, G_CONVERT_ERROR, G_CONVERT_ERROR_ILLEGAL_SEQUENCE))
-        fail ("invalid UTF-8 did not fail with G_CONVERT_ERROR_ILLEGAL_SEQUENCE", error);
+      if (ids != NULL || !g_error_matches (error, AMK_TOKENIZER_ERROR,
+                                           AMK_TOKENIZER_ERROR_INVALID_TEXT))
+        fail ("invalid UTF-8 did not fail with AMK_TOKENIZER_ERROR_INVALID_TEXT", error);
       return;
     }
   if (ids == NULL)
     {
       /* a pathological regex may run out of PCRE2's match limit */
-      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_FAILED))
+      if (!g_error_matches (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_PATTERN_FAILED))
         fail ("encode failed", error);
       return;
     }
@@ -65,7 +66,8 @@ check_text (AmkTokenizer *tok,
   if (!g_utf8_validate (decoded, -1, NULL))
     fail ("decode gave invalid UTF-8", NULL);
   again = amk_tokenizer_encode (tok, decoded, FALSE, &n_again, &error);
-  if (again == NULL && !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_FAILED))
+  if (again == NULL && !g_error_matches (error, AMK_TOKENIZER_ERROR,
+                                         AMK_TOKENIZER_ERROR_PATTERN_FAILED))
     fail ("re-encoding decoded text failed", error);
 }
 
@@ -80,8 +82,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   tok = amk_tokenizer_new_from_json_data ((const char *) data, (gssize) json_len, &error);
   if (tok == NULL)
     {
-      if (error == NULL || error->domain != G_IO_ERROR)
-        fail ("load failed without a G_IO_ERROR", error);
+      if (error == NULL || error->domain != AMK_TOKENIZER_ERROR)
+        fail ("load failed without an AMK_TOKENIZER_ERROR", error);
       return 0;
     }
   if (error != NULL)

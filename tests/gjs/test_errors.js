@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // GJS: errors arrive as GLib.Error that match their domain and code: a deadlock, a
-// dtype mismatch, bytes that are no image, a changed program, and the launcher on a
-// machine without a usable GPU.
+// dtype mismatch, bytes that are no image, a changed program, a tokenizer of another
+// kind, and the launcher on a machine without a usable GPU.
 
 imports.gi.versions.Amk = '1.0';
 const {Amk, GLib} = imports.gi;
@@ -87,6 +87,20 @@ test('a changed program is NOT_VERIFIED for its old executor', () => {
     ex.run();
     p.add_instruction(0, Amk.Opcode.NOP, []);
     assertThrows(PROGRAM, Amk.ProgramError.NOT_VERIFIED, () => ex.run(), 'run');
+});
+
+test('a tokenizer.json of another model is UNSUPPORTED_MODEL, a bad id UNKNOWN_ID', () => {
+    const TOKENIZER = Amk.tokenizer_error_quark();
+    const vocab = '{"a": 0, "b": 1, "ab": 2}';
+    const pre = '"pre_tokenizer": {"type": "ByteLevel"}';
+    assertThrows(TOKENIZER, Amk.TokenizerError.UNSUPPORTED_MODEL,
+        () => Amk.Tokenizer.new_from_json_data(
+            `{${pre}, "model": {"type": "WordPiece", "vocab": ${vocab}, "merges": []}}`, -1),
+        'WordPiece');
+    const tok = Amk.Tokenizer.new_from_json_data(
+        `{${pre}, "model": {"type": "BPE", "vocab": ${vocab}, "merges": ["a b"]}}`, -1);
+    assertEqual(tok.decode(tok.encode('ab', false)), 'ab', 'round trip');
+    assertThrows(TOKENIZER, Amk.TokenizerError.UNKNOWN_ID, () => tok.decode([3]), 'decode');
 });
 
 const haveCuda = Amk.Launcher.get_have_cuda();

@@ -129,17 +129,17 @@ def test_vocab_constructor_errors():
     tokens, merges, types = vocab_arrays()
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_vocab(tokens, merges, types, 'no-such-pre')
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.NOT_SUPPORTED)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.UNSUPPORTED_PRE_TOKENIZER)
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_vocab(tokens, merges, types[:-1], 'smollm')
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_DATA)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.INVALID_VOCAB)
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_vocab(tokens + ['hello'], merges, [], 'smollm')
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_DATA)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.INVALID_VOCAB)
     assert 'twice' in e.value.message
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_vocab(tokens, merges + ['nosuch token'], [], 'smollm')
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_DATA)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.INVALID_MERGES)
     assert 'nosuch' in e.value.message
 
 
@@ -162,7 +162,7 @@ def test_special_tokens(tok):
 
 def test_invalid_utf8(tok):
     # PyGObject refuses to pass invalid UTF-8 as a str (the C test
-    # /amk/tokenizer/encode/invalid-utf8 checks G_CONVERT_ERROR_ILLEGAL_SEQUENCE).
+    # /amk/tokenizer/encode/invalid-utf8 checks AMK_TOKENIZER_ERROR_INVALID_TEXT).
     with pytest.raises(UnicodeEncodeError):
         tok.encode(b'abc\xff\xfe'.decode('utf-8', 'surrogateescape'), False)
 
@@ -170,10 +170,10 @@ def test_invalid_utf8(tok):
 def test_bad_id(tok):
     with pytest.raises(GLib.Error) as e:
         tok.decode([1, 2, tok.get_vocab_size()])
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_ARGUMENT)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.UNKNOWN_ID)
     with pytest.raises(GLib.Error) as e:
         tok.decode([-5])
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_ARGUMENT)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.UNKNOWN_ID)
 
 
 def test_partial_utf8_becomes_replacement(tok):
@@ -190,42 +190,57 @@ def write(tmp_path, name, text):
     return str(path)
 
 
-def expect_invalid(path, *words):
+def expect_invalid(path, code, *words):
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_json_file(path)
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_DATA), e.value.message
+    assert e.value.matches(Amk.tokenizer_error_quark(), code), e.value.message
     assert os.path.basename(path) in e.value.message
     for word in words:
         assert word in e.value.message, e.value.message
 
 
 def test_corrupt_json(tmp_path):
-    expect_invalid(write(tmp_path, 'corrupt.json', '{"model": [}'), 'JSON')
+    expect_invalid(write(tmp_path, 'corrupt.json', '{"model": [}'), Amk.TokenizerError.INVALID_JSON,
+                   'JSON')
 
 
 def test_truncated_json(tmp_path):
     text = TOKENIZER_JSON.read_text(encoding='utf-8')
-    expect_invalid(write(tmp_path, 'truncated.json', text[:len(text) // 2]))
+    expect_invalid(write(tmp_path, 'truncated.json', text[:len(text) // 2]),
+                   Amk.TokenizerError.INVALID_JSON)
 
 
 def test_missing_fields(tmp_path):
     data = dict(TOKENIZER_DATA)
     del data['model']
-    expect_invalid(write(tmp_path, 'nomodel.json', json.dumps(data)), 'model')
+    structure = Amk.TokenizerError.INVALID_STRUCTURE
+    expect_invalid(write(tmp_path, 'nomodel.json', json.dumps(data)), structure, 'model')
     model = dict(TOKENIZER_DATA['model'])
     del model['merges']
     expect_invalid(write(tmp_path, 'nomerges.json', json.dumps(dict(TOKENIZER_DATA, model=model))),
-                   'model.merges')
+                   structure, 'model.merges')
     model = dict(TOKENIZER_DATA['model'], vocab=[1, 2])
     expect_invalid(write(tmp_path, 'badvocab.json', json.dumps(dict(TOKENIZER_DATA, model=model))),
-                   'model.vocab')
+                   structure, 'model.vocab')
 
 
 def test_unknown_merge(tmp_path):
     model = dict(TOKENIZER_DATA['model'])
     model['merges'] = model['merges'] + [['zz_no', 'such']]
     expect_invalid(write(tmp_path, 'merge.json', json.dumps(dict(TOKENIZER_DATA, model=model))),
-                   'zz_no')
+                   Amk.TokenizerError.INVALID_MERGES, 'zz_no')
+
+
+def test_unsupported_model(tmp_path):
+    model = dict(TOKENIZER_DATA['model'], type='Unigram')
+    expect_invalid(write(tmp_path, 'unigram.json', json.dumps(dict(TOKENIZER_DATA, model=model))),
+                   Amk.TokenizerError.UNSUPPORTED_MODEL, 'Unigram')
+
+
+def test_error_domain_is_registered():
+    # the GIR pairs the quark with the enum by name; glib-mkenums registers the enum type
+    assert GLib.quark_to_string(Amk.tokenizer_error_quark()) == 'amk-tokenizer-error-quark'
+    assert Amk.TokenizerError.__gtype__.name == 'AmkTokenizerError'
 
 
 def test_missing_file():
@@ -237,7 +252,7 @@ def test_missing_file():
 def test_deep_json_is_refused():
     with pytest.raises(GLib.Error) as e:
         Amk.Tokenizer.new_from_json_data('[' * 100000, -1)
-    assert e.value.matches(Gio.io_error_quark(), Gio.IOErrorEnum.INVALID_DATA)
+    assert e.value.matches(Amk.tokenizer_error_quark(), Amk.TokenizerError.INVALID_JSON)
 
 
 def test_properties(tok):

@@ -864,7 +864,13 @@ test_error_tensors (void)
     g_autofree char *path = g_build_filename (dir, "tokenizer.json", NULL);
 
     write_file (dir, "tokenizer.json", "{\"model\": ", -1);
-    expect_error (dir, G_IO_ERROR_INVALID_DATA, "tokenizer.json", NULL);
+    {
+      g_autoptr(GError) error = NULL;
+
+      g_assert_null (amk_model_build_from_path (dir, 2, 16, &error));
+      g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_JSON);
+      g_assert_nonnull (strstr (error->message, "tokenizer.json"));
+    }
     g_remove (path);
     expect_error (dir, G_IO_ERROR_NOT_FOUND, "tokenizer.json", NULL);
     remove_checkpoint (dir);

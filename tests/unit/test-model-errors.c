@@ -594,7 +594,7 @@ test_bad_tokenizer (Fixture *f, gconstpointer data)
   write_model (f, &m);
   build = amk_model_build_from_gguf (f->path, 2, 16, &error);
   g_assert_null (build);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_MERGES);
   g_test_message ("%s", error->message);
   /* (the tokenizer names the merge and its source “GGUF”, not yet the file) */
   assert_has (error, "merges");

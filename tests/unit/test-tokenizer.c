@@ -1,4 +1,5 @@
-/* test-tokenizer.c: AmkTokenizer's error paths and a tiny hand-written vocabulary.
+/* test-tokenizer.c: AmkTokenizer's error paths (one test at least for each code of
+ * AMK_TOKENIZER_ERROR) and a tiny hand-written vocabulary.
  *
  * The comparison with the tokenizers package on a real vocabulary is in
  * tests/python/test_tokenizer.py.
@@ -20,15 +21,35 @@
 #define TINY_PRE "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}"
 
 static char *
+make_json (const char *vocab,
+           const char *merges,
+           const char *added,
+           const char *normalizer,
+           const char *pre,
+           const char *post)
+{
+  return g_strdup_printf ("{\"version\": \"1.0\", \"added_tokens\": %s, \"normalizer\": %s, "
+                          "\"pre_tokenizer\": %s, \"post_processor\": %s, "
+                          "\"model\": {\"type\": \"BPE\", \"vocab\": %s, \"merges\": %s}}",
+                          added, normalizer, pre, post, vocab, merges);
+}
+
+static char *
 tiny_json (const char *vocab,
            const char *merges,
            const char *added,
            const char *post)
 {
-  return g_strdup_printf ("{\"version\": \"1.0\", \"added_tokens\": %s, \"normalizer\": null, "
-                          "\"pre_tokenizer\": %s, \"post_processor\": %s, "
-                          "\"model\": {\"type\": \"BPE\", \"vocab\": %s, \"merges\": %s}}",
-                          added, TINY_PRE, post, vocab, merges);
+  return make_json (vocab, merges, added, "null", TINY_PRE, post);
+}
+
+/* The tiny vocabulary with another normalizer, pre-tokenizer or post-processor. */
+static char *
+tiny_pipeline (const char *normalizer,
+               const char *pre,
+               const char *post)
+{
+  return make_json (TINY_VOCAB, TINY_MERGES, TINY_ADDED, normalizer, pre, post);
 }
 
 static AmkTokenizer *
@@ -128,6 +149,8 @@ test_vocab_constructor (void)
   const char *merges[] = { "a b", "ab c", "\xc4\xa0 ab", NULL };
   const gint32 types[] = { 1, 1, 1, 1, 1, 1, 1, 3, 3, 1 };
   const char *bad_merges[] = { "a b", "a q", NULL };
+  const char *unsplit_merges[] = { "ab", NULL };
+  const gint32 bad_types[] = { 1, 1, 1, 1, 1, 1, 1, 3, 3, 7 };
   const char *dup_tokens[] = { "a", "b", "a", NULL };
   const char *no_merges[] = { NULL };
   g_autoptr(AmkTokenizer) tok = NULL;
@@ -144,20 +167,34 @@ test_vocab_constructor (void)
   g_clear_object (&tok);
 
   tok = amk_tokenizer_new_from_vocab (tokens, bad_merges, NULL, 0, "gpt2", &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_MERGES);
+  g_assert_null (tok);
+  g_clear_error (&error);
+
+  tok = amk_tokenizer_new_from_vocab (tokens, unsplit_merges, NULL, 0, "gpt2", &error);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_MERGES);
   g_assert_null (tok);
   g_clear_error (&error);
 
   tok = amk_tokenizer_new_from_vocab (dup_tokens, no_merges, NULL, 0, "gpt2", &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_VOCAB);
+  g_assert_null (tok);
   g_clear_error (&error);
 
   tok = amk_tokenizer_new_from_vocab (tokens, merges, types, 3, "gpt2", &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_VOCAB);
+  g_assert_null (tok);
+  g_clear_error (&error);
+
+  tok = amk_tokenizer_new_from_vocab (tokens, merges, bad_types, G_N_ELEMENTS (bad_types), "gpt2",
+                                      &error);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_VOCAB);
+  g_assert_null (tok);
   g_clear_error (&error);
 
   tok = amk_tokenizer_new_from_vocab (tokens, merges, NULL, 0, "martian", &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER);
+  g_assert_null (tok);
   g_clear_error (&error);
 }
 
@@ -169,7 +206,7 @@ test_encode_invalid_utf8 (void)
   gsize n = 7;
   gint32 *ids = amk_tokenizer_encode (tok, "ab\xff" "c", FALSE, &n, &error);
 
-  g_assert_error (error, G_CONVERT_ERROR, G_CONVERT_ERROR_ILLEGAL_SEQUENCE);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_TEXT);
   g_assert_null (ids);
   g_assert_cmpuint (n, ==, 0);
 }
@@ -184,11 +221,12 @@ test_decode_bad_id (void)
   char *text;
 
   text = amk_tokenizer_decode (tok, ids, G_N_ELEMENTS (ids), &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_UNKNOWN_ID);
   g_assert_null (text);
   g_clear_error (&error);
   text = amk_tokenizer_decode (tok, negative, 1, &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_UNKNOWN_ID);
+  g_assert_null (text);
   g_clear_error (&error);
   text = amk_tokenizer_decode (tok, NULL, 0, &error);
   g_assert_no_error (error);
@@ -221,35 +259,36 @@ load_file_error (const char *name,
 }
 
 static void
-expect_invalid (const char *name,
-                const char *contents,
-                const char *field)
+expect_error (const char *name,
+              const char *contents,
+              gint        code,
+              const char *field)
 {
   g_autoptr(GError) error = load_file_error (name, contents, -1);
 
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, code);
   if (field != NULL && strstr (error->message, field) == NULL)
     g_error ("“%s” does not name “%s”", error->message, field);
 }
 
+/* Text that is not JSON, or JSON that json-glib must not be given. */
 static void
 test_file_corrupt (void)
 {
   g_autofree char *good = tiny_json (TINY_VOCAB, TINY_MERGES, TINY_ADDED, "null");
   g_autofree char *truncated = g_strndup (good, strlen (good) / 2);
-  g_autoptr(GError) binary = NULL;
+  const AmkTokenizerError json = AMK_TOKENIZER_ERROR_INVALID_JSON;
 
-  expect_invalid ("corrupt.json", "{\"model\": [}", "JSON");
-  expect_invalid ("truncated.json", truncated, "JSON");
-  expect_invalid ("empty.json", "", NULL);
-  expect_invalid ("array.json", "[1, 2, 3]", NULL);
-  expect_invalid ("deep.json", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                  "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                  "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", NULL);
-  binary = load_file_error ("binary.json", "{\"a\xff\": 1}", -1);
-  g_assert_error (binary, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  expect_error ("corrupt.json", "{\"model\": [}", json, "JSON");
+  expect_error ("truncated.json", truncated, json, "JSON");
+  expect_error ("empty.json", "", json, NULL);
+  expect_error ("deep.json", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", json, "deeper");
+  expect_error ("binary.json", "{\"a\xff\": 1}", json, "UTF-8");
 }
 
+/* JSON that is not shaped like a tokenizer.json. */
 static void
 test_file_missing_fields (void)
 {
@@ -257,21 +296,22 @@ test_file_missing_fields (void)
                                                 "{\"type\": \"BPE\", \"vocab\": %s}}",
                                                 TINY_PRE, TINY_VOCAB);
   g_autofree char *string_id = tiny_json ("{\"a\": \"zero\"}", "[]", "[]", "null");
-  g_autofree char *bad_merge = tiny_json (TINY_VOCAB, "[\"ab\"]", "[]", "null");
-  g_autofree char *merge_kind = tiny_json (TINY_VOCAB, "[42]", "[]", "null");
   g_autofree char *added_no_id = tiny_json (TINY_VOCAB, TINY_MERGES,
                                             "[{\"content\": \"<s>\"}]", "null");
-  g_autofree char *big_id = tiny_json ("{\"a\": 2000000000}", "[]", "[]", "null");
+  g_autofree char *no_sequence = tiny_json (TINY_VOCAB, TINY_MERGES, TINY_ADDED,
+                                            "{\"type\": \"TemplateProcessing\", \"single\": [], "
+                                            "\"special_tokens\": {}}");
+  const AmkTokenizerError structure = AMK_TOKENIZER_ERROR_INVALID_STRUCTURE;
 
-  expect_invalid ("nomodel.json", "{\"pre_tokenizer\": null}", "model");
-  expect_invalid ("nomerges.json", no_merges, "model.merges");
-  expect_invalid ("stringid.json", string_id, "model.vocab");
-  expect_invalid ("badmerge.json", bad_merge, "merges");
-  expect_invalid ("mergekind.json", merge_kind, "merges");
-  expect_invalid ("addednoid.json", added_no_id, "added_tokens.id");
-  expect_invalid ("bigid.json", big_id, "model.vocab");
+  expect_error ("array.json", "[1, 2, 3]", structure, "(top level)");
+  expect_error ("nomodel.json", "{\"pre_tokenizer\": null}", structure, "model");
+  expect_error ("nomerges.json", no_merges, structure, "model.merges");
+  expect_error ("stringid.json", string_id, structure, "model.vocab");
+  expect_error ("addednoid.json", added_no_id, structure, "added_tokens.id");
+  expect_error ("nosequence.json", no_sequence, structure, "post_processor.single");
 }
 
+/* A vocabulary or added tokens that contradict themselves. */
 static void
 test_file_duplicates (void)
 {
@@ -281,32 +321,99 @@ test_file_duplicates (void)
                                           "{\"id\": 7, \"content\": \"<s>\"}]", "null");
   g_autofree char *wrong_added = tiny_json (TINY_VOCAB, TINY_MERGES,
                                             "[{\"id\": 0, \"content\": \"<s>\"}]", "null");
+  g_autofree char *big_id = tiny_json ("{\"a\": 2000000000}", "[]", "[]", "null");
+  g_autofree char *unknown_unk = g_strdup_printf ("{\"pre_tokenizer\": %s, \"model\": "
+                                                  "{\"vocab\": %s, \"merges\": [], "
+                                                  "\"unk_token\": \"<unk>\"}}",
+                                                  TINY_PRE, TINY_VOCAB);
+  const AmkTokenizerError vocab = AMK_TOKENIZER_ERROR_INVALID_VOCAB;
 
-  expect_invalid ("dupid.json", dup_id, "model.vocab");
-  expect_invalid ("dupadded.json", dup_added, "added_tokens");
-  expect_invalid ("wrongadded.json", wrong_added, "added_tokens");
+  expect_error ("dupid.json", dup_id, vocab, "model.vocab");
+  expect_error ("dupadded.json", dup_added, vocab, "added_tokens");
+  expect_error ("wrongadded.json", wrong_added, vocab, "added_tokens");
+  expect_error ("bigid.json", big_id, vocab, "model.vocab");
+  expect_error ("unknownunk.json", unknown_unk, vocab, "model.unk_token");
 }
 
+/* Merges that are not two tokens of the vocabulary whose join is one too. */
 static void
 test_file_unknown_merge (void)
 {
   g_autofree char *unknown = tiny_json (TINY_VOCAB, "[\"a b\", \"b zz\"]", "[]", "null");
   g_autofree char *not_joined = tiny_json (TINY_VOCAB, "[\"b c\"]", "[]", "null");
+  g_autofree char *one_token = tiny_json (TINY_VOCAB, "[\"ab\"]", "[]", "null");
+  g_autofree char *merge_kind = tiny_json (TINY_VOCAB, "[42]", "[]", "null");
+  const AmkTokenizerError merges = AMK_TOKENIZER_ERROR_INVALID_MERGES;
 
-  expect_invalid ("unknownmerge.json", unknown, "zz");
-  expect_invalid ("notjoined.json", not_joined, "bc");
+  expect_error ("unknownmerge.json", unknown, merges, "zz");
+  expect_error ("notjoined.json", not_joined, merges, "bc");
+  expect_error ("onetoken.json", one_token, merges, "merges");
+  expect_error ("mergekind.json", merge_kind, merges, "merges");
 }
 
+/* Tokenizers of another kind, or with a step this one does not implement: each named
+ * by its code. */
 static void
 test_file_unsupported (void)
 {
   g_autofree char *wordpiece = g_strdup_printf ("{\"model\": {\"type\": \"WordPiece\", "
                                                 "\"vocab\": %s, \"merges\": []}}", TINY_VOCAB);
-  g_autoptr(GError) error = load_file_error ("wordpiece.json", wordpiece, -1);
+  g_autofree char *fallback = g_strdup_printf ("{\"model\": {\"type\": \"BPE\", "
+                                               "\"byte_fallback\": true, \"vocab\": %s, "
+                                               "\"merges\": []}}", TINY_VOCAB);
+  g_autofree char *nfd = tiny_pipeline ("{\"type\": \"NFD\"}", TINY_PRE, "null");
+  g_autofree char *whitespace = tiny_pipeline ("null", "{\"type\": \"Whitespace\"}", "null");
+  g_autofree char *no_byte_level = tiny_pipeline ("null", "null", "null");
+  g_autofree char *merged_split = tiny_pipeline ("null",
+                                                 "{\"type\": \"Split\", \"behavior\": \"Removed\", "
+                                                 "\"pattern\": {\"String\": \" \"}}", "null");
+  g_autofree char *bad_regex = tiny_pipeline ("null",
+                                              "{\"type\": \"Split\", \"behavior\": \"Isolated\", "
+                                              "\"pattern\": {\"Regex\": \"(\"}}", "null");
+  g_autofree char *bert = tiny_pipeline ("null", TINY_PRE, "{\"type\": \"BertProcessing\"}");
 
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  expect_error ("wordpiece.json", wordpiece, AMK_TOKENIZER_ERROR_UNSUPPORTED_MODEL, "WordPiece");
+  expect_error ("fallback.json", fallback, AMK_TOKENIZER_ERROR_UNSUPPORTED_MODEL,
+                "model.byte_fallback");
+  expect_error ("nfd.json", nfd, AMK_TOKENIZER_ERROR_UNSUPPORTED_NORMALIZER, "NFD");
+  expect_error ("whitespace.json", whitespace, AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER,
+                "Whitespace");
+  expect_error ("nobytelevel.json", no_byte_level, AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER,
+                "ByteLevel");
+  expect_error ("removed.json", merged_split, AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER,
+                "Removed");
+  expect_error ("badregex.json", bad_regex, AMK_TOKENIZER_ERROR_UNSUPPORTED_PRE_TOKENIZER,
+                "pre_tokenizer.pattern");
+  expect_error ("bert.json", bert, AMK_TOKENIZER_ERROR_UNSUPPORTED_POST_PROCESSOR,
+                "BertProcessing");
 }
 
+/* A Split regex that backtracks past PCRE2's limit on the text to encode. */
+static void
+test_encode_pattern_failed (void)
+{
+  g_autofree char *json = tiny_pipeline ("null",
+                                         "{\"type\": \"Sequence\", \"pretokenizers\": ["
+                                         "{\"type\": \"Split\", \"behavior\": \"Isolated\", "
+                                         "\"pattern\": {\"Regex\": \"(a|aa)+$\"}}, "
+                                         TINY_PRE "]}", "null");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkTokenizer) tok = amk_tokenizer_new_from_json_data (json, -1, &error);
+  g_autofree char *text = g_strnfill (60, 'a');
+  g_autofree char *stuck = g_strconcat (text, "b", NULL);
+  const gint32 short_ids[] = { 4, 3, 0, 0, 0 };
+  gsize n = 7;
+  gint32 *ids;
+
+  g_assert_no_error (error);
+  assert_encode (tok, "ab aaa", FALSE, short_ids, G_N_ELEMENTS (short_ids));
+  ids = amk_tokenizer_encode (tok, stuck, FALSE, &n, &error);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_PATTERN_FAILED);
+  g_assert_null (ids);
+  g_assert_cmpuint (n, ==, 0);
+}
+
+/* Only a file that cannot be read is an I/O error. */
 static void
 test_file_missing (void)
 {
@@ -326,6 +433,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/tokenizer/encode/tiny", test_encode_tiny);
   g_test_add_func ("/amk/tokenizer/encode/template", test_encode_template);
   g_test_add_func ("/amk/tokenizer/encode/invalid-utf8", test_encode_invalid_utf8);
+  g_test_add_func ("/amk/tokenizer/encode/pattern-failed", test_encode_pattern_failed);
   g_test_add_func ("/amk/tokenizer/decode/bad-id", test_decode_bad_id);
   g_test_add_func ("/amk/tokenizer/vocab", test_vocab_constructor);
   g_test_add_func ("/amk/tokenizer/file/corrupt", test_file_corrupt);
