@@ -5,7 +5,7 @@
  * hang or log a critical). A file that opens must answer every metadata getter for
  * each of its keys (a value or a G_IO_ERROR), and every tensor must either convert to
  * bf16 or, for a type the converter lacks, fail with G_IO_ERROR_NOT_SUPPORTED; the
- * converted rows also go through amk_gguf_unpermute_qk(). AddressSanitizer sees the
+ * converted rows also go through amk_model_unpermute_qk(). AddressSanitizer sees the
  * exact input buffer, so any read past a tensor's bytes is caught.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
@@ -127,7 +127,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       for (guint heads = 1; heads <= 3 && t->dims[0] > 0; heads++)
         {
           gsize rows = (gsize) (t->n_elements / t->dims[0]);
-          if (!amk_gguf_unpermute_qk (out, rows, (gsize) t->dims[0], heads, &error))
+          if (!amk_model_unpermute_qk (out, rows, (gsize) t->dims[0], heads, &error))
             {
               if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
                 fail ("unpermute failed oddly", error);

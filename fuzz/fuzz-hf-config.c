@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include <gio/gio.h>
-#include "amk-model-builder-private.h"
+#include "amk-model-readers-private.h"
 
 #define FUZZ_TARGET "fuzz-hf-config"
 #include "fuzz-common.h"

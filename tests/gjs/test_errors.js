@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // GJS: errors arrive as GLib.Error that match their domain and code: a deadlock, a
-// dtype mismatch, bytes that are no image, a changed program, and the launcher on a
-// machine without a usable GPU.
+// dtype mismatch, bytes that are no image, a changed program, a file that is no model,
+// and the launcher on a machine without a usable GPU.
 
 imports.gi.versions.Amk = '1.0';
 const {Amk, GLib} = imports.gi;
@@ -70,6 +70,16 @@ test('a changed program is NOT_VERIFIED for its old executor', () => {
     ex.run();
     p.add_instruction(0, Amk.Opcode.NOP, []);
     assertThrows(PROGRAM, Amk.ProgramError.NOT_VERIFIED, () => ex.run(), 'run');
+});
+
+test('a file that is no model is a ModelError CORRUPT naming the file', () => {
+    const [file, stream] = imports.gi.Gio.File.new_tmp('amk-XXXXXX.gguf');
+    stream.get_output_stream().write_all('not a model\n', null);
+    stream.close(null);
+    const e = assertThrows(Amk.model_error_quark(), Amk.ModelError.CORRUPT,
+        () => Amk.Model.new_from_file(file.get_path(), null), 'new_from_file');
+    assert(e.message.includes(file.get_basename()), e.message);
+    file.delete(null);
 });
 
 const haveCuda = Amk.Launcher.get_have_cuda();

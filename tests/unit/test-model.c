@@ -5,7 +5,8 @@
  */
 #include "amk-test-common.h"
 #include <gio/gio.h>
-#include "amk-model-builder-private.h"
+#include "amk-model-loader-private.h"
+#include "amk-model-readers-private.h"
 #include "amk-test-generate.h"
 
 static const char *
@@ -65,7 +66,7 @@ static void
 test_model_bad_path (void)
 {
   g_autoptr(GError) error = NULL;
-  AmkModelBuild *build = amk_model_build_from_gguf ("/nonexistent/model.gguf", 1, 8, &error);
+  AmkModelBuild *build = amk_model_build_from_path ("/nonexistent/model.gguf", 1, 8, &error);
 
   g_assert_null (build);
   g_assert_nonnull (error);
