@@ -1332,15 +1332,15 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C");
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/hf-model/tiny-llama", test_tiny_llama);
-  g_test_add_func ("/hf-model/tiny-qwen3", test_tiny_qwen3);
-  g_test_add_func ("/hf-model/dtypes-and-shards", test_dtypes_and_shards);
-  g_test_add_func ("/hf-model/env-checkpoints", test_env_checkpoints);
-  g_test_add_func ("/hf-model/gguf/llama", test_gguf_llama);
-  g_test_add_func ("/hf-model/gguf/qwen3", test_gguf_qwen3);
-  g_test_add_func ("/hf-model/gguf/llama3-rope", test_gguf_llama3_rope);
-  g_test_add_func ("/hf-model/error/config", test_error_config);
-  g_test_add_func ("/hf-model/error/tensors", test_error_tensors);
-  g_test_add_func ("/hf-model/error/path", test_error_path);
+  g_test_add_func ("/amk/hf-model/tiny-llama", test_tiny_llama);
+  g_test_add_func ("/amk/hf-model/tiny-qwen3", test_tiny_qwen3);
+  g_test_add_func ("/amk/hf-model/dtypes-and-shards", test_dtypes_and_shards);
+  g_test_add_func ("/amk/hf-model/env-checkpoints", test_env_checkpoints);
+  g_test_add_func ("/amk/hf-model/gguf/llama", test_gguf_llama);
+  g_test_add_func ("/amk/hf-model/gguf/qwen3", test_gguf_qwen3);
+  g_test_add_func ("/amk/hf-model/gguf/llama3-rope", test_gguf_llama3_rope);
+  g_test_add_func ("/amk/hf-model/error/config", test_error_config);
+  g_test_add_func ("/amk/hf-model/error/tensors", test_error_tensors);
+  g_test_add_func ("/amk/hf-model/error/path", test_error_path);
   return g_test_run ();
 }

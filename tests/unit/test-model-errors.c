@@ -761,7 +761,7 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C.UTF-8");
   g_test_init (&argc, &argv, NULL);
-#define ADD(path, fn) g_test_add ("/model/errors/" path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+#define ADD(path, fn) g_test_add ("/amk/model/errors/" path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("valid", test_valid);
   ADD ("truncated", test_truncated);
   ADD ("corrupt-header", test_corrupt_header);
