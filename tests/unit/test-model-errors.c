@@ -756,6 +756,50 @@ test_not_a_file (Fixture *f, gconstpointer data)
   expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, NULL, NULL);
 }
 
+/* Each AmkModelError code as AmkModel reports it, the way a user loads a model. */
+static void
+test_codes (Fixture *f, gconstpointer data)
+{
+  static const float other[] = { 1.0f, 2.0f };
+  guint32 v2 = GUINT32_TO_LE (2);
+  struct {
+    Mod   m;
+    gint  code;
+  } cases[] = {
+    { { .arch = "gpt2" }, AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE },
+    { { .rope_type = "yarn" }, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE },
+    { { .rope_freqs = other, .n_rope_freqs = 2 }, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE },
+    { { .skip_key = "llama.block_count" }, AMK_MODEL_ERROR_INVALID_METADATA },
+    { { .skip_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_MISSING_TENSOR },
+    { { .short_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_TENSOR_SHAPE },
+    { { .i32_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkModel) model = NULL;
+
+      write_model (f, &cases[i].m);
+      model = amk_model_new_from_file (f->path, NULL, &error);
+      g_assert_null (model);
+      g_assert_error (error, AMK_MODEL_ERROR, cases[i].code);
+      assert_has (error, "tiny-llama.gguf");
+    }
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModel) model = NULL;
+
+    write_patched (f, 4, &v2, 4);
+    model = amk_model_new_from_file (f->path, NULL, &error);
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_VERSION);
+    g_clear_error (&error);
+    write_patched (f, 0, "GGML", 4);
+    model = amk_model_new_from_file (f->path, NULL, &error);
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -778,6 +822,7 @@ main (int argc, char **argv)
   ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
+  ADD ("codes", test_codes);
 #undef ADD
   return g_test_run ();
 }
