@@ -4,8 +4,11 @@
  * of scalars and of strings), the tensor infos and the tensor data, and dequantizes the
  * tensor types amk-glib uses (F32, F16, BF16, Q8_0, Q4_0, Q4_1) to bf16. Every offset,
  * count and length of the file is bounds-checked; a malformed file gives a GError in
- * G_IO_ERROR: G_IO_ERROR_INVALID_DATA (corrupt, truncated, out of bounds) or
- * G_IO_ERROR_NOT_SUPPORTED (another version, an unknown tensor type), never a crash.
+ * AMK_MODEL_ERROR, never a crash: AMK_MODEL_ERROR_CORRUPT (corrupt, truncated, out of
+ * bounds), AMK_MODEL_ERROR_UNSUPPORTED_VERSION (another version, big-endian),
+ * AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE (an unknown tensor type),
+ * AMK_MODEL_ERROR_INVALID_METADATA (a key that is missing or of another type). A file
+ * that cannot be read or mapped is a G_IO_ERROR.
  *
  * Tensor dimensions are in ggml order: dims[0] is the fastest-varying one (the length
  * of a row), so a [rows, cols] PyTorch weight has dims = { cols, rows }.
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <glib.h>
+#include "amk-model-spec-private.h"
 
 G_BEGIN_DECLS
 
@@ -167,16 +171,11 @@ gboolean              amk_gguf_tensor_to_bf16     (const AmkGgufTensor *tensor,
                                                    guint16      *out,
                                                    GError      **error);
 
-/* Undoes the q/k row permutation of llama.cpp's convert_hf_to_gguf.py (`permute`) in
- * place: `rows` holds n_rows rows of n_cols values (row-major, ggml dims {n_cols,
- * n_rows}); n_heads is the head count the converter used (n_head for Q, n_head_kv for
- * K). Afterwards the rows are in Hugging Face's rotate-half order. Fails when n_rows is
- * not a multiple of 2 * n_heads. */
-gboolean              amk_gguf_unpermute_qk       (guint16      *rows,
-                                                   gsize         n_rows,
-                                                   gsize         n_cols,
-                                                   guint         n_heads,
-                                                   GError      **error);
+/* The neutral element type of a ggml type (AMK_MODEL_TENSOR_OTHER where amk-glib has no
+ * conversion), and the tensor's stored bytes as a slice of the file (no copy). */
+AmkModelTensorType    amk_ggml_type_to_model      (AmkGgmlType   type);
+GBytes               *amk_gguf_tensor_ref_data    (AmkGguf      *self,
+                                                   const AmkGgufTensor *tensor);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkGguf, amk_gguf_free)
 

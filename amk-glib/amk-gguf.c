@@ -16,6 +16,7 @@
 #include <gio/gio.h>
 
 #include "amk-gguf-private.h"
+#include "amk-model-spec-private.h"
 #include "amk-dtype-private.h"
 #include "amk-loader-private.h"
 
@@ -166,7 +167,7 @@ static gboolean
 reader_take (Reader *r, gsize n, const guint8 **out, GError **error)
 {
   if (n > r->size - r->pos)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("the file is truncated: it ends at byte %zu, inside %s"), r->size, r->where);
   *out = r->data + r->pos;
   r->pos += n;
@@ -204,11 +205,11 @@ reader_string (Reader *r, guint64 max_length, char **out, gsize *out_len, GError
   if (!reader_u64 (r, &len, error))
     return FALSE;
   if (len > max_length)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("a string of %" PRIu64 " bytes in %s exceeds the limit of %" PRIu64 " bytes"),
                  len, r->where, max_length);
   if (len > r->size - r->pos)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("a string of %" PRIu64 " bytes in %s runs past the end of the file"),
                  len, r->where);
   if (!reader_take (r, (gsize) len, &p, error))
@@ -233,7 +234,7 @@ reader_name (Reader *r, char **out, GError **error)
   if (strlen (*out) != len || !g_utf8_validate (*out, len, NULL))
     {
       g_clear_pointer (out, g_free);
-      return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+      return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                    _("the name in %s is not valid UTF-8 or holds a NUL byte"), r->where);
     }
   return TRUE;
@@ -270,7 +271,7 @@ read_scalar (Reader *r, Kv *kv, guint32 type, GError **error)
     case AMK_GGUF_TYPE_FLOAT64: kv->v.f = rdf64 (p); break;
     case AMK_GGUF_TYPE_BOOL:
       if (p[0] > 1)
-        return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                      _("the bool value of key “%s” is %u, not 0 or 1"), kv->key, p[0]);
       kv->v.u = p[0];
       break;
@@ -303,23 +304,23 @@ read_value (Reader *r, Kv *kv, GError **error)
       kv->element_type = element_type;
       kv->n = n;
       if (element_type == AMK_GGUF_TYPE_ARRAY)
-        return fail (error, G_IO_ERROR_NOT_SUPPORTED, r->file,
+        return fail (error, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, r->file,
                      _("key “%s” holds an array of arrays"), kv->key);
       if (n > AMK_GGUF_MAX_ARRAY_LENGTH)
-        return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                      _("the array of key “%s” has %" PRIu64 " elements, more than the limit of %" PRIu64),
                      kv->key, n, AMK_GGUF_MAX_ARRAY_LENGTH);
       size = value_type_size (element_type);
       if (size > 0)
         {
           if (n > (r->size - r->pos) / size)
-            return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+            return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                          _("the array of key “%s” (%" PRIu64 " elements) runs past the end of the file"),
                          kv->key, n);
           if (element_type == AMK_GGUF_TYPE_BOOL)
             for (guint64 i = 0; i < n; i++)
               if (r->data[r->pos + i] > 1)
-                return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+                return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                              _("element %" PRIu64 " of the bool array of key “%s” is not 0 or 1"),
                              i, kv->key);
           return reader_take (r, (gsize) n * size, &kv->raw, error);
@@ -328,7 +329,7 @@ read_value (Reader *r, Kv *kv, GError **error)
         {
           /* every string takes at least its 8-byte length */
           if (n > (r->size - r->pos) / 8)
-            return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+            return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                          _("the string array of key “%s” (%" PRIu64 " elements) runs past the end of the file"),
                          kv->key, n);
           kv->strv = g_new0 (char *, (gsize) n + 1);
@@ -337,10 +338,10 @@ read_value (Reader *r, Kv *kv, GError **error)
               return FALSE;
           return TRUE;
         }
-      return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+      return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                    _("the array of key “%s” has the unknown element type %u"), kv->key, element_type);
     }
-  return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+  return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                _("key “%s” has the unknown value type %u"), kv->key, type);
 }
 
@@ -359,7 +360,7 @@ read_tensor_info (Reader *r, AmkGguf *self, AmkGgufTensor *t, GError **error)
   if (!reader_u32 (r, &n_dims, error))
     return FALSE;
   if (n_dims > AMK_GGUF_MAX_DIMS)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("tensor “%s” has %u dimensions, more than %d"), name, n_dims, AMK_GGUF_MAX_DIMS);
   t->n_dims = n_dims;
   for (guint d = 0; d < AMK_GGUF_MAX_DIMS; d++)
@@ -369,7 +370,7 @@ read_tensor_info (Reader *r, AmkGguf *self, AmkGgufTensor *t, GError **error)
       if (!reader_u64 (r, &t->dims[d], error))
         return FALSE;
       if (t->dims[d] > G_MAXINT64 || !g_uint64_checked_mul (&n, n, t->dims[d]) || n > G_MAXINT64)
-        return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                      _("the dimensions of tensor “%s” overflow"), name);
     }
   t->n_elements = n;
@@ -377,20 +378,20 @@ read_tensor_info (Reader *r, AmkGguf *self, AmkGgufTensor *t, GError **error)
     return FALSE;
   info = type_info (type);
   if (info == NULL)
-    return fail (error, G_IO_ERROR_NOT_SUPPORTED, r->file,
+    return fail (error, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, r->file,
                  _("tensor “%s” has the unknown type %u"), name, type);
   t->type = type;
   if (t->dims[0] % info->block != 0)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("the rows of tensor “%s” (%" PRIu64 " elements) are not a whole number of %s blocks of %u"),
                  name, t->dims[0], info->name, info->block);
   n_blocks = n / info->block;
   if (!g_uint64_checked_mul (&n_bytes, n_blocks, info->size) || n_bytes > G_MAXSIZE)
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("the byte size of tensor “%s” overflows"), name);
   t->n_bytes = (gsize) n_bytes;
   if (g_hash_table_contains (self->tensor_index, name))
-    return fail (error, G_IO_ERROR_INVALID_DATA, r->file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("tensor “%s” appears twice"), name);
   g_hash_table_insert (self->tensor_index, name, t);
   return TRUE;
@@ -410,7 +411,7 @@ parse (AmkGguf *self, GError **error)
 
   if (r.size < 4 || memcmp (r.data, "GGUF", 4) != 0)
     {
-      fail (error, G_IO_ERROR_INVALID_DATA, r.file, _("it does not start with the magic “GGUF”"));
+      fail (error, AMK_MODEL_ERROR_CORRUPT, r.file, _("it does not start with the magic “GGUF”"));
       goto out;
     }
   r.pos = 4;
@@ -419,9 +420,9 @@ parse (AmkGguf *self, GError **error)
   if (self->version != AMK_GGUF_VERSION)
     {
       if (GUINT32_SWAP_LE_BE (self->version) == AMK_GGUF_VERSION)
-        fail (error, G_IO_ERROR_NOT_SUPPORTED, r.file, _("big-endian GGUF files are not supported"));
+        fail (error, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, r.file, _("big-endian GGUF files are not supported"));
       else
-        fail (error, G_IO_ERROR_NOT_SUPPORTED, r.file,
+        fail (error, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, r.file,
               _("GGUF version %u is not supported (only version %d is)"),
               self->version, AMK_GGUF_VERSION);
       goto out;
@@ -431,14 +432,14 @@ parse (AmkGguf *self, GError **error)
   /* a tensor info takes at least 24 bytes, a key/value pair at least 13 */
   if (n_tensors > AMK_GGUF_MAX_TENSORS || n_tensors > (r.size - r.pos) / 24)
     {
-      fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+      fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
             _("the tensor count %" PRIu64 " is larger than the file or the limit of %u allows"),
             n_tensors, AMK_GGUF_MAX_TENSORS);
       goto out;
     }
   if (n_kvs > AMK_GGUF_MAX_KV || n_kvs > (r.size - r.pos) / 13)
     {
-      fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+      fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
             _("the metadata count %" PRIu64 " is larger than the file or the limit of %u allows"),
             n_kvs, AMK_GGUF_MAX_KV);
       goto out;
@@ -456,7 +457,7 @@ parse (AmkGguf *self, GError **error)
       reader_at (&r, g_strdup_printf (_("the value of key “%s”"), kv->key));
       if (g_hash_table_contains (self->kv_index, kv->key))
         {
-          fail (error, G_IO_ERROR_INVALID_DATA, r.file, _("key “%s” appears twice"), kv->key);
+          fail (error, AMK_MODEL_ERROR_CORRUPT, r.file, _("key “%s” appears twice"), kv->key);
           goto out;
         }
       g_hash_table_insert (self->kv_index, kv->key, kv);
@@ -481,7 +482,7 @@ parse (AmkGguf *self, GError **error)
       if (kv->type != AMK_GGUF_TYPE_UINT32 || kv->v.u == 0 || (kv->v.u & (kv->v.u - 1)) != 0 ||
           kv->v.u > AMK_GGUF_MAX_ALIGNMENT)
         {
-          fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+          fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
                 _("general.alignment must be a uint32 power of two of at most %u"),
                 AMK_GGUF_MAX_ALIGNMENT);
           goto out;
@@ -493,7 +494,7 @@ parse (AmkGguf *self, GError **error)
   data_start = ((guint64) r.pos + self->alignment - 1) / self->alignment * self->alignment;
   if (n_tensors > 0 && data_start > r.size)
     {
-      fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+      fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
             _("the file is truncated: it ends at byte %zu, before its data section"), r.size);
       goto out;
     }
@@ -504,14 +505,14 @@ parse (AmkGguf *self, GError **error)
 
       if (t->offset % self->alignment != 0)
         {
-          fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+          fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
                 _("the data of tensor “%s” at offset %" PRIu64 " is not aligned to %u bytes"),
                 t->name, t->offset, self->alignment);
           goto out;
         }
       if (t->offset > data_size || t->n_bytes > data_size - t->offset)
         {
-          fail (error, G_IO_ERROR_INVALID_DATA, r.file,
+          fail (error, AMK_MODEL_ERROR_CORRUPT, r.file,
                 _("the data of tensor “%s” (%zu bytes at offset %" PRIu64 ") runs past the end of the file"),
                 t->name, t->n_bytes, t->offset);
           goto out;
@@ -637,7 +638,7 @@ lookup (AmkGguf *self, const char *key, GError **error)
   const Kv *kv = g_hash_table_lookup (self->kv_index, key);
 
   if (kv == NULL)
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+    g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA,
                  _("The GGUF file “%s” has no metadata key “%s”"), self->name, key);
   return kv;
 }
@@ -649,7 +650,7 @@ wrong_type (AmkGguf *self, const Kv *kv, const char *expected, GError **error)
     ? g_strdup_printf ("array of %s", value_type_name (kv->element_type))
     : g_strdup (value_type_name (kv->type));
 
-  g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+  g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA,
                _("The metadata key “%s” of the GGUF file “%s” is of type %s, expected %s"),
                kv->key, self->name, actual, expected);
   return FALSE;
@@ -658,7 +659,7 @@ wrong_type (AmkGguf *self, const Kv *kv, const char *expected, GError **error)
 static gboolean
 out_of_range (AmkGguf *self, const Kv *kv, const char *expected, GError **error)
 {
-  g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+  g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA,
                _("The value of the metadata key “%s” of the GGUF file “%s” does not fit in a %s"),
                kv->key, self->name, expected);
   return FALSE;
@@ -970,113 +971,49 @@ amk_gguf_find_tensor (AmkGguf    *self,
   return g_hash_table_lookup (self->tensor_index, name);
 }
 
+AmkModelTensorType
+amk_ggml_type_to_model (AmkGgmlType type)
+{
+  switch (type)
+    {
+    case AMK_GGML_TYPE_F32: return AMK_MODEL_TENSOR_F32;
+    case AMK_GGML_TYPE_F16: return AMK_MODEL_TENSOR_F16;
+    case AMK_GGML_TYPE_BF16: return AMK_MODEL_TENSOR_BF16;
+    case AMK_GGML_TYPE_Q8_0: return AMK_MODEL_TENSOR_Q8_0;
+    case AMK_GGML_TYPE_Q4_0: return AMK_MODEL_TENSOR_Q4_0;
+    case AMK_GGML_TYPE_Q4_1: return AMK_MODEL_TENSOR_Q4_1;
+    default: return AMK_MODEL_TENSOR_OTHER;
+    }
+}
+
+GBytes *
+amk_gguf_tensor_ref_data (AmkGguf             *self,
+                          const AmkGgufTensor *t)
+{
+  const guint8 *base;
+
+  g_return_val_if_fail (self != NULL && t != NULL, NULL);
+
+  base = g_bytes_get_data (self->bytes, NULL);
+  return g_bytes_new_from_bytes (self->bytes, (gsize) (t->data - base), t->n_bytes);
+}
+
 gboolean
 amk_gguf_tensor_to_bf16 (const AmkGgufTensor  *t,
                          guint16              *out,
                          GError              **error)
 {
-  const guint8 *p;
-  gsize n;
-
   g_return_val_if_fail (t != NULL, FALSE);
   g_return_val_if_fail (out != NULL || t->n_elements == 0, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  p = t->data;
-  n = (gsize) t->n_elements;
-  switch (t->type)
+  if (!amk_model_tensor_type_to_bf16 (amk_ggml_type_to_model (t->type), t->data,
+                                      (gsize) t->n_elements, out))
     {
-    case AMK_GGML_TYPE_F32:
-      for (gsize i = 0; i < n; i++)
-        out[i] = amk_float_to_bf16 (rdf32 (p + 4 * i));
-      return TRUE;
-    case AMK_GGML_TYPE_F16:
-      for (gsize i = 0; i < n; i++)
-        out[i] = amk_float_to_bf16 (amk_f16_to_float (rd16 (p + 2 * i)));
-      return TRUE;
-    case AMK_GGML_TYPE_BF16:
-      for (gsize i = 0; i < n; i++)
-        out[i] = rd16 (p + 2 * i);
-      return TRUE;
-    case AMK_GGML_TYPE_Q8_0:
-      /* block: f16 d, 32 x int8 q; x = q * d (exact in float) */
-      for (gsize b = 0; b < n / 32; b++, p += 34)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          for (guint j = 0; j < 32; j++)
-            out[b * 32 + j] = amk_float_to_bf16 ((float) (gint8) p[2 + j] * d);
-        }
-      return TRUE;
-    case AMK_GGML_TYPE_Q4_0:
-      /* block: f16 d, 16 bytes; low nibbles are elements 0..15, high ones 16..31;
-       * x = (q - 8) * d (exact in float) */
-      for (gsize b = 0; b < n / 32; b++, p += 18)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          for (guint j = 0; j < 16; j++)
-            {
-              out[b * 32 + j] = amk_float_to_bf16 ((float) ((p[2 + j] & 0x0f) - 8) * d);
-              out[b * 32 + j + 16] = amk_float_to_bf16 ((float) ((p[2 + j] >> 4) - 8) * d);
-            }
-        }
-      return TRUE;
-    case AMK_GGML_TYPE_Q4_1:
-      /* block: f16 d, f16 m, 16 bytes of nibbles as Q4_0; x = q * d + m (q * d is exact,
-       * so the sum rounds once to float, with or without a fused multiply-add) */
-      for (gsize b = 0; b < n / 32; b++, p += 20)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          float m = amk_f16_to_float (rd16 (p + 2));
-          for (guint j = 0; j < 16; j++)
-            {
-              out[b * 32 + j] = amk_float_to_bf16 ((float) (p[4 + j] & 0x0f) * d + m);
-              out[b * 32 + j + 16] = amk_float_to_bf16 ((float) (p[4 + j] >> 4) * d + m);
-            }
-        }
-      return TRUE;
-    default:
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+      g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE,
                    _("Tensor “%s” of the GGUF file “%s” is of type %s, which cannot be converted to bf16 (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)"),
                    t->name, t->file, amk_ggml_type_name (t->type));
       return FALSE;
-    }
-}
-
-gboolean
-amk_gguf_unpermute_qk (guint16  *rows,
-                       gsize     n_rows,
-                       gsize     n_cols,
-                       guint     n_heads,
-                       GError  **error)
-{
-  g_autofree guint16 *head = NULL;
-  gsize head_dim, half;
-
-  g_return_val_if_fail (rows != NULL || n_rows == 0 || n_cols == 0, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (n_heads == 0 || n_rows % n_heads != 0 || (n_rows / n_heads) % 2 != 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                   _("Cannot undo the rope permutation of %zu rows for %u heads: the rows must be a multiple of twice the heads"),
-                   n_rows, n_heads);
-      return FALSE;
-    }
-  head_dim = n_rows / n_heads;
-  half = head_dim / 2;
-  if (n_cols == 0 || head_dim == 0)
-    return TRUE;
-  head = g_new (guint16, head_dim * n_cols);
-  /* the converter wrote gguf row (i * 2 + s) of a head from HF row (s * half + i) */
-  for (gsize h = 0; h < n_heads; h++)
-    {
-      guint16 *base = rows + h * head_dim * n_cols;
-
-      memcpy (head, base, head_dim * n_cols * sizeof (guint16));
-      for (gsize s = 0; s < 2; s++)
-        for (gsize i = 0; i < half; i++)
-          memcpy (base + (s * half + i) * n_cols, head + (i * 2 + s) * n_cols,
-                  n_cols * sizeof (guint16));
     }
   return TRUE;
 }

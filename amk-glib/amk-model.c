@@ -8,6 +8,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-model-private.h"
+#include "amk-model-loader-private.h"
 #include "amk-enum-types.h"
 #include "amk-kernel-attributes.h"
 #include "amk-launcher.h"
@@ -37,6 +38,15 @@
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
  * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
  * model is loaded.
+ */
+
+/**
+ * amk_model_error_quark:
+ *
+ * The error domain of model files, %AMK_MODEL_ERROR. (Defined with the model
+ * description in amk-model-spec.c, which every reader links.)
+ *
+ * Returns: the quark of the [error@Amk.ModelError] domain
  */
 
 /* The KV cache length when none is asked for (the model's own when that is smaller). */
@@ -351,6 +361,29 @@ default_n_queues (gboolean cpu_executor)
 }
 
 
+/* Reads the model's description, then builds the decode step for a KV cache of
+ * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller). */
+static AmkModelBuild *
+build_model (const char    *path,
+             guint          n_queues,
+             guint          context,
+             GCancellable  *cancellable,
+             GError       **error)
+{
+  g_autoptr(AmkModelSpec) spec = NULL;
+
+  spec = amk_model_read_spec (path, error);
+  if (spec == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
+    return NULL;
+  if (context == 0)
+    {
+      context = DEFAULT_CONTEXT;
+      if (spec->params.model_context > 0 && spec->params.model_context < context)
+        context = spec->params.model_context;
+    }
+  return amk_model_build_graph (spec, n_queues, context, error);
+}
+
 /* Loads the model unless it is loaded (GInitable's init), with the default queue count
  * of the executor that will run it: the CPU executor, or a GPU where there is one. */
 gboolean
@@ -361,7 +394,7 @@ amk_model_load_for_executor (AmkModel      *self,
 {
   g_autoptr(AmkModelBuild) build = NULL;
   AmkProgram *program;
-  guint n_queues, context;
+  guint n_queues;
   guint64 weight_bytes = 0;
 
   g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
@@ -379,22 +412,8 @@ amk_model_load_for_executor (AmkModel      *self,
     return FALSE;
 
   n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues (cpu_executor);
-  context = self->context_length > 0 ? self->context_length : DEFAULT_CONTEXT;
-  build = amk_model_build_from_path (self->path, n_queues, context, error);
-  if (build == NULL)
-    return FALSE;
-  if (self->context_length == 0 && build->model_context > 0 && build->model_context < context)
-    {
-      /* trained for less than the default: the model's own context, built again */
-      context = build->model_context;
-      g_clear_pointer (&build, amk_model_build_free);
-      if (g_cancellable_set_error_if_cancelled (cancellable, error))
-        return FALSE;
-      build = amk_model_build_from_path (self->path, n_queues, context, error);
-      if (build == NULL)
-        return FALSE;
-    }
-  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+  build = build_model (self->path, n_queues, self->context_length, cancellable, error);
+  if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 
   program = build->program;
@@ -481,9 +500,10 @@ amk_model_async_initable_iface_init (GAsyncInitableIface *iface)
  * [func@Amk.Model.new_from_file_async]. @cancellable is checked before and after the
  * work, not during it.
  *
- * A missing file fails with %G_IO_ERROR_NOT_FOUND, a file that is not a model of a
- * supported architecture with %G_IO_ERROR_INVALID_DATA or %G_IO_ERROR_NOT_SUPPORTED;
- * the message names the file and the key or tensor.
+ * A missing or unreadable file fails in the %G_IO_ERROR domain (such as
+ * %G_IO_ERROR_NOT_FOUND), a file that is not a model amk-glib can run in the
+ * %AMK_MODEL_ERROR domain, with the [error@Amk.ModelError] code that says what is
+ * wrong; the message names the file and the key, field or tensor.
  *
  * Returns: (transfer full): the model, or %NULL with @error set
  */

@@ -16,6 +16,51 @@
 
 G_BEGIN_DECLS
 
+/**
+ * AMK_MODEL_ERROR:
+ *
+ * Error domain of model files: [class@Amk.Model] loading a GGUF file or a Hugging Face
+ * checkpoint folder. Errors in this domain are from the [error@Amk.ModelError]
+ * enumeration; a file that cannot be found, read or mapped is a #G_IO_ERROR instead.
+ */
+#define AMK_MODEL_ERROR (amk_model_error_quark ())
+
+/**
+ * AmkModelError:
+ * @AMK_MODEL_ERROR_CORRUPT: the file is not well-formed: a bad magic, a truncated
+ *   header, an offset or length outside the file, invalid JSON, a duplicated key
+ * @AMK_MODEL_ERROR_UNSUPPORTED_VERSION: the file is of a format version amk-glib does not
+ *   read (a GGUF version other than 3, a big-endian GGUF file)
+ * @AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE: the model's architecture is not one amk-glib
+ *   builds (only "llama" and "qwen3", LlamaForCausalLM and Qwen3ForCausalLM are)
+ * @AMK_MODEL_ERROR_UNSUPPORTED_FEATURE: the architecture is supported but the model uses
+ *   a feature of it that amk-glib does not run (another RoPE scaling, biases,
+ *   sliding-window attention, quantized checkpoints)
+ * @AMK_MODEL_ERROR_INVALID_METADATA: a hyperparameter or other metadata (a GGUF key, a
+ *   config.json field, a special token id) is missing, of the wrong type, out of range,
+ *   or inconsistent with the others
+ * @AMK_MODEL_ERROR_MISSING_TENSOR: a weight the model needs is not in the file
+ * @AMK_MODEL_ERROR_TENSOR_SHAPE: a tensor's shape or size is not the one the
+ *   hyperparameters ask for
+ * @AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE: a tensor is stored in an element type that
+ *   amk-glib cannot convert to bf16, or that the file format does not know
+ *
+ * Error codes of the %AMK_MODEL_ERROR domain.
+ */
+typedef enum {
+  AMK_MODEL_ERROR_CORRUPT,
+  AMK_MODEL_ERROR_UNSUPPORTED_VERSION,
+  AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE,
+  AMK_MODEL_ERROR_UNSUPPORTED_FEATURE,
+  AMK_MODEL_ERROR_INVALID_METADATA,
+  AMK_MODEL_ERROR_MISSING_TENSOR,
+  AMK_MODEL_ERROR_TENSOR_SHAPE,
+  AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE
+} AmkModelError;
+
+AMK_AVAILABLE_IN_1_0
+GQuark        amk_model_error_quark          (void);
+
 #define AMK_TYPE_MODEL (amk_model_get_type ())
 
 AMK_AVAILABLE_IN_1_0

@@ -4,9 +4,10 @@
  * checkpoint (model.safetensors.index.json naming its shards in "weight_map"). The
  * header is an 8-byte little-endian length and a JSON object parsed with json-glib;
  * every tensor's data_offsets are checked against its dtype and shape, the data
- * section, and the other tensors (no overlaps). Errors are in G_IO_ERROR:
- * G_IO_ERROR_INVALID_DATA (corrupt, truncated, out of bounds), G_IO_ERROR_NOT_SUPPORTED
- * (an unknown dtype), G_IO_ERROR_NOT_FOUND (a missing file or shard), never a crash.
+ * section, and the other tensors (no overlaps). Errors, never a crash:
+ * AMK_MODEL_ERROR_CORRUPT (corrupt, truncated, out of bounds),
+ * AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE (an unknown dtype), and G_IO_ERROR for a
+ * missing or unreadable file or shard.
  *
  * Shapes are in the file's (PyTorch) order: shape[0] is the slowest-varying dimension.
  *
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <glib.h>
+#include "amk-model-spec-private.h"
 
 G_BEGIN_DECLS
 
@@ -76,6 +78,8 @@ const char                  *amk_safetensors_dtype_name     (AmkSafetensorsDType
 guint                        amk_safetensors_dtype_size     (AmkSafetensorsDType dtype);
 /* The tensor's data without a copy: a slice of the (mapped) shard, which it keeps. */
 GBytes                      *amk_safetensors_tensor_ref_data (const AmkSafetensorsTensor *tensor);
+/* The neutral element type of a dtype (AMK_MODEL_TENSOR_OTHER: no conversion). */
+AmkModelTensorType           amk_safetensors_dtype_to_model (AmkSafetensorsDType dtype);
 /* Fills `out` (tensor->n_elements values) from BF16, F16 or F32 data, rounded (RNE). */
 gboolean                     amk_safetensors_tensor_to_bf16 (const AmkSafetensorsTensor *tensor,
                                                              guint16         *out,

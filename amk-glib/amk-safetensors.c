@@ -16,6 +16,7 @@
 #include <json-glib/json-glib.h>
 
 #include "amk-safetensors-private.h"
+#include "amk-model-spec-private.h"
 #include "amk-dtype-private.h"
 #include "amk-loader-private.h"
 
@@ -84,59 +85,17 @@ tensor_free (AmkSafetensorsTensor *t)
   g_free (t);
 }
 
-/* JSON text without NUL bytes that nests at most MAX_JSON_DEPTH levels (outside strings). */
-static gboolean
-check_json_shape (const char *text, gsize len, const char *file, const char *what, GError **error)
-{
-  switch (amk_json_scan (text, len, MAX_JSON_DEPTH))
-    {
-    case AMK_JSON_SCAN_NUL:
-      return fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s holds a NUL byte"), what);
-    case AMK_JSON_SCAN_TOO_DEEP:
-      return fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s nests deeper than %d levels"),
-                   what, MAX_JSON_DEPTH);
-    default:
-      return TRUE;
-    }
-}
-
+/* A JSON object of `file`; `what` is "header" or "index" (the size was checked). */
 static JsonNode *
-parse_json (const char *text, gsize len, const char *file, const char *what, GError **error)
+parse_json (const char *text, gsize len, const char *file, gboolean index, GError **error)
 {
-  g_autoptr(JsonParser) parser = NULL;
-  g_autoptr(GError) local = NULL;
-  JsonNode *root;
+  /* TRANSLATORS: %s is a file's name */
+  g_autofree char *what = g_strdup_printf (index ? _("The safetensors index “%s”")
+                                                 : _("The header of the safetensors file “%s”"),
+                                           file);
 
-  if (!check_json_shape (text, len, file, what, error))
-    return NULL;
-  parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, text, (gssize) len, &local))
-    {
-      fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s is not valid JSON: %s"), what, local->message);
-      return NULL;
-    }
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    {
-      fail (error, G_IO_ERROR_INVALID_DATA, file, _("%s is not a JSON object"), what);
-      return NULL;
-    }
-  return json_node_ref (root);
-}
-
-/* a non-negative JSON integer */
-static gboolean
-get_uint (JsonNode *node, guint64 *value)
-{
-  gint64 v;
-
-  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
-    return FALSE;
-  v = json_node_get_int (node);
-  if (v < 0)
-    return FALSE;
-  *value = (guint64) v;
-  return TRUE;
+  return amk_json_parse_object (text, len, AMK_SAFETENSORS_MAX_HEADER, MAX_JSON_DEPTH, what,
+                                error);
 }
 
 static gint
@@ -162,52 +121,52 @@ parse_entry (const char *file, const char *name, JsonNode *node, const guint8 *d
   guint d;
 
   if (!JSON_NODE_HOLDS_OBJECT (node))
-    return fail (error, G_IO_ERROR_INVALID_DATA, file, _("the entry of tensor “%s” is not an object"), name);
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("the entry of tensor “%s” is not an object"), name);
   entry = json_node_get_object (node);
 
   dtype_node = json_object_get_member (entry, "dtype");
   if (dtype_node == NULL || !JSON_NODE_HOLDS_VALUE (dtype_node) ||
       json_node_get_value_type (dtype_node) != G_TYPE_STRING)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file, _("tensor “%s” has no dtype string"), name);
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("tensor “%s” has no dtype string"), name);
   dtype = json_node_get_string (dtype_node);
   for (d = 0; d < G_N_ELEMENTS (dtypes); d++)
     if (strcmp (dtype, dtypes[d].name) == 0)
       break;
   if (d == G_N_ELEMENTS (dtypes))
-    return fail (error, G_IO_ERROR_NOT_SUPPORTED, file, _("tensor “%s” has the unknown dtype “%s”"), name, dtype);
+    return fail (error, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, file, _("tensor “%s” has the unknown dtype “%s”"), name, dtype);
   t->dtype = d;
 
   shape_node = json_object_get_member (entry, "shape");
   if (shape_node == NULL || !JSON_NODE_HOLDS_ARRAY (shape_node))
-    return fail (error, G_IO_ERROR_INVALID_DATA, file, _("tensor “%s” has no shape array"), name);
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("tensor “%s” has no shape array"), name);
   shape = json_node_get_array (shape_node);
   if (json_array_get_length (shape) > AMK_SAFETENSORS_MAX_DIMS)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file, _("tensor “%s” has %u dimensions, more than %d"),
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("tensor “%s” has %u dimensions, more than %d"),
                  name, json_array_get_length (shape), AMK_SAFETENSORS_MAX_DIMS);
   t->n_dims = json_array_get_length (shape);
   for (guint i = 0; i < t->n_dims; i++)
     {
-      if (!get_uint (json_array_get_element (shape, i), &t->shape[i]))
-        return fail (error, G_IO_ERROR_INVALID_DATA, file,
+      if (!amk_json_node_get_uint (json_array_get_element (shape, i), &t->shape[i]))
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                      _("dimension %u of tensor “%s” is not a non-negative integer"), i, name);
       if (!g_uint64_checked_mul (&n, n, t->shape[i]))
-        return fail (error, G_IO_ERROR_INVALID_DATA, file, _("the shape of tensor “%s” overflows"), name);
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("the shape of tensor “%s” overflows"), name);
     }
   t->n_elements = n;
 
   offsets_node = json_object_get_member (entry, "data_offsets");
   if (offsets_node == NULL || !JSON_NODE_HOLDS_ARRAY (offsets_node) ||
       json_array_get_length (offsets = json_node_get_array (offsets_node)) != 2 ||
-      !get_uint (json_array_get_element (offsets, 0), &begin) ||
-      !get_uint (json_array_get_element (offsets, 1), &end))
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+      !amk_json_node_get_uint (json_array_get_element (offsets, 0), &begin) ||
+      !amk_json_node_get_uint (json_array_get_element (offsets, 1), &end))
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("tensor “%s” has no data_offsets pair of non-negative integers"), name);
   if (begin > end || end > data_size)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("the data_offsets [%" PRIu64 ", %" PRIu64 "] of tensor “%s” are outside the %zu bytes of data"),
                  begin, end, name, data_size);
   if (!g_uint64_checked_mul (&n_bytes, n, dtypes[d].size) || n_bytes != end - begin)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("tensor “%s” has %" PRIu64 " bytes of data, but its dtype and shape need %" PRIu64 " elements of %u bytes"),
                  name, end - begin, n, dtypes[d].size);
   t->data = data + begin;
@@ -233,19 +192,19 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
 
   base = g_bytes_get_data (bytes, &size);
   if (size < 8)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("the file is truncated: %zu bytes, less than the 8 of the header length"), size);
   memcpy (&header_len, base, 8);
   header_len = GUINT64_FROM_LE (header_len);
   if (header_len > AMK_SAFETENSORS_MAX_HEADER)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("the header length %" PRIu64 " exceeds the limit of %u bytes"),
                  header_len, AMK_SAFETENSORS_MAX_HEADER);
   if (header_len > size - 8)
-    return fail (error, G_IO_ERROR_INVALID_DATA, file,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                  _("the header length %" PRIu64 " runs past the end of the file (%zu bytes)"),
                  header_len, size);
-  root = parse_json ((const char *) base + 8, (gsize) header_len, file, _("the header"), error);
+  root = parse_json ((const char *) base + 8, (gsize) header_len, file, FALSE, error);
   if (root == NULL)
     return FALSE;
   data_size = size - 8 - (gsize) header_len;
@@ -263,12 +222,12 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
           JsonNode *value;
 
           if (!JSON_NODE_HOLDS_OBJECT (node))
-            return fail (error, G_IO_ERROR_INVALID_DATA, file, _("__metadata__ is not an object"));
+            return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("__metadata__ is not an object"));
           json_object_iter_init (&meta, json_node_get_object (node));
           while (json_object_iter_next (&meta, &key, &value))
             {
               if (!JSON_NODE_HOLDS_VALUE (value) || json_node_get_value_type (value) != G_TYPE_STRING)
-                return fail (error, G_IO_ERROR_INVALID_DATA, file,
+                return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                              _("the __metadata__ value of “%s” is not a string"), key);
               if (self->shards->len == 0)
                 g_hash_table_insert (self->metadata, g_strdup (key), g_strdup (json_node_get_string (value)));
@@ -276,7 +235,7 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
           continue;
         }
       if (g_hash_table_contains (self->index, member))
-        return fail (error, G_IO_ERROR_INVALID_DATA, file, _("tensor “%s” appears twice"), member);
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, file, _("tensor “%s” appears twice"), member);
 
       t = g_new0 (AmkSafetensorsTensor, 1);
       t->name = g_strdup (member);
@@ -294,7 +253,7 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
       const AmkSafetensorsTensor *b = g_ptr_array_index (mine, i);
 
       if (a->n_bytes > 0 && b->n_bytes > 0 && a->data + a->n_bytes > b->data)
-        return fail (error, G_IO_ERROR_INVALID_DATA, file,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
                      _("the data of tensors “%s” and “%s” overlap"), a->name, b->name);
     }
 
@@ -413,14 +372,14 @@ open_index (AmkSafetensors *self, const char *dir, const char *index_path, GErro
     return FALSE;
   text = g_bytes_get_data (bytes, &len);
   if (len > AMK_SAFETENSORS_MAX_HEADER)
-    return fail (error, G_IO_ERROR_INVALID_DATA, display,
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, display,
                  _("the index is larger than the limit of %u bytes"), AMK_SAFETENSORS_MAX_HEADER);
-  root = parse_json (text != NULL ? text : "", len, display, _("the index"), error);
+  root = parse_json (text, len, display, TRUE, error);
   if (root == NULL)
     return FALSE;
   map_node = json_object_get_member (json_node_get_object (root), "weight_map");
   if (map_node == NULL || !JSON_NODE_HOLDS_OBJECT (map_node))
-    return fail (error, G_IO_ERROR_INVALID_DATA, display, _("the index has no weight_map object"));
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, display, _("the index has no weight_map object"));
 
   json_object_iter_init (&iter, json_node_get_object (map_node));
   while (json_object_iter_next (&iter, &tensor, &node))
@@ -429,19 +388,19 @@ open_index (AmkSafetensors *self, const char *dir, const char *index_path, GErro
 
       if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING ||
           !valid_shard_name (shard = json_node_get_string (node)))
-        return fail (error, G_IO_ERROR_INVALID_DATA, display,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, display,
                      _("the weight_map entry of tensor “%s” is not a file name in the index's folder"), tensor);
       if (!g_hash_table_contains (seen, shard))
         {
           if (shard_names->len >= AMK_SAFETENSORS_MAX_SHARDS)
-            return fail (error, G_IO_ERROR_INVALID_DATA, display,
+            return fail (error, AMK_MODEL_ERROR_CORRUPT, display,
                          _("the index names more than %d shards"), AMK_SAFETENSORS_MAX_SHARDS);
           g_hash_table_add (seen, (char *) shard);
           g_ptr_array_add (shard_names, (char *) shard);
         }
     }
   if (shard_names->len == 0)
-    return fail (error, G_IO_ERROR_INVALID_DATA, display, _("the weight_map of the index is empty"));
+    return fail (error, AMK_MODEL_ERROR_CORRUPT, display, _("the weight_map of the index is empty"));
   g_ptr_array_sort (shard_names, compare_strings);
 
   for (guint i = 0; i < shard_names->len; i++)
@@ -452,7 +411,7 @@ open_index (AmkSafetensors *self, const char *dir, const char *index_path, GErro
 
       if (!open_file (self, path, &local))
         {
-          g_set_error (error, G_IO_ERROR, local->code,
+          g_set_error (error, local->domain, local->code,
                        _("Cannot load shard “%s” named by the index “%s”: %s"),
                        shard, display, local->message);
           return FALSE;
@@ -468,7 +427,7 @@ open_index (AmkSafetensors *self, const char *dir, const char *index_path, GErro
       g_autofree char *expected_display = g_filename_display_name (expected);
 
       if (t == NULL || strcmp (t->file, expected_display) != 0)
-        return fail (error, G_IO_ERROR_INVALID_DATA, display,
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, display,
                      _("the index puts tensor “%s” in shard “%s”, which does not hold it"),
                      tensor, json_node_get_string (node));
     }
@@ -559,51 +518,34 @@ amk_safetensors_tensor_ref_data (const AmkSafetensorsTensor *t)
   return g_bytes_new_from_bytes (t->bytes, (gsize) (t->data - base), t->n_bytes);
 }
 
+AmkModelTensorType
+amk_safetensors_dtype_to_model (AmkSafetensorsDType dtype)
+{
+  switch (dtype)
+    {
+    case AMK_SAFETENSORS_DTYPE_F32: return AMK_MODEL_TENSOR_F32;
+    case AMK_SAFETENSORS_DTYPE_F16: return AMK_MODEL_TENSOR_F16;
+    case AMK_SAFETENSORS_DTYPE_BF16: return AMK_MODEL_TENSOR_BF16;
+    default: return AMK_MODEL_TENSOR_OTHER;
+    }
+}
+
 gboolean
 amk_safetensors_tensor_to_bf16 (const AmkSafetensorsTensor  *t,
                                 guint16                     *out,
                                 GError                     **error)
 {
-  gsize n;
-
   g_return_val_if_fail (t != NULL, FALSE);
   g_return_val_if_fail (out != NULL || t->n_elements == 0, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  n = (gsize) t->n_elements;
-  switch (t->dtype)
+  if (!amk_model_tensor_type_to_bf16 (amk_safetensors_dtype_to_model (t->dtype), t->data,
+                                      (gsize) t->n_elements, out))
     {
-    case AMK_SAFETENSORS_DTYPE_BF16:
-      for (gsize i = 0; i < n; i++)
-        {
-          guint16 v;
-          memcpy (&v, t->data + 2 * i, 2);
-          out[i] = GUINT16_FROM_LE (v);
-        }
-      return TRUE;
-    case AMK_SAFETENSORS_DTYPE_F16:
-      for (gsize i = 0; i < n; i++)
-        {
-          guint16 v;
-          memcpy (&v, t->data + 2 * i, 2);
-          out[i] = amk_float_to_bf16 (amk_f16_to_float (GUINT16_FROM_LE (v)));
-        }
-      return TRUE;
-    case AMK_SAFETENSORS_DTYPE_F32:
-      for (gsize i = 0; i < n; i++)
-        {
-          guint32 u;
-          float f;
-          memcpy (&u, t->data + 4 * i, 4);
-          u = GUINT32_FROM_LE (u);
-          memcpy (&f, &u, 4);
-          out[i] = amk_float_to_bf16 (f);
-        }
-      return TRUE;
-    default:
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+      g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE,
                    _("Tensor “%s” of the safetensors file “%s” has dtype %s, which cannot be converted to bf16 (supported: BF16, F16, F32)"),
                    t->name, t->file, amk_safetensors_dtype_name (t->dtype));
       return FALSE;
     }
+  return TRUE;
 }

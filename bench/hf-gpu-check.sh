@@ -23,7 +23,7 @@ for preset in llama-3.2-1b qwen3-0.6b; do
 done
 step "amk vs transformers (megakernel)" env AMK_TEST_HF_CHECKPOINTS=/tmp/llama-3.2-1b:/tmp/qwen3-0.6b \
   G_TEST_SRCDIR="$PWD/tests" timeout 400 bash .gpu/run.sh "$B/tests/unit/test-hf-model" \
-  -p /hf-model/env-checkpoints --verbose > "$O/test-hf-model.log" 2>&1
+  -p /amk/hf-model/env-checkpoints --verbose > "$O/test-hf-model.log" 2>&1
 grep -vE "^# (Start|End) of" "$O/test-hf-model.log" | tail -12
 for preset in llama-3.2-1b qwen3-0.6b; do
   step "amk generate $preset" timeout 200 bash .gpu/run.sh "$B/tools/amk" generate -m "/tmp/$preset" \

@@ -1,11 +1,11 @@
 /* fuzz-gguf.c: libFuzzer target for the GGUF parser (amk-gguf.c).
  *
  * The bytes go to amk_gguf_open_bytes(), which must either return a parsed file or
- * fail with G_IO_ERROR_INVALID_DATA or G_IO_ERROR_NOT_SUPPORTED (never crash, leak,
- * hang or log a critical). A file that opens must answer every metadata getter for
- * each of its keys (a value or a G_IO_ERROR), and every tensor must either convert to
- * bf16 or, for a type the converter lacks, fail with G_IO_ERROR_NOT_SUPPORTED; the
- * converted rows also go through amk_gguf_unpermute_qk(). AddressSanitizer sees the
+ * fail with an AMK_MODEL_ERROR (never crash, leak, hang or log a critical). A file that
+ * opens must answer every metadata getter for each of its keys (a value or an
+ * AMK_MODEL_ERROR), and every tensor must either convert to bf16 or, for a type the
+ * converter lacks, fail with AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE; the converted rows
+ * also go through amk_model_unpermute_qk(). AddressSanitizer sees the
  * exact input buffer, so any read past a tensor's bytes is caught.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
@@ -26,8 +26,8 @@
 static void
 check_getter_error (gboolean ok, GError **error)
 {
-  if (!ok && (*error == NULL || (*error)->domain != G_IO_ERROR))
-    fail ("a getter failed without a G_IO_ERROR", *error);
+  if (!ok && (*error == NULL || (*error)->domain != AMK_MODEL_ERROR))
+    fail ("a getter failed without an AMK_MODEL_ERROR", *error);
   if (ok && *error != NULL)
     fail ("a getter succeeded and set an error", *error);
   g_clear_error (error);
@@ -119,7 +119,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       out = g_new (guint16, MAX (t->n_elements, 1));
       if (!amk_gguf_tensor_to_bf16 (t, out, &error))
         {
-          if (convertible (t->type) || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED))
+          if (convertible (t->type) || !g_error_matches (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE))
             fail ("a tensor failed to convert", error);
           g_clear_error (&error);
           continue;
@@ -127,9 +127,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       for (guint heads = 1; heads <= 3 && t->dims[0] > 0; heads++)
         {
           gsize rows = (gsize) (t->n_elements / t->dims[0]);
-          if (!amk_gguf_unpermute_qk (out, rows, (gsize) t->dims[0], heads, &error))
+          if (!amk_model_unpermute_qk (out, rows, (gsize) t->dims[0], heads, &error))
             {
-              if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
+              if (!g_error_matches (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE))
                 fail ("unpermute failed oddly", error);
               g_clear_error (&error);
             }

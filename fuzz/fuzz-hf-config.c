@@ -2,8 +2,8 @@
  * (amk-hf-model.c).
  *
  * The bytes go to amk_model_parse_hf_config(), which must either fill the
- * hyperparameters or fail with G_IO_ERROR_INVALID_DATA or G_IO_ERROR_NOT_SUPPORTED
- * (never crash, leak, hang or log a critical). Accepted hyperparameters are within the
+ * hyperparameters or fail with an AMK_MODEL_ERROR (never crash, leak, hang or log a
+ * critical). Accepted hyperparameters are within the
  * parser's bounds: every count positive, the key/value heads dividing the query heads,
  * an even head_dim, a finite epsilon and RoPE base. Seeds: the config.json of
  * tests/data/tiny-llama and tests/data/tiny-qwen3.
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include <gio/gio.h>
-#include "amk-model-builder-private.h"
+#include "amk-model-readers-private.h"
 
 #define FUZZ_TARGET "fuzz-hf-config"
 #include "fuzz-common.h"

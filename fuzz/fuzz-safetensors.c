@@ -1,11 +1,11 @@
 /* fuzz-safetensors.c: libFuzzer target for the safetensors parser (amk-safetensors.c).
  *
  * The bytes go to amk_safetensors_open_bytes(), which must either return a parsed file
- * or fail with G_IO_ERROR_INVALID_DATA or G_IO_ERROR_NOT_SUPPORTED (never crash, leak,
- * hang or log a critical). In a file that opens, every tensor lies inside the input,
- * is found by its name, and converts to bf16 (BF16, F16, F32) or fails with
- * G_IO_ERROR_NOT_SUPPORTED. (The sharded index is read from a folder; this target
- * covers the per-file parser, which each shard goes through.)
+ * or fail with an AMK_MODEL_ERROR (never crash, leak, hang or log a critical). In a file
+ * that opens, every tensor lies inside the input, is found by its name, and converts to
+ * bf16 (BF16, F16, F32) or fails with AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE. (The
+ * sharded index is read from a folder; this target covers the per-file parser, which
+ * each shard goes through.)
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */

@@ -2,7 +2,7 @@
 //
 // GJS: errors arrive as GLib.Error that match their domain and code: a deadlock, a
 // dtype mismatch, bytes that are no image, a changed program, a tokenizer of another
-// kind, and the launcher on a machine without a usable GPU.
+// kind, a file that is no model, and the launcher on a machine without a usable GPU.
 
 imports.gi.versions.Amk = '1.0';
 const {Amk, GLib} = imports.gi;
@@ -101,6 +101,16 @@ test('a tokenizer.json of another model is UNSUPPORTED_MODEL, a bad id UNKNOWN_I
         `{${pre}, "model": {"type": "BPE", "vocab": ${vocab}, "merges": ["a b"]}}`, -1);
     assertEqual(tok.decode(tok.encode('ab', false)), 'ab', 'round trip');
     assertThrows(TOKENIZER, Amk.TokenizerError.UNKNOWN_ID, () => tok.decode([3]), 'decode');
+});
+
+test('a file that is no model is a ModelError CORRUPT naming the file', () => {
+    const [file, stream] = imports.gi.Gio.File.new_tmp('amk-XXXXXX.gguf');
+    stream.get_output_stream().write_all('not a model\n', null);
+    stream.close(null);
+    const e = assertThrows(Amk.model_error_quark(), Amk.ModelError.CORRUPT,
+        () => Amk.Model.new_from_file(file.get_path(), null), 'new_from_file');
+    assert(e.message.includes(file.get_basename()), e.message);
+    file.delete(null);
 });
 
 const haveCuda = Amk.Launcher.get_have_cuda();

@@ -48,6 +48,18 @@ def test_empty_folder(tmp_path):
     assert 'config.json' in info.value.message
 
 
+def test_not_a_model(tmp_path):
+    # a file that is not a model is an Amk.ModelError, not an I/O error
+    path = tmp_path / 'text.gguf'
+    path.write_text('This is not a model, just some text.\n')
+    with pytest.raises(GLib.Error) as info:
+        Amk.Model.new_from_file(str(path), None)
+    assert info.value.matches(Amk.model_error_quark(), Amk.ModelError.CORRUPT), \
+        (info.value.domain, info.value.code, info.value.message)
+    assert info.value.matches(Amk.ModelError.quark(), Amk.ModelError.CORRUPT)
+    assert 'text.gguf' in info.value.message
+
+
 def test_bad_settings_without_loading():
     m = Amk.Model(path='/nonexistent/model.gguf')
     assert not m.props.loaded

@@ -107,7 +107,7 @@ test_model_not_gguf (void)
   close (fd);
   model = amk_model_new_from_file (path, NULL, &error);
   g_assert_null (model);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT);
   g_unlink (path);
 }
 

@@ -88,7 +88,7 @@ expect_error (GBytes *bytes, gint code, const char *needle)
   g_autoptr(AmkGguf) g = open_bytes (bytes, &error);
 
   g_assert_null (g);
-  g_assert_error (error, G_IO_ERROR, code);
+  g_assert_error (error, AMK_MODEL_ERROR, code);
   test_assert_message_has (error, "test.gguf");
   if (needle != NULL)
     test_assert_message_has (error, needle);
@@ -216,49 +216,49 @@ test_metadata_types (void)
 
   /* missing keys and wrong types name the key */
   g_assert_false (amk_gguf_get_u32 (g, "llama.block_count", &u32, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "llama.block_count");
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_f32 (g, "t.u32", &f, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "t.u32");
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_string (g, "t.bool", &s, NULL, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "t.bool");
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_bool (g, "t.u8", &bv, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_u32 (g, "t.u64", &u32, &error));   /* out of range */
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "t.u64");
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_u64 (g, "t.i8", &u64, &error));    /* negative */
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_false (amk_gguf_get_u32 (g, "a.u8", &u32, &error));    /* an array */
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "array of uint8");
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_string_array (g, "a.i32", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   test_assert_message_has (error, "a.i32");
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_i32_array (g, "a.u32big", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_i32_array (g, "a.str", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_f32_array (g, "a.i32", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_i32_array (g, "t.i32", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
   g_clear_error (&error);
   g_assert_null (amk_gguf_get_f32_array (g, "nope", &n, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA);
 }
 
 /* ---- tensor types --------------------------------------------------------------------- */
@@ -434,7 +434,7 @@ test_tensor_q4_1 (void)
   g_bytes_unref (tt.data);
 }
 
-/* A known-but-not-dequantized type loads, and converting it says NOT_SUPPORTED. */
+/* A known-but-not-dequantized type loads, and converting it is an AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE. */
 static void
 test_tensor_unsupported (void)
 {
@@ -452,7 +452,7 @@ test_tensor_unsupported (void)
   g_assert_cmpuint (t->n_bytes, ==, 210);
   g_assert_cmpstr (amk_ggml_type_name (t->type), ==, "Q6_K");
   g_assert_false (amk_gguf_tensor_to_bf16 (t, out, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE);
   test_assert_message_has (error, "w.q6k");
   test_assert_message_has (error, "Q6_K");
 }
@@ -545,7 +545,7 @@ test_truncated (void)
       g = amk_gguf_open (path, &error);
       if (g != NULL)
         g_error ("a prefix of %zu bytes (of %zu) opened", len, size);
-      g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+      g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT);
       test_assert_message_has (error, "t.gguf");
       g_clear_error (&error);
     }
@@ -587,16 +587,16 @@ test_bad_header (void)
   guint64 huge = GUINT64_TO_LE (G_MAXUINT64), big = GUINT64_TO_LE (G_GUINT64_CONSTANT (1) << 40);
   GBytes *b;
 
-  b = patched (0, "GGUG", 4);   expect_error (b, G_IO_ERROR_INVALID_DATA, "magic"); g_bytes_unref (b);
-  b = patched (4, &v2, 4);      expect_error (b, G_IO_ERROR_NOT_SUPPORTED, "version 2"); g_bytes_unref (b);
-  b = patched (4, &v3be, 4);    expect_error (b, G_IO_ERROR_NOT_SUPPORTED, "big-endian"); g_bytes_unref (b);
-  b = patched (8, &huge, 8);    expect_error (b, G_IO_ERROR_INVALID_DATA, "tensor count"); g_bytes_unref (b);
-  b = patched (8, &big, 8);     expect_error (b, G_IO_ERROR_INVALID_DATA, "tensor count"); g_bytes_unref (b);
-  b = patched (16, &huge, 8);   expect_error (b, G_IO_ERROR_INVALID_DATA, "metadata count"); g_bytes_unref (b);
-  b = patched (16, &big, 8);    expect_error (b, G_IO_ERROR_INVALID_DATA, "metadata count"); g_bytes_unref (b);
+  b = patched (0, "GGUG", 4);   expect_error (b, AMK_MODEL_ERROR_CORRUPT, "magic"); g_bytes_unref (b);
+  b = patched (4, &v2, 4);      expect_error (b, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, "version 2"); g_bytes_unref (b);
+  b = patched (4, &v3be, 4);    expect_error (b, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, "big-endian"); g_bytes_unref (b);
+  b = patched (8, &huge, 8);    expect_error (b, AMK_MODEL_ERROR_CORRUPT, "tensor count"); g_bytes_unref (b);
+  b = patched (8, &big, 8);     expect_error (b, AMK_MODEL_ERROR_CORRUPT, "tensor count"); g_bytes_unref (b);
+  b = patched (16, &huge, 8);   expect_error (b, AMK_MODEL_ERROR_CORRUPT, "metadata count"); g_bytes_unref (b);
+  b = patched (16, &big, 8);    expect_error (b, AMK_MODEL_ERROR_CORRUPT, "metadata count"); g_bytes_unref (b);
   /* the first key's length */
-  b = patched (24, &huge, 8);   expect_error (b, G_IO_ERROR_INVALID_DATA, NULL); g_bytes_unref (b);
-  b = patched (24, &big, 8);    expect_error (b, G_IO_ERROR_INVALID_DATA, NULL); g_bytes_unref (b);
+  b = patched (24, &huge, 8);   expect_error (b, AMK_MODEL_ERROR_CORRUPT, NULL); g_bytes_unref (b);
+  b = patched (24, &big, 8);    expect_error (b, AMK_MODEL_ERROR_CORRUPT, NULL); g_bytes_unref (b);
 }
 
 typedef void (*Writer) (GByteArray *b);
@@ -631,21 +631,21 @@ static void
 test_bad_metadata (void)
 {
   static const struct { Writer w; gint code; const char *needle; } cases[] = {
-    { kv_huge_string, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_long_string, G_IO_ERROR_INVALID_DATA, "past the end" },
-    { kv_huge_array, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_huge_u64_array, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_huge_str_array, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_nested_array, G_IO_ERROR_NOT_SUPPORTED, "“k”" },
-    { kv_bad_array_type, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_bad_type, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_bad_bool, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_bad_bool_array, G_IO_ERROR_INVALID_DATA, "“k”" },
-    { kv_bad_utf8_key, G_IO_ERROR_INVALID_DATA, "UTF-8" },
-    { kv_nul_key, G_IO_ERROR_INVALID_DATA, "NUL" },
-    { kv_alignment_3, G_IO_ERROR_INVALID_DATA, "general.alignment" },
-    { kv_alignment_0, G_IO_ERROR_INVALID_DATA, "general.alignment" },
-    { kv_alignment_u64, G_IO_ERROR_INVALID_DATA, "general.alignment" },
+    { kv_huge_string, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_long_string, AMK_MODEL_ERROR_CORRUPT, "past the end" },
+    { kv_huge_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_huge_u64_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_huge_str_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_nested_array, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, "“k”" },
+    { kv_bad_array_type, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_bad_type, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_bad_bool, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_bad_bool_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
+    { kv_bad_utf8_key, AMK_MODEL_ERROR_CORRUPT, "UTF-8" },
+    { kv_nul_key, AMK_MODEL_ERROR_CORRUPT, "NUL" },
+    { kv_alignment_3, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },
+    { kv_alignment_0, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },
+    { kv_alignment_u64, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -659,7 +659,7 @@ test_bad_metadata (void)
     w_header (b, 3, 0, 2);
     kv_twice (b);
     bytes = g_byte_array_free_to_bytes (b);
-    expect_error (bytes, G_IO_ERROR_INVALID_DATA, "twice");
+    expect_error (bytes, AMK_MODEL_ERROR_CORRUPT, "twice");
   }
 }
 
@@ -701,29 +701,29 @@ test_bad_tensors (void)
   }
   g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, 0, 31);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "“t”"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "“t”"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, 32, 63);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "past the end"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "past the end"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, G_MAXUINT64 - 31, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "past the end"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "past the end"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, G_GUINT64_CONSTANT (1) << 40, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "past the end"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "past the end"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, 4, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "aligned"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "aligned"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, 4 /* the removed Q4_2 */, 0, 64);
-  expect_error (b, G_IO_ERROR_NOT_SUPPORTED, "unknown type 4"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "unknown type 4"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, 1000, 0, 64);
-  expect_error (b, G_IO_ERROR_NOT_SUPPORTED, "“t”"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "“t”"); g_bytes_unref (b);
   b = one_tensor ("t", 5, d5, AMK_GGML_TYPE_F32, 0, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "dimensions"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "dimensions"); g_bytes_unref (b);
   b = one_tensor ("t", 2, dover, AMK_GGML_TYPE_F32, 0, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "“t”"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "“t”"); g_bytes_unref (b);
   b = one_tensor ("t", 1, dneg, AMK_GGML_TYPE_F32, 0, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "overflow"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "overflow"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d33, AMK_GGML_TYPE_Q8_0, 0, 64);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "blocks"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "blocks"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d32, AMK_GGML_TYPE_Q8_0, 0, 33);
-  expect_error (b, G_IO_ERROR_INVALID_DATA, "past the end"); g_bytes_unref (b);
+  expect_error (b, AMK_MODEL_ERROR_CORRUPT, "past the end"); g_bytes_unref (b);
 
   /* two tensors of one name */
   {
@@ -738,7 +738,7 @@ test_bad_tensors (void)
     for (int i = 0; i < 32; i++)
       w_u8 (a, 0);
     bytes = g_byte_array_free_to_bytes (a);
-    expect_error (bytes, G_IO_ERROR_INVALID_DATA, "twice");
+    expect_error (bytes, AMK_MODEL_ERROR_CORRUPT, "twice");
   }
 }
 
@@ -760,7 +760,7 @@ test_random_garbage (void)
       g = open_bytes (bytes, &error);
       g_assert_true ((g == NULL) != (error == NULL));
       if (error != NULL)
-        g_assert_true (error->domain == G_IO_ERROR);
+        g_assert_true (error->domain == AMK_MODEL_ERROR);
     }
 }
 
@@ -798,7 +798,7 @@ test_unpermute (void)
       for (gsize i = 0; i < n; i++)
         hf[i] = (guint16) g_test_rand_int ();
       ref_permute (hf, gguf, rows, shapes[c].cols, shapes[c].heads);
-      g_assert_true (amk_gguf_unpermute_qk (gguf, rows, shapes[c].cols, shapes[c].heads, &error));
+      g_assert_true (amk_model_unpermute_qk (gguf, rows, shapes[c].cols, shapes[c].heads, &error));
       g_assert_no_error (error);
       g_assert_cmpmem (gguf, n * 2, hf, n * 2);
     }
@@ -806,20 +806,20 @@ test_unpermute (void)
   /* one head of 4 rows, 1 column: HF [a b c d] is stored as [a c b d] */
   {
     guint16 rows[4] = { 'a', 'c', 'b', 'd' }, expected[4] = { 'a', 'b', 'c', 'd' };
-    g_assert_true (amk_gguf_unpermute_qk (rows, 4, 1, 1, &error));
+    g_assert_true (amk_model_unpermute_qk (rows, 4, 1, 1, &error));
     g_assert_cmpmem (rows, sizeof rows, expected, sizeof expected);
   }
 
   {
     guint16 rows[12] = { 0 };
-    g_assert_false (amk_gguf_unpermute_qk (rows, 12, 1, 5, &error));   /* not a multiple */
-    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+    g_assert_false (amk_model_unpermute_qk (rows, 12, 1, 5, &error));   /* not a multiple */
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE);
     g_clear_error (&error);
-    g_assert_false (amk_gguf_unpermute_qk (rows, 12, 1, 4, &error));   /* odd head_dim 3 */
-    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+    g_assert_false (amk_model_unpermute_qk (rows, 12, 1, 4, &error));   /* odd head_dim 3 */
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE);
     g_clear_error (&error);
-    g_assert_false (amk_gguf_unpermute_qk (rows, 12, 1, 0, &error));
-    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+    g_assert_false (amk_model_unpermute_qk (rows, 12, 1, 0, &error));
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE);
   }
 }
 

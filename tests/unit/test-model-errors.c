@@ -10,7 +10,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include "amk-gguf-private.h"
-#include "amk-model-builder-private.h"
+#include "amk-model-loader-private.h"
+#include "amk-model-readers-private.h"
 #include "amk-test-generate.h"
 
 /* ---- a tiny GGUF v3 writer ------------------------------------------------------------ */
@@ -282,17 +283,17 @@ assert_has (const GError *error, const char *needle)
     g_error ("“%s” does not name “%s”", error->message, needle);
 }
 
-/* The build fails with G_IO_ERROR `code`, naming the file and `needle`. */
+/* The build fails with AMK_MODEL_ERROR `code`, naming the file and `needle`. */
 static void
 expect_build_error (Fixture *f, gint code, const char *needle, const char *needle2)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+  g_autoptr(AmkModelBuild) build = amk_model_build_from_path (f->path, 2, 16, &error);
 
   g_assert_null (build);
   g_assert_nonnull (error);
   g_test_message ("%s", error->message);
-  g_assert_error (error, G_IO_ERROR, code);
+  g_assert_error (error, AMK_MODEL_ERROR, code);
   assert_has (error, "tiny-llama.gguf");
   assert_has (error, needle);
   assert_has (error, needle2);
@@ -313,7 +314,7 @@ test_valid (Fixture *f, gconstpointer data)
   guint n_prompt = 0;
 
   write_model (f, &m);
-  build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+  build = amk_model_build_from_path (f->path, 2, 16, &error);
   g_assert_no_error (error);
   g_assert_nonnull (build);
   g_assert_cmpuint (build->vocab_size, ==, VOCAB);
@@ -373,7 +374,7 @@ test_truncated (Fixture *f, gconstpointer data)
     {
       g_test_message ("cut at %zu of %zu", cases[i].at, size);
       write_file (f, p, cases[i].at);
-      expect_build_error (f, G_IO_ERROR_INVALID_DATA, cases[i].needle, NULL);
+      expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, cases[i].needle, NULL);
     }
   /* and every other length, a step of 7 bytes apart */
   for (gsize len = 0; len < size; len += 7)
@@ -382,9 +383,9 @@ test_truncated (Fixture *f, gconstpointer data)
       g_autoptr(AmkModelBuild) build = NULL;
 
       write_file (f, p, len);
-      build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+      build = amk_model_build_from_path (f->path, 2, 16, &error);
       g_assert_null (build);
-      g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+      g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT);
       assert_has (error, "tiny-llama.gguf");
     }
 }
@@ -410,24 +411,24 @@ test_corrupt_header (Fixture *f, gconstpointer data)
   guint64 huge = GUINT64_TO_LE (G_MAXUINT64), big = GUINT64_TO_LE (G_GUINT64_CONSTANT (1) << 32);
 
   write_patched (f, 0, "GGML", 4);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "magic", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "magic", NULL);
   write_patched (f, 4, &v1, 4);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "version 1", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, "version 1", NULL);
   write_patched (f, 4, &v4, 4);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "version 4", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_VERSION, "version 4", NULL);
   write_patched (f, 8, &huge, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tensor count", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "tensor count", NULL);
   write_patched (f, 8, &big, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tensor count", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "tensor count", NULL);
   write_patched (f, 16, &huge, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata count", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "metadata count", NULL);
   write_patched (f, 16, &big, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata count", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "metadata count", NULL);
   /* the first key's length, and the length of its string value */
   write_patched (f, 24, &huge, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "metadata key #0", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "metadata key #0", NULL);
   write_patched (f, 24 + 8 + strlen ("general.architecture") + 4, &huge, 8);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "general.architecture", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "general.architecture", NULL);
 }
 
 static void
@@ -437,13 +438,13 @@ test_tensor_out_of_range (Fixture *f, gconstpointer data)
 
   m.offset_shift = 1 << 20;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", "past the end");
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "output_norm.weight", "past the end");
   m.offset_shift = G_MAXUINT64 - 4095;   /* near 2^64, aligned, no wrap-around */
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "output_norm.weight", NULL);
   m.offset_shift = 4;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "output_norm.weight", "aligned");
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, "output_norm.weight", "aligned");
 }
 
 static void
@@ -453,10 +454,10 @@ test_unsupported_arch (Fixture *f, gconstpointer data)
 
   m.arch = "gpt2";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "“gpt2”", "llama");
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE, "“gpt2”", "llama");
   m.arch = "";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "llama", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE, "llama", NULL);
 }
 
 static void
@@ -473,7 +474,7 @@ test_missing_keys (Fixture *f, gconstpointer data)
       Mod m = { 0 };
       m.skip_key = required[i];
       write_model (f, &m);
-      expect_build_error (f, G_IO_ERROR_NOT_FOUND, required[i], NULL);
+      expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, required[i], NULL);
     }
 }
 
@@ -488,7 +489,7 @@ test_wrong_key_type (Fixture *f, gconstpointer data)
       Mod m = { 0 };
       m.string_key = keys[i];
       write_model (f, &m);
-      expect_build_error (f, G_IO_ERROR_INVALID_DATA, keys[i], "string");
+      expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, keys[i], "string");
     }
 }
 
@@ -503,7 +504,7 @@ test_missing_tensors (Fixture *f, gconstpointer data)
     {
       m.skip_tensor = t[i].name;
       write_model (f, &m);
-      expect_build_error (f, G_IO_ERROR_NOT_FOUND, t[i].name, NULL);
+      expect_build_error (f, AMK_MODEL_ERROR_MISSING_TENSOR, t[i].name, NULL);
     }
 }
 
@@ -518,7 +519,7 @@ test_wrong_shape (Fixture *f, gconstpointer data)
     {
       m.short_tensor = t[i].name;
       write_model (f, &m);
-      expect_build_error (f, G_IO_ERROR_INVALID_DATA, t[i].name, "shape");
+      expect_build_error (f, AMK_MODEL_ERROR_TENSOR_SHAPE, t[i].name, "shape");
     }
   /* more rows than tokens build (a padded embedding), fewer do not: a token without a
    * row would stop the EMBED op at run time */
@@ -527,14 +528,14 @@ test_wrong_shape (Fixture *f, gconstpointer data)
   write_model (f, &m);
   {
     g_autoptr(GError) error = NULL;
-    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_path (f->path, 2, 16, &error);
 
     g_assert_no_error (error);
     g_assert_cmpuint (build->vocab_size, ==, VOCAB + 6);
   }
   m.embd_rows = VOCAB - 3;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "token_embd.weight", "tokenizer.ggml.tokens");
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "token_embd.weight", "tokenizer.ggml.tokens");
 }
 
 static void
@@ -544,10 +545,10 @@ test_unsupported_type (Fixture *f, gconstpointer data)
 
   m.i32_tensor = "blk.0.attn_v.weight";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "blk.0.attn_v.weight", "I32");
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "blk.0.attn_v.weight", "I32");
   m.i32_tensor = "token_embd.weight";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "token_embd.weight", "I32");
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "token_embd.weight", "I32");
 }
 
 /* Counts in the metadata that the tensors do not back: refused before anything of the
@@ -559,27 +560,27 @@ test_huge_counts (Fixture *f, gconstpointer data)
 
   m.block_count = G_MAXUINT32;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "4294967295 layers", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "4294967295 layers", NULL);
 
   m = (Mod) { 0 };
   m.hidden = 1u << 30;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "hidden size 1073741824", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "hidden size 1073741824", NULL);
 
   m = (Mod) { 0 };
   m.ffn = G_MAXUINT32;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "MLP size 4294967295", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "MLP size 4294967295", NULL);
 
   m = (Mod) { 0 };
   m.heads = 3;   /* 8 is not a multiple of 3 */
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "hyperparameters", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "hyperparameters", NULL);
 
   m = (Mod) { 0 };
   m.heads = G_MAXUINT32;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "hyperparameters", NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "hyperparameters", NULL);
 }
 
 /* A broken vocabulary fails in the tokenizer and names the field and the token. */
@@ -592,7 +593,7 @@ test_bad_tokenizer (Fixture *f, gconstpointer data)
 
   m.bad_merge = TRUE;
   write_model (f, &m);
-  build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+  build = amk_model_build_from_path (f->path, 2, 16, &error);
   g_assert_null (build);
   g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_MERGES);
   g_test_message ("%s", error->message);
@@ -611,15 +612,15 @@ test_bad_special_ids (Fixture *f, gconstpointer data)
   m.add_bos = TRUE;
   m.bos_id = VOCAB;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.bos_token_id", "10");
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "tokenizer.ggml.bos_token_id", "10");
   m.bos_id = G_MAXUINT32;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.bos_token_id", "4294967295");
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "tokenizer.ggml.bos_token_id", "4294967295");
 
   m = (Mod) { 0 };
   m.eos_id = 1000;
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "tokenizer.ggml.eos_token_id", "1000");
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "tokenizer.ggml.eos_token_id", "1000");
 }
 
 /* A rope_freqs.weight table (Llama 3.x RoPE scaling) that is broken, or matches no
@@ -640,12 +641,12 @@ test_rope_freqs (Fixture *f, gconstpointer data)
     gint         code;
     const char  *needle;
   } cases[] = {
-    { ones, 3, FALSE, G_IO_ERROR_INVALID_DATA, "3 values, not 2" },
-    { ones, 2, TRUE, G_IO_ERROR_INVALID_DATA, "I32" },
-    { nan_value, 2, FALSE, G_IO_ERROR_INVALID_DATA, "index 1" },
-    { negative, 2, FALSE, G_IO_ERROR_INVALID_DATA, "-2 at index 1" },
-    { zero, 2, FALSE, G_IO_ERROR_INVALID_DATA, "0 at index 0" },
-    { other, 2, FALSE, G_IO_ERROR_NOT_SUPPORTED, "Llama 3" },
+    { ones, 3, FALSE, AMK_MODEL_ERROR_TENSOR_SHAPE, "3 values, not 2" },
+    { ones, 2, TRUE, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "I32" },
+    { nan_value, 2, FALSE, AMK_MODEL_ERROR_INVALID_METADATA, "index 1" },
+    { negative, 2, FALSE, AMK_MODEL_ERROR_INVALID_METADATA, "-2 at index 1" },
+    { zero, 2, FALSE, AMK_MODEL_ERROR_INVALID_METADATA, "0 at index 0" },
+    { other, 2, FALSE, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, "Llama 3" },
   };
   Mod m = { 0 };
 
@@ -655,7 +656,7 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   write_model (f, &m);
   {
     g_autoptr(GError) error = NULL;
-    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_path (f->path, 2, 16, &error);
 
     g_assert_no_error (error);
     g_assert_nonnull (build);
@@ -677,7 +678,7 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   m.rope_context = 4096;
   m.string_key = "llama.rope.scaling.original_context_length";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, "llama.rope.scaling.original_context_length",
+  expect_build_error (f, AMK_MODEL_ERROR_INVALID_METADATA, "llama.rope.scaling.original_context_length",
                       "string");
 
   /* without a table: "none" builds, any other declared scaling is refused */
@@ -686,14 +687,14 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   write_model (f, &m);
   {
     g_autoptr(GError) error = NULL;
-    g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->path, 2, 16, &error);
+    g_autoptr(AmkModelBuild) build = amk_model_build_from_path (f->path, 2, 16, &error);
 
     g_assert_no_error (error);
     g_assert_nonnull (build);
   }
   m.rope_type = "yarn";
   write_model (f, &m);
-  expect_build_error (f, G_IO_ERROR_NOT_SUPPORTED, "llama.rope.scaling.type", "“yarn”");
+  expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, "llama.rope.scaling.type", "“yarn”");
 }
 
 /* Prompts the generator refuses, and one whose continuation fills the context. */
@@ -744,14 +745,59 @@ static void
 test_not_a_file (Fixture *f, gconstpointer data)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(AmkModelBuild) build = amk_model_build_from_gguf (f->dir, 2, 16, &error);
+  g_autoptr(AmkModelSpec) spec = amk_gguf_model_read (f->dir, &error);
 
-  g_assert_null (build);
-  g_assert_nonnull (error);
+  /* a folder cannot be mapped: an I/O error, not a model one */
+  g_assert_null (spec);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_IS_DIRECTORY);
   g_test_message ("%s", error->message);
 
   write_file (f, "", 0);
-  expect_build_error (f, G_IO_ERROR_INVALID_DATA, NULL, NULL);
+  expect_build_error (f, AMK_MODEL_ERROR_CORRUPT, NULL, NULL);
+}
+
+/* Each AmkModelError code as AmkModel reports it, the way a user loads a model. */
+static void
+test_codes (Fixture *f, gconstpointer data)
+{
+  static const float other[] = { 1.0f, 2.0f };
+  guint32 v2 = GUINT32_TO_LE (2);
+  struct {
+    Mod   m;
+    gint  code;
+  } cases[] = {
+    { { .arch = "gpt2" }, AMK_MODEL_ERROR_UNSUPPORTED_ARCHITECTURE },
+    { { .rope_type = "yarn" }, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE },
+    { { .rope_freqs = other, .n_rope_freqs = 2 }, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE },
+    { { .skip_key = "llama.block_count" }, AMK_MODEL_ERROR_INVALID_METADATA },
+    { { .skip_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_MISSING_TENSOR },
+    { { .short_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_TENSOR_SHAPE },
+    { { .i32_tensor = "blk.0.ffn_up.weight" }, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(AmkModel) model = NULL;
+
+      write_model (f, &cases[i].m);
+      model = amk_model_new_from_file (f->path, NULL, &error);
+      g_assert_null (model);
+      g_assert_error (error, AMK_MODEL_ERROR, cases[i].code);
+      assert_has (error, "tiny-llama.gguf");
+    }
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkModel) model = NULL;
+
+    write_patched (f, 4, &v2, 4);
+    model = amk_model_new_from_file (f->path, NULL, &error);
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_VERSION);
+    g_clear_error (&error);
+    write_patched (f, 0, "GGML", 4);
+    model = amk_model_new_from_file (f->path, NULL, &error);
+    g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT);
+  }
 }
 
 int
@@ -759,7 +805,7 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C.UTF-8");
   g_test_init (&argc, &argv, NULL);
-#define ADD(path, fn) g_test_add ("/model/errors/" path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+#define ADD(path, fn) g_test_add ("/amk/model/errors/" path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
   ADD ("valid", test_valid);
   ADD ("truncated", test_truncated);
   ADD ("corrupt-header", test_corrupt_header);
@@ -776,6 +822,7 @@ main (int argc, char **argv)
   ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
+  ADD ("codes", test_codes);
 #undef ADD
   return g_test_run ();
 }

@@ -63,8 +63,8 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C.UTF-8");
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/model/golden/json", test_golden_json);
-  g_test_add_func ("/model/golden/cpu", test_golden_cpu);
-  g_test_add_func ("/model/golden/cpu-split-k", test_golden_cpu_split_k);
+  g_test_add_func ("/amk/model/golden/json", test_golden_json);
+  g_test_add_func ("/amk/model/golden/cpu", test_golden_cpu);
+  g_test_add_func ("/amk/model/golden/cpu-split-k", test_golden_cpu_split_k);
   return g_test_run ();
 }

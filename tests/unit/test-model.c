@@ -5,7 +5,8 @@
  */
 #include "amk-test-common.h"
 #include <gio/gio.h>
-#include "amk-model-builder-private.h"
+#include "amk-model-loader-private.h"
+#include "amk-model-readers-private.h"
 #include "amk-test-generate.h"
 
 static const char *
@@ -65,10 +66,10 @@ static void
 test_model_bad_path (void)
 {
   g_autoptr(GError) error = NULL;
-  AmkModelBuild *build = amk_model_build_from_gguf ("/nonexistent/model.gguf", 1, 8, &error);
+  AmkModelBuild *build = amk_model_build_from_path ("/nonexistent/model.gguf", 1, 8, &error);
 
   g_assert_null (build);
-  g_assert_nonnull (error);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
 }
 
 int
@@ -76,7 +77,7 @@ main (int argc, char **argv)
 {
   setlocale (LC_ALL, "C");
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/model/bad-path", test_model_bad_path);
-  g_test_add_func ("/model/generate", test_model_generate);
+  g_test_add_func ("/amk/model/bad-path", test_model_bad_path);
+  g_test_add_func ("/amk/model/generate", test_model_generate);
   return g_test_run ();
 }

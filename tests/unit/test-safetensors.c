@@ -167,7 +167,7 @@ test_shapes_and_dtypes (void)
   g_assert_true (amk_safetensors_tensor_to_bf16 (t, NULL, &error));
   t = amk_safetensors_find_tensor (st, "i");
   g_assert_false (amk_safetensors_tensor_to_bf16 (t, out, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE);
   test_assert_message_has (error, "“i”");
   test_assert_message_has (error, "I64");
 }
@@ -180,7 +180,7 @@ expect_error (GBytes *bytes, gint code, const char *needle)
 
   if (st != NULL)
     g_error ("a bad file opened (expecting “%s”)", needle != NULL ? needle : "");
-  g_assert_error (error, G_IO_ERROR, code);
+  g_assert_error (error, AMK_MODEL_ERROR, code);
   test_assert_message_has (error, "bad.safetensors");
   if (needle != NULL)
     test_assert_message_has (error, needle);
@@ -211,20 +211,20 @@ test_bad_length (void)
 
       memcpy (copy, &len, 8);
       bytes = g_bytes_new_take (copy, size);
-      expect_error (bytes, G_IO_ERROR_INVALID_DATA, "header length");
+      expect_error (bytes, AMK_MODEL_ERROR_CORRUPT, "header length");
     }
   /* every proper prefix fails */
   for (gsize len = 0; len < size; len++)
     {
       g_autoptr(GBytes) bytes = g_bytes_new (data, len);
-      expect_error (bytes, G_IO_ERROR_INVALID_DATA, NULL);
+      expect_error (bytes, AMK_MODEL_ERROR_CORRUPT, NULL);
     }
 }
 
 static void
 test_bad_json (void)
 {
-  const gint inv = G_IO_ERROR_INVALID_DATA;
+  const gint inv = AMK_MODEL_ERROR_CORRUPT;
   g_autofree char *deep = NULL;
 
   expect_header_error ("{\"a\": ", 0, inv, "JSON");
@@ -252,13 +252,13 @@ test_bad_json (void)
 static void
 test_bad_entries (void)
 {
-  const gint inv = G_IO_ERROR_INVALID_DATA;
+  const gint inv = AMK_MODEL_ERROR_CORRUPT;
 
   /* dtype */
   expect_header_error ("{\"t\": {\"dtype\": \"Q4\", \"shape\": [2], \"data_offsets\": [0, 2]}}", 2,
-                       G_IO_ERROR_NOT_SUPPORTED, "Q4");
+                       AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "Q4");
   expect_header_error ("{\"t\": {\"dtype\": \"bf16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 4,
-                       G_IO_ERROR_NOT_SUPPORTED, "“t”");
+                       AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE, "“t”");
   expect_header_error ("{\"t\": {\"dtype\": 3, \"shape\": [2], \"data_offsets\": [0, 4]}}", 4, inv, "dtype");
   expect_header_error ("{\"t\": {\"shape\": [2], \"data_offsets\": [0, 4]}}", 4, inv, "dtype");
   /* shape */
@@ -334,13 +334,13 @@ remove_all (const char *dir)
 }
 
 static void
-expect_dir_error (const char *dir, gint code, const char *needle)
+expect_dir_error (const char *dir, GQuark domain, gint code, const char *needle)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkSafetensors) st = amk_safetensors_open (dir, &error);
 
   g_assert_null (st);
-  g_assert_error (error, G_IO_ERROR, code);
+  g_assert_error (error, domain, code);
   if (needle != NULL)
     test_assert_message_has (error, needle);
 }
@@ -383,43 +383,43 @@ test_sharded (void)
   /* the map names a tensor its shard lacks */
   write_text (dir, "model.safetensors.index.json",
               "{\"weight_map\": {\"a\": \"model-1.safetensors\", \"b\": \"model-1.safetensors\"}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "“b”");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "“b”");
   /* ...or puts it in the wrong shard */
   write_text (dir, "model.safetensors.index.json",
               "{\"weight_map\": {\"a\": \"model-2.safetensors\", \"b\": \"model-1.safetensors\"}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "does not hold");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "does not hold");
   /* two shards hold one tensor */
   write_shard (dir, "model-2.safetensors", "a", 0);
   write_text (dir, "model.safetensors.index.json", INDEX_2);
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "twice");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "twice");
   write_shard (dir, "model-2.safetensors", "b", 0x4000);
   /* a shard outside the folder, a bad map, bad JSON */
   write_text (dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"../model-1.safetensors\"}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "“a”");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "“a”");
   write_text (dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"/etc/passwd\"}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "“a”");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "“a”");
   write_text (dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": 3}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "“a”");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "“a”");
   write_text (dir, "model.safetensors.index.json", "{\"weight_map\": {}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "empty");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "empty");
   write_text (dir, "model.safetensors.index.json", "{\"metadata\": {}}");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "weight_map");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "weight_map");
   write_text (dir, "model.safetensors.index.json", "{\"weight_map\": ");
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "JSON");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "JSON");
   /* a missing shard */
   write_text (dir, "model.safetensors.index.json", INDEX_2);
   {
     g_autofree char *path = g_build_filename (dir, "model-2.safetensors", NULL);
     g_assert_no_errno (g_unlink (path));
   }
-  expect_dir_error (dir, G_IO_ERROR_NOT_FOUND, "model-2.safetensors");
+  expect_dir_error (dir, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "model-2.safetensors");
   /* a corrupt shard */
   {
     g_autofree char *path = g_build_filename (dir, "model-2.safetensors", NULL);
     g_autoptr(GBytes) junk = g_bytes_new_static ("\x10\0\0\0\0\0\0\0{", 9);
     write_bytes (path, junk);
   }
-  expect_dir_error (dir, G_IO_ERROR_INVALID_DATA, "model-2.safetensors");
+  expect_dir_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_CORRUPT, "model-2.safetensors");
   remove_all (dir);
 }
 
@@ -443,7 +443,7 @@ test_random_garbage (void)
       st = amk_safetensors_open_bytes (bytes, "r", &error);
       g_assert_true ((st == NULL) != (error == NULL));
       if (error != NULL)
-        g_assert_true (error->domain == G_IO_ERROR);
+        g_assert_true (error->domain == AMK_MODEL_ERROR);
     }
 }
 
