@@ -292,7 +292,7 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
     {
       g_autoptr(AmkModel) model = test_load_model (dir, n_queues, (guint) ref->n_tokens + 16);
       g_autoptr(GArray) generated = NULL;
-      g_autofree char *text = test_generate (model, launcher, ref->prompt, (guint) ref->n_generated,
+      g_autofree char *text = test_generate (model, AMK_EXECUTOR (launcher), ref->prompt, (guint) ref->n_generated,
                                              &generated, NULL, &error);
 
       g_assert_no_error (error);
