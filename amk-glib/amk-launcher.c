@@ -39,8 +39,8 @@ G_STATIC_ASSERT (AMK_LAUNCHER_MATVEC_SHARED_MEMORY == AMK_MATVEC_SMEM_BYTES);
  * The launcher chooses its configuration when it loads a program: the most threads per
  * block the kernel allows at which every queue's block is co-resident, and, when the
  * program has MATVEC instructions, the dynamic shared memory of MATVEC's shared-memory
- * ring (%AMK_MATVEC_RING_BYTES_PER_THREAD bytes per thread plus 4 bytes per column of
- * the widest MATVEC) where it fits under the device's cap. Setting
+ * ring (256 bytes per thread plus 4 bytes per column of the widest MATVEC) where it fits
+ * under the device's cap. Setting
  * [property@Amk.Launcher:threads-per-block] or
  * [property@Amk.Launcher:dynamic-shared-memory] fixes that value instead.
  *
@@ -230,8 +230,8 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * Dynamic shared memory per block in bytes; above 48 KiB it is opted into, and never
    * above the device's per-block cap. Until it is set (0 included), the launcher chooses
    * it when it loads a program: what MATVEC's shared-memory ring needs at the chosen
-   * threads per block (%AMK_MATVEC_RING_BYTES_PER_THREAD bytes per thread and 4 bytes
-   * per column of the widest MATVEC) where that fits under the cap, else 0. Reads back
+   * threads per block (256 bytes per thread and 4 bytes per column of the widest
+   * MATVEC) where that fits under the cap, else 0. Reads back
    * the size the launches use: as set, or the launcher's choice once a program is
    * loaded (0 before).
    */
