@@ -13,6 +13,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-cpu-executor.h"
+#include "amk-executor-private.h"
 #include "amk-op-private.h"
 #include "amk-program-private.h"
 #include "amk-abort-record.h"
@@ -24,9 +25,11 @@
  * Runs a verified [class@Amk.Program] on the host.
  *
  * The CPU executor is the reference every GPU result is compared with, and what runs
- * where no GPU is. It keeps its own copy of every buffer, starting from the program's
- * default contents; [method@Amk.CpuExecutor.upload] and
- * [method@Amk.CpuExecutor.download] move data in and out between runs.
+ * where no GPU is. It is an [iface@Amk.Executor]: it keeps its own copy of every buffer,
+ * starting from the program's default contents; [method@Amk.Executor.upload] and
+ * [method@Amk.Executor.download] move data in and out between runs, and
+ * [method@Amk.Executor.load] replaces the program (an executor made with
+ * [ctor@Amk.CpuExecutor.new_empty] or `Amk.CpuExecutor()` has none until then).
  *
  * At each step the executor picks one of the queues whose next instruction may start
  * (its waits hold) at random, from a generator seeded with [property@Amk.CpuExecutor:seed],
@@ -38,10 +41,8 @@ struct _AmkCpuExecutor
 {
   GObject parent_instance;
 
-  AmkProgram   *program;
-  gboolean      ready;          /* memory allocated: g_initable_init succeeded */
-  guint         n_buffers;      /* the program's size when the executor was made */
-  guint         n_instructions;
+  AmkProgram   *construct_program; /* the program property, until it is loaded */
+  AmkLoadedProgram loaded;      /* the program and its shape, its memory below */
   guint64       seed;
   guint8       *arena;
   GPtrArray    *storage;        /* owned allocations of the non-scratch buffers */
@@ -59,20 +60,30 @@ enum {
 static GParamSpec *properties[N_PROPS];
 
 static void amk_cpu_executor_initable_iface_init (GInitableIface *iface);
+static void amk_cpu_executor_executor_iface_init (AmkExecutorInterface *iface);
 
 G_DEFINE_FINAL_TYPE_WITH_CODE (AmkCpuExecutor, amk_cpu_executor, G_TYPE_OBJECT,
                                G_IMPLEMENT_INTERFACE (G_TYPE_INITABLE,
-                                                      amk_cpu_executor_initable_iface_init))
+                                                      amk_cpu_executor_initable_iface_init)
+                               G_IMPLEMENT_INTERFACE (AMK_TYPE_EXECUTOR,
+                                                      amk_cpu_executor_executor_iface_init))
+
+static void
+release_memory (AmkCpuExecutor *self)
+{
+  g_clear_pointer (&self->storage, g_ptr_array_unref);
+  g_clear_pointer (&self->arena, g_free);
+  g_clear_pointer (&self->buffers, g_free);
+  amk_loaded_program_clear (&self->loaded);
+}
 
 static void
 amk_cpu_executor_finalize (GObject *object)
 {
   AmkCpuExecutor *self = AMK_CPU_EXECUTOR (object);
 
-  g_clear_object (&self->program);
-  g_clear_pointer (&self->storage, g_ptr_array_unref);
-  g_free (self->arena);
-  g_free (self->buffers);
+  release_memory (self);
+  g_clear_object (&self->construct_program);
 
   G_OBJECT_CLASS (amk_cpu_executor_parent_class)->finalize (object);
 }
@@ -88,7 +99,8 @@ amk_cpu_executor_get_property (GObject    *object,
   switch (prop_id)
     {
     case PROP_PROGRAM:
-      g_value_set_object (value, self->program);
+      g_value_set_object (value, self->loaded.program != NULL ? self->loaded.program
+                                                               : self->construct_program);
       break;
     case PROP_SEED:
       g_value_set_uint64 (value, self->seed);
@@ -109,7 +121,7 @@ amk_cpu_executor_set_property (GObject      *object,
   switch (prop_id)
     {
     case PROP_PROGRAM:
-      self->program = g_value_dup_object (value);
+      self->construct_program = g_value_dup_object (value);
       break;
     case PROP_SEED:
       amk_cpu_executor_set_seed (self, g_value_get_uint64 (value));
@@ -131,7 +143,8 @@ amk_cpu_executor_class_init (AmkCpuExecutorClass *klass)
   /**
    * AmkCpuExecutor:program:
    *
-   * The program the executor runs; verified when the executor is made.
+   * The program the executor runs, or %NULL: the one it was made with (verified and
+   * loaded when the executor is made), then the one [method@Amk.Executor.load] loaded.
    */
   properties[PROP_PROGRAM] =
     g_param_spec_object ("program", NULL, NULL, AMK_TYPE_PROGRAM,
@@ -179,34 +192,26 @@ try_alloc (gsize size, const char *what, GError **error)
   return mem;
 }
 
+/* Verifies program and gives it fresh memory; the old program's goes first. */
 static gboolean
-amk_cpu_executor_initable_init (GInitable     *initable,
-                                GCancellable  *cancellable,
-                                GError       **error)
+cpu_load (AmkCpuExecutor  *self,
+          AmkProgram      *program,
+          GError         **error)
 {
-  AmkCpuExecutor *self = AMK_CPU_EXECUTOR (initable);
-  AmkProgram *program = self->program;
+  guint n_buffers;
 
-  if (self->ready)
-    return TRUE;
-  if (program == NULL)
-    {
-      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                           _("A CPU executor needs a program"));
-      return FALSE;
-    }
   if (!amk_program_verify (program, error))
     return FALSE;
+  release_memory (self);
 
-  self->n_buffers = program->buffers->len;
-  self->n_instructions = program->instructions->len;
+  n_buffers = program->buffers->len;
   self->arena = try_alloc (program->scratch_size, _("the scratch arena"), error);
   if (self->arena == NULL)
     return FALSE;
   self->storage = g_ptr_array_new_with_free_func (g_free);
-  self->buffers = g_new0 (AmkCpuBuffer, MAX (self->n_buffers, 1));
+  self->buffers = g_new0 (AmkCpuBuffer, MAX (n_buffers, 1));
 
-  for (guint b = 0; b < self->n_buffers; b++)
+  for (guint b = 0; b < n_buffers; b++)
     {
       AmkBufferInfo *info = g_ptr_array_index (program->buffers, b);
 
@@ -217,25 +222,40 @@ amk_cpu_executor_initable_init (GInitable     *initable,
         {
           self->buffers[b].data = try_alloc (info->size_bytes, info->name, error);
           if (self->buffers[b].data == NULL)
-            return FALSE;
+            {
+              release_memory (self);
+              return FALSE;
+            }
           g_ptr_array_add (self->storage, self->buffers[b].data);
           reset_buffer (self, b);
         }
     }
-  self->ready = TRUE;
+  amk_loaded_program_set (&self->loaded, program);
+  g_clear_object (&self->construct_program);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
   return TRUE;
 }
 
-/* Amk.CpuExecutor(program=p) from a binding skips GInitable: set up on first use. */
+static gboolean
+amk_cpu_executor_initable_init (GInitable     *initable,
+                                GCancellable  *cancellable,
+                                GError       **error)
+{
+  AmkCpuExecutor *self = AMK_CPU_EXECUTOR (initable);
+
+  /* without a program the executor waits for amk_executor_load() */
+  if (self->construct_program == NULL)
+    return TRUE;
+  return cpu_load (self, self->construct_program, error);
+}
+
+/* Amk.CpuExecutor(program=p) from a binding skips GInitable: load on first use. */
 static gboolean
 ensure_ready (AmkCpuExecutor *self, GError **error)
 {
-  if (self->ready)
-    return TRUE;
-  g_clear_pointer (&self->storage, g_ptr_array_unref);
-  g_clear_pointer (&self->arena, g_free);
-  g_clear_pointer (&self->buffers, g_free);
-  return amk_cpu_executor_initable_init (G_INITABLE (self), NULL, error);
+  if (self->construct_program != NULL && !cpu_load (self, self->construct_program, error))
+    return FALSE;
+  return amk_loaded_program_require (&self->loaded, error);
 }
 
 static void
@@ -263,18 +283,33 @@ amk_cpu_executor_new (AmkProgram  *program,
 }
 
 /**
+ * amk_cpu_executor_new_empty:
+ *
+ * Makes an executor without a program, for [method@Amk.Executor.load].
+ *
+ * Returns: (transfer full): a new executor
+ */
+AmkCpuExecutor *
+amk_cpu_executor_new_empty (void)
+{
+  return g_object_new (AMK_TYPE_CPU_EXECUTOR, NULL);
+}
+
+/**
  * amk_cpu_executor_get_program:
  * @self: an executor
  *
  * Gets the program.
  *
- * Returns: (transfer none): the program
+ * Returns: (transfer none) (nullable): the program, or %NULL when none is loaded
  */
 AmkProgram *
 amk_cpu_executor_get_program (AmkCpuExecutor *self)
 {
   g_return_val_if_fail (AMK_IS_CPU_EXECUTOR (self), NULL);
-  return self->program;
+  if (self->loaded.program != NULL)
+    return self->loaded.program;
+  return self->construct_program;
 }
 
 /**
@@ -310,31 +345,16 @@ amk_cpu_executor_set_seed (AmkCpuExecutor *self,
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_SEED]);
 }
 
-static gboolean
-check_unchanged (AmkCpuExecutor *self, GError **error)
-{
-  AmkProgram *p = self->program;
-
-  if (!p->verified || p->buffers->len != self->n_buffers ||
-      p->instructions->len != self->n_instructions)
-    {
-      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
-                           _("The program changed after the executor was made; verify it and make a new executor"));
-      return FALSE;
-    }
-  return TRUE;
-}
-
 static AmkCpuBuffer *
 get_buffer (AmkCpuExecutor *self, guint buffer, GError **error)
 {
   if (!ensure_ready (self, error))
     return NULL;
-  if (buffer >= self->n_buffers)
+  if (buffer >= self->loaded.n_buffers)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
                    _("Buffer %u does not exist; the program has %u buffers"),
-                   buffer, self->n_buffers);
+                   buffer, self->loaded.n_buffers);
       return NULL;
     }
   return &self->buffers[buffer];
@@ -426,20 +446,10 @@ waits_hold (RunState *st, const amk_instruction_t *ins)
   return TRUE;
 }
 
-/**
- * amk_cpu_executor_run:
- * @self: an executor
- * @error: return location for a #GError
- *
- * Runs the program once: counters start at zero, scratch buffers keep what the last
- * run left (as on the GPU). A TRAP instruction ends the run with
- * %AMK_LAUNCH_ERROR_ABORTED, like a device-side abort.
- *
- * Returns: %TRUE on success
- */
-gboolean
-amk_cpu_executor_run (AmkCpuExecutor  *self,
-                      GError         **error)
+static gboolean
+cpu_run (AmkCpuExecutor  *self,
+         GCancellable    *cancellable,
+         GError         **error)
 {
   AmkProgram *program;
   RunState st;
@@ -450,13 +460,10 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
   guint remaining, n_queues;
   guint32 seed_words[2];
 
-  g_return_val_if_fail (AMK_IS_CPU_EXECUTOR (self), FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (!ensure_ready (self, error) || !check_unchanged (self, error))
+  if (!ensure_ready (self, error) || !amk_loaded_program_check (&self->loaded, error))
     return FALSE;
 
-  program = self->program;
+  program = self->loaded.program;
   n_queues = program->num_queues;
   pc = g_new0 (guint, n_queues);
   counters = g_new0 (guint32, program->counter_names->len + 1);
@@ -475,6 +482,9 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
       const amk_instruction_t *ins;
       AmkAbortCode code;
       gint detail = 0;
+
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
 
       for (q = 0; q < n_queues; q++)
         {
@@ -531,6 +541,28 @@ amk_cpu_executor_run (AmkCpuExecutor  *self,
 }
 
 /**
+ * amk_cpu_executor_run:
+ * @self: an executor
+ * @error: return location for a #GError
+ *
+ * Runs the program once: counters start at zero, scratch buffers keep what the last
+ * run left (as on the GPU). A TRAP instruction ends the run with
+ * %AMK_LAUNCH_ERROR_ABORTED, like a device-side abort. [method@Amk.Executor.run] is
+ * the same with a #GCancellable, checked before each instruction.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_cpu_executor_run (AmkCpuExecutor  *self,
+                      GError         **error)
+{
+  g_return_val_if_fail (AMK_IS_CPU_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return cpu_run (self, NULL, error);
+}
+
+/**
  * amk_cpu_executor_get_last_abort:
  * @self: an executor
  *
@@ -546,4 +578,68 @@ amk_cpu_executor_get_last_abort (AmkCpuExecutor *self)
   if (self->last_abort.code == AMK_ABORT_CODE_NONE)
     return NULL;
   return amk_abort_record_copy (&self->last_abort);
+}
+
+/* ---- AmkExecutor ---------------------------------------------------------------------- */
+
+static gboolean
+executor_load (AmkExecutor *executor, AmkProgram *program, GError **error)
+{
+  return cpu_load (AMK_CPU_EXECUTOR (executor), program, error);
+}
+
+static AmkProgram *
+executor_get_program (AmkExecutor *executor)
+{
+  return amk_cpu_executor_get_program (AMK_CPU_EXECUTOR (executor));
+}
+
+static gboolean
+executor_upload (AmkExecutor *executor, guint buffer, GBytes *data, GError **error)
+{
+  return amk_cpu_executor_upload (AMK_CPU_EXECUTOR (executor), buffer, data, error);
+}
+
+static GBytes *
+executor_download (AmkExecutor *executor, guint buffer, GError **error)
+{
+  return amk_cpu_executor_download (AMK_CPU_EXECUTOR (executor), buffer, error);
+}
+
+static gboolean
+executor_run (AmkExecutor *executor, GCancellable *cancellable, GError **error)
+{
+  return cpu_run (AMK_CPU_EXECUTOR (executor), cancellable, error);
+}
+
+static AmkAbortRecord *
+executor_get_last_abort (AmkExecutor *executor)
+{
+  return amk_cpu_executor_get_last_abort (AMK_CPU_EXECUTOR (executor));
+}
+
+/* One instruction runs at a time: more queues only add scheduling. */
+static guint
+executor_get_preferred_queues (AmkExecutor *executor, GError **error)
+{
+  return 1;
+}
+
+static char *
+executor_get_description (AmkExecutor *executor)
+{
+  return g_strdup (_("CPU executor"));
+}
+
+static void
+amk_cpu_executor_executor_iface_init (AmkExecutorInterface *iface)
+{
+  iface->load = executor_load;
+  iface->get_program = executor_get_program;
+  iface->upload = executor_upload;
+  iface->download = executor_download;
+  iface->run = executor_run;
+  iface->get_last_abort = executor_get_last_abort;
+  iface->get_preferred_queues = executor_get_preferred_queues;
+  iface->get_description = executor_get_description;
 }

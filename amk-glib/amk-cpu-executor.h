@@ -12,6 +12,7 @@
 #include <amk-glib/amk-version-macros.h>
 #include <amk-glib/amk-program.h>
 #include <amk-glib/amk-abort-record.h>
+#include <amk-glib/amk-executor.h>
 
 G_BEGIN_DECLS
 
@@ -23,6 +24,8 @@ G_DECLARE_FINAL_TYPE (AmkCpuExecutor, amk_cpu_executor, AMK, CPU_EXECUTOR, GObje
 AMK_AVAILABLE_IN_1_0
 AmkCpuExecutor *amk_cpu_executor_new       (AmkProgram      *program,
                                             GError         **error);
+AMK_AVAILABLE_IN_1_0
+AmkCpuExecutor *amk_cpu_executor_new_empty (void);
 AMK_AVAILABLE_IN_1_0
 AmkProgram     *amk_cpu_executor_get_program (AmkCpuExecutor *self);
 AMK_AVAILABLE_IN_1_0

@@ -1,5 +1,5 @@
 /* amk-generator.c: AmkGenerator, a generation session on a model: the KV cache (the
- * program's STATE buffers, in the launcher or the CPU executor), the position, the
+ * program's STATE buffers, in its executor), the position, the
  * prompt's prefill, greedy decoding with the token kept on the device, or sampling on
  * the host, stops, and a signal per token.
  *
@@ -22,9 +22,10 @@
  * Generates text with an [class@Amk.Model]: a session that keeps the model's KV cache
  * between calls.
  *
- * Each token is one launch of the model's decode step: on the GPU when the generator
- * has an [class@Amk.Launcher], else on an [class@Amk.CpuExecutor] (made on first use;
- * it holds its own copy of the weights). The KV cache and the position live with the
+ * Each token is one run of the model's decode step on the generator's
+ * [iface@Amk.Executor]: an [class@Amk.Launcher] on a GPU, or the [class@Amk.CpuExecutor]
+ * the generator makes when it is given none (it holds its own copy of the weights). The
+ * KV cache and the position live with the
  * generator, so a second [method@Amk.Generator.generate] continues where the first
  * ended (a conversation); [method@Amk.Generator.reset] starts over.
  *
@@ -49,7 +50,8 @@
  *
  * A generator runs one generation at a time; [method@Amk.Generator.generate_async]
  * runs it in a worker thread. A failed or cancelled call leaves the generator as it was
- * before the call.
+ * before the call. What a generation is asked that it cannot do fails in the
+ * %AMK_GENERATOR_ERROR domain.
  */
 
 struct _AmkGenerator
@@ -57,8 +59,7 @@ struct _AmkGenerator
   GObject parent_instance;
 
   AmkModel       *model;
-  AmkLauncher    *launcher;      /* NULL: the CPU executor */
-  AmkCpuExecutor *executor;      /* made on first use */
+  AmkExecutor    *executor;      /* given, or a CPU executor made at construction */
 
   gdouble         temperature;
   guint           top_k;
@@ -86,7 +87,7 @@ struct _AmkGenerator
 enum {
   PROP_0,
   PROP_MODEL,
-  PROP_LAUNCHER,
+  PROP_EXECUTOR,
   PROP_TEMPERATURE,
   PROP_TOP_K,
   PROP_TOP_P,
@@ -115,6 +116,8 @@ static guint signals[N_SIGNALS];
 
 G_DEFINE_FINAL_TYPE (AmkGenerator, amk_generator, G_TYPE_OBJECT)
 
+G_DEFINE_QUARK (amk-generator-error-quark, amk_generator_error)
+
 static GRand *
 new_rand (guint64 seed)
 {
@@ -129,7 +132,6 @@ amk_generator_finalize (GObject *object)
   AmkGenerator *self = AMK_GENERATOR (object);
 
   g_clear_object (&self->executor);
-  g_clear_object (&self->launcher);
   g_clear_object (&self->model);
   g_clear_pointer (&self->stop_tokens, g_array_unref);
   g_clear_pointer (&self->stop_strings, g_ptr_array_unref);
@@ -152,8 +154,8 @@ amk_generator_get_property (GObject    *object,
     case PROP_MODEL:
       g_value_set_object (value, self->model);
       break;
-    case PROP_LAUNCHER:
-      g_value_set_object (value, self->launcher);
+    case PROP_EXECUTOR:
+      g_value_set_object (value, self->executor);
       break;
     case PROP_TEMPERATURE:
       g_value_set_double (value, self->temperature);
@@ -203,8 +205,8 @@ amk_generator_set_property (GObject      *object,
     case PROP_MODEL:
       g_set_object (&self->model, g_value_get_object (value));
       break;
-    case PROP_LAUNCHER:
-      g_set_object (&self->launcher, g_value_get_object (value));
+    case PROP_EXECUTOR:
+      g_set_object (&self->executor, g_value_get_object (value));
       break;
     case PROP_TEMPERATURE:
       amk_generator_set_temperature (self, g_value_get_double (value));
@@ -235,6 +237,8 @@ amk_generator_constructed (GObject *object)
 
   if (self->model == NULL)
     g_critical ("An AmkGenerator needs a model: set the “model” property");
+  if (self->executor == NULL)
+    self->executor = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
 }
 
 static void
@@ -251,8 +255,9 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * AmkGenerator:model:
    *
    * The model that generates. A model that is not loaded yet is loaded (initialised)
-   * by the first call that needs it, for the generator's executor: without a launcher
-   * its default [property@Amk.Model:n-queues] is the CPU executor's.
+   * by the first call that needs it, for the generator's executor: its default
+   * [property@Amk.Model:n-queues] is the executor's
+   * [method@Amk.Executor.get_preferred_queues].
    */
   properties[PROP_MODEL] =
     g_param_spec_object ("model", NULL, NULL, AMK_TYPE_MODEL,
@@ -260,16 +265,16 @@ amk_generator_class_init (AmkGeneratorClass *klass)
                          G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
-   * AmkGenerator:launcher:
+   * AmkGenerator:executor:
    *
-   * The launcher that runs the decode step on a GPU, or %NULL for the CPU executor.
-   * The generator loads the model's program on it (a launcher runs one program at a
-   * time: if something else is loaded on it between two calls, the generator loads
-   * its program again and starts over at position 0). Its grid is one block per queue
-   * of the model ([property@Amk.Model:n-queues]).
+   * What runs the decode step: an [class@Amk.Launcher] on a GPU or an
+   * [class@Amk.CpuExecutor]; given as %NULL, the generator makes a CPU executor. The
+   * generator loads the model's program on it (an executor runs one program at a time:
+   * if something else is loaded on it between two calls, the generator loads its
+   * program again and starts over at position 0).
    */
-  properties[PROP_LAUNCHER] =
-    g_param_spec_object ("launcher", NULL, NULL, AMK_TYPE_LAUNCHER,
+  properties[PROP_EXECUTOR] =
+    g_param_spec_object ("executor", NULL, NULL, AMK_TYPE_EXECUTOR,
                          G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
                          G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
@@ -278,7 +283,7 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    *
    * 0 for greedy decoding (the default), else the softmax temperature of sampling:
    * below 1 sharper, above 1 flatter. A negative or non-finite value makes the next
-   * generation fail with %G_IO_ERROR_INVALID_ARGUMENT.
+   * generation fail with %AMK_GENERATOR_ERROR_INVALID_TEMPERATURE.
    */
   properties[PROP_TEMPERATURE] =
     g_param_spec_double ("temperature", NULL, NULL, -G_MAXDOUBLE, G_MAXDOUBLE, 0.0,
@@ -300,7 +305,7 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * When sampling, draw from the smallest set of the most likely tokens whose
    * probabilities add up to at least @top-p (nucleus sampling); 1 (the default) keeps
    * every token. A value outside (0, 1] makes the next generation fail with
-   * %G_IO_ERROR_INVALID_ARGUMENT.
+   * %AMK_GENERATOR_ERROR_INVALID_TOP_P.
    */
   properties[PROP_TOP_P] =
     g_param_spec_double ("top-p", NULL, NULL, -G_MAXDOUBLE, G_MAXDOUBLE, 1.0,
@@ -417,7 +422,8 @@ amk_generator_init (AmkGenerator *self)
 /**
  * amk_generator_new:
  * @model: a model
- * @launcher: (nullable): a launcher to run on a GPU, or %NULL for the CPU executor
+ * @executor: (nullable): what runs the model: an [class@Amk.Launcher] for a GPU, or
+ *   %NULL for a new [class@Amk.CpuExecutor]
  *
  * Makes a generator for @model. Nothing is loaded before the first call that needs
  * it: [method@Amk.Generator.prefill] or [method@Amk.Generator.generate].
@@ -426,12 +432,12 @@ amk_generator_init (AmkGenerator *self)
  */
 AmkGenerator *
 amk_generator_new (AmkModel    *model,
-                   AmkLauncher *launcher)
+                   AmkExecutor *executor)
 {
   g_return_val_if_fail (AMK_IS_MODEL (model), NULL);
-  g_return_val_if_fail (launcher == NULL || AMK_IS_LAUNCHER (launcher), NULL);
+  g_return_val_if_fail (executor == NULL || AMK_IS_EXECUTOR (executor), NULL);
 
-  return g_object_new (AMK_TYPE_GENERATOR, "model", model, "launcher", launcher, NULL);
+  return g_object_new (AMK_TYPE_GENERATOR, "model", model, "executor", executor, NULL);
 }
 
 /* ---- properties ------------------------------------------------------------------- */
@@ -453,19 +459,19 @@ amk_generator_get_model (AmkGenerator *self)
 }
 
 /**
- * amk_generator_get_launcher:
+ * amk_generator_get_executor:
  * @self: a generator
  *
- * Gets [property@Amk.Generator:launcher].
+ * Gets [property@Amk.Generator:executor].
  *
- * Returns: (transfer none) (nullable): the launcher, or %NULL on the CPU executor
+ * Returns: (transfer none): the executor that runs the model
  */
-AmkLauncher *
-amk_generator_get_launcher (AmkGenerator *self)
+AmkExecutor *
+amk_generator_get_executor (AmkGenerator *self)
 {
   g_return_val_if_fail (AMK_IS_GENERATOR (self), NULL);
 
-  return self->launcher;
+  return self->executor;
 }
 
 /**
@@ -912,7 +918,7 @@ run_check (Run     *run,
 {
   if (run->prompt == NULL || *run->prompt == '\0')
     {
-      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_set_error_literal (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_EMPTY_PROMPT,
                            _("The prompt is empty: give some text to start from"));
       return FALSE;
     }
@@ -920,14 +926,14 @@ run_check (Run     *run,
     return TRUE;
   if (!isfinite (run->temperature) || run->temperature < 0.0)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_set_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TEMPERATURE,
                    _("The temperature %g is not valid: give 0 for greedy decoding or a "
                      "positive number such as 0.7"), run->temperature);
       return FALSE;
     }
   if (!(run->top_p > 0.0 && run->top_p <= 1.0))
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_set_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TOP_P,
                    _("The top-p value %g is not valid: give a probability mass above 0 "
                      "and at most 1 (1 keeps every token)"), run->top_p);
       return FALSE;
@@ -943,9 +949,7 @@ upload_i32 (AmkGenerator  *self,
 {
   g_autoptr(GBytes) bytes = g_bytes_new (&value, sizeof value);
 
-  if (self->launcher != NULL)
-    return amk_launcher_upload (self->launcher, (guint) buffer, bytes, error);
-  return amk_cpu_executor_upload (self->executor, (guint) buffer, bytes, error);
+  return amk_executor_upload (self->executor, (guint) buffer, bytes, error);
 }
 
 static GBytes *
@@ -953,9 +957,7 @@ download (AmkGenerator  *self,
           gint           buffer,
           GError       **error)
 {
-  if (self->launcher != NULL)
-    return amk_launcher_download (self->launcher, (guint) buffer, error);
-  return amk_cpu_executor_download (self->executor, (guint) buffer, error);
+  return amk_executor_download (self->executor, (guint) buffer, error);
 }
 
 /* One decode step: token (or, when token < 0, the one the last step's ARGMAX left on
@@ -974,15 +976,14 @@ step (AmkGenerator  *self,
   if ((token >= 0 && !upload_i32 (self, build->tokens, token, error)) ||
       !upload_i32 (self, build->pos, (gint32) run->position, error))
     return FALSE;
-  if (self->launcher != NULL ? !amk_launcher_launch (self->launcher, cancellable, error)
-                             : !amk_cpu_executor_run (self->executor, error))
+  if (!amk_executor_run (self->executor, cancellable, error))
     return FALSE;
   run->position++;
   run->steps++;
   return TRUE;
 }
 
-/* The model loaded, and its program ready on the launcher or a CPU executor. */
+/* The model loaded, and its program ready on the executor. */
 static gboolean
 prepare (AmkGenerator  *self,
          Run           *run,
@@ -992,25 +993,16 @@ prepare (AmkGenerator  *self,
   AmkModelBuild *build;
 
   /* (a model not loaded yet gets the queue count of the executor that runs it) */
-  if (!amk_model_load_for_executor (self->model, self->launcher == NULL, cancellable, error))
+  if (!amk_model_load_for_executor (self->model, self->executor, cancellable, error))
     return FALSE;
   build = amk_model_get_build (self->model);
-  if (self->launcher != NULL)
+  if (amk_executor_get_program (self->executor) != build->program)
     {
-      if (amk_launcher_get_program (self->launcher) != build->program)
-        {
-          /* a new KV cache: the session starts over */
-          run->reloaded = TRUE;
-          run->position = 0;
-          run->pending = -1;
-          if (!amk_launcher_load (self->launcher, build->program, error))
-            return FALSE;
-        }
-    }
-  else if (self->executor == NULL)
-    {
-      self->executor = amk_cpu_executor_new (build->program, error);
-      if (self->executor == NULL)
+      /* a new KV cache: the session starts over */
+      run->reloaded = TRUE;
+      run->position = 0;
+      run->pending = -1;
+      if (!amk_executor_load (self->executor, build->program, error))
         return FALSE;
     }
   return TRUE;
@@ -1132,7 +1124,7 @@ next_token (AmkGenerator  *self,
     }
   if (token < 0 || (guint) token >= build->vocab_size)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED,
+      g_set_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_TOKEN,
                    _("The model produced no valid next token at position %u (its logits "
                      "are not finite)"), run->position);
       return -1;
@@ -1169,7 +1161,7 @@ run_execute (AmkGenerator  *self,
     return FALSE;
   if (n_ids == 0)
     {
-      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_set_error_literal (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_EMPTY_PROMPT,
                            _("The prompt encodes to no tokens"));
       return FALSE;
     }
@@ -1178,7 +1170,7 @@ run_execute (AmkGenerator  *self,
   g_array_append_vals (feed, ids, (guint) n_ids);
   if ((gsize) run->position + feed->len > build->context)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+      g_set_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_CONTEXT_FULL,
                    _("The prompt (%u tokens) does not fit in the context of %u tokens, "
                      "of which %u are in use: shorten it, reset the generator or load the "
                      "model with a longer context"),
@@ -1315,7 +1307,7 @@ begin (AmkGenerator  *self,
 {
   if (self->busy)
     {
-      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_BUSY,
+      g_set_error_literal (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_BUSY,
                            _("The generator is already generating: wait until it is "
                              "done, or use a second generator"));
       return FALSE;
@@ -1390,12 +1382,13 @@ amk_generator_prefill (AmkGenerator  *self,
  * tokens, emitting [signal@Amk.Generator::token] for each, until a stop (see
  * [class@Amk.Generator]) or a full KV cache.
  *
- * An empty prompt, a prompt that does not fit in the rest of the context, a negative
- * [property@Amk.Generator:temperature] or a [property@Amk.Generator:top-p] outside
- * (0, 1] fail with %G_IO_ERROR_INVALID_ARGUMENT; cancelling with
- * %G_IO_ERROR_CANCELLED, a generation already running with %G_IO_ERROR_BUSY; a failed
- * launch with its #AmkLaunchError. After a failure the session is as it was before
- * the call.
+ * An empty prompt (%AMK_GENERATOR_ERROR_EMPTY_PROMPT), a prompt that does not fit in
+ * the rest of the context (%AMK_GENERATOR_ERROR_CONTEXT_FULL), a negative
+ * [property@Amk.Generator:temperature] (%AMK_GENERATOR_ERROR_INVALID_TEMPERATURE) or a
+ * [property@Amk.Generator:top-p] outside (0, 1] (%AMK_GENERATOR_ERROR_INVALID_TOP_P)
+ * fail before anything runs; a generation already running fails with
+ * %AMK_GENERATOR_ERROR_BUSY, cancelling with %G_IO_ERROR_CANCELLED, a failed run with
+ * its #AmkLaunchError. After a failure the session is as it was before the call.
  *
  * Returns: (transfer full): the generated text (stop tokens left out, cut before a
  *   stop string), or %NULL with @error set

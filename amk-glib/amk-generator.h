@@ -10,10 +10,46 @@
 
 #include <gio/gio.h>
 #include <amk-glib/amk-version-macros.h>
-#include <amk-glib/amk-launcher.h>
+#include <amk-glib/amk-executor.h>
 #include <amk-glib/amk-model.h>
 
 G_BEGIN_DECLS
+
+/**
+ * AMK_GENERATOR_ERROR:
+ *
+ * Error domain of [class@Amk.Generator]: what a generation was asked that it cannot do.
+ * Errors in this domain are from the [error@Amk.GeneratorError] enumeration; a
+ * cancelled generation fails with %G_IO_ERROR_CANCELLED, and the model, the tokenizer
+ * and the executor report their errors in their own domains.
+ */
+#define AMK_GENERATOR_ERROR (amk_generator_error_quark ())
+
+/**
+ * AmkGeneratorError:
+ * @AMK_GENERATOR_ERROR_EMPTY_PROMPT: the prompt is empty, or encodes to no tokens
+ * @AMK_GENERATOR_ERROR_INVALID_TEMPERATURE: [property@Amk.Generator:temperature] is
+ *   negative or not finite
+ * @AMK_GENERATOR_ERROR_INVALID_TOP_P: [property@Amk.Generator:top-p] is outside (0, 1]
+ * @AMK_GENERATOR_ERROR_CONTEXT_FULL: the prompt does not fit in what is left of the
+ *   model's context (its KV cache)
+ * @AMK_GENERATOR_ERROR_NO_TOKEN: the model's step produced no valid next token (its
+ *   logits are not finite)
+ * @AMK_GENERATOR_ERROR_BUSY: the generator is already generating
+ *
+ * Error codes of the %AMK_GENERATOR_ERROR domain.
+ */
+typedef enum {
+  AMK_GENERATOR_ERROR_EMPTY_PROMPT,
+  AMK_GENERATOR_ERROR_INVALID_TEMPERATURE,
+  AMK_GENERATOR_ERROR_INVALID_TOP_P,
+  AMK_GENERATOR_ERROR_CONTEXT_FULL,
+  AMK_GENERATOR_ERROR_NO_TOKEN,
+  AMK_GENERATOR_ERROR_BUSY
+} AmkGeneratorError;
+
+AMK_AVAILABLE_IN_1_0
+GQuark amk_generator_error_quark (void);
 
 #define AMK_TYPE_GENERATOR (amk_generator_get_type ())
 
@@ -22,12 +58,12 @@ G_DECLARE_FINAL_TYPE (AmkGenerator, amk_generator, AMK, GENERATOR, GObject)
 
 AMK_AVAILABLE_IN_1_0
 AmkGenerator *amk_generator_new                  (AmkModel            *model,
-                                                  AmkLauncher         *launcher);
+                                                  AmkExecutor         *executor);
 
 AMK_AVAILABLE_IN_1_0
 AmkModel     *amk_generator_get_model            (AmkGenerator        *self);
 AMK_AVAILABLE_IN_1_0
-AmkLauncher  *amk_generator_get_launcher         (AmkGenerator        *self);
+AmkExecutor  *amk_generator_get_executor         (AmkGenerator        *self);
 
 AMK_AVAILABLE_IN_1_0
 gdouble       amk_generator_get_temperature      (AmkGenerator        *self);

@@ -15,6 +15,7 @@
 #include <amk-glib/amk-kernel-attributes.h>
 #include <amk-glib/amk-struct-sizes.h>
 #include <amk-glib/amk-program.h>
+#include <amk-glib/amk-executor.h>
 #include <amk-glib/amk-cpu-executor.h>
 #include <amk-glib/amk-launcher.h>
 #include <amk-glib/amk-tokenizer.h>

@@ -14,6 +14,8 @@
 #include "amk-launcher.h"
 #include "amk-version.h"
 #include "amk-program-private.h"
+#include "amk-executor-private.h"
+#include "amk-launch-config-private.h"
 #include "amk-error.h"
 #include "amk-abi.h"
 #include "amk-cuda.h"
@@ -24,7 +26,8 @@ G_STATIC_ASSERT (AMK_LAUNCHER_MATVEC_SHARED_MEMORY == AMK_MATVEC_SMEM_BYTES);
  * AmkLauncher:
  *
  * Runs a verified [class@Amk.Program] on a CUDA device as one persistent cooperative
- * launch of the megakernel.
+ * launch of the megakernel. A launcher is an [iface@Amk.Executor]: code written for the
+ * interface runs on the CPU executor and on a GPU alike.
  *
  * [method@Amk.Launcher.load] allocates and uploads the buffer table, the instructions,
  * the queues, the counters and the scratch arena once; each
@@ -32,6 +35,14 @@ G_STATIC_ASSERT (AMK_LAUNCHER_MATVEC_SHARED_MEMORY == AMK_MATVEC_SMEM_BYTES);
  * written and read between launches with [method@Amk.Launcher.upload] and
  * [method@Amk.Launcher.download], or bound to memory that another library owns (a
  * PyTorch or CuPy tensor's `data_ptr()`) with [method@Amk.Launcher.bind_buffer].
+ *
+ * The launcher chooses its configuration when it loads a program: the most threads per
+ * block the kernel allows at which every queue's block is co-resident, and, when the
+ * program has MATVEC instructions, the dynamic shared memory of MATVEC's shared-memory
+ * ring (256 bytes per thread plus 4 bytes per column of the widest MATVEC) where it fits
+ * under the device's cap. Setting
+ * [property@Amk.Launcher:threads-per-block] or
+ * [property@Amk.Launcher:dynamic-shared-memory] fixes that value instead.
  *
  * The launch contract: dynamic shared memory is opted into and never above the device's
  * per-block cap; a grid (one block per queue) larger than the co-resident blocks of the
@@ -59,16 +70,16 @@ struct _AmkLauncher
   GObject parent_instance;
 
   gint        device;
-  guint       threads_per_block;
-  guint       dynamic_shared_memory;
+  guint       threads_set;     /* threads-per-block as set; 0: chosen at load */
+  guint       smem_set;        /* dynamic-shared-memory as set, when smem_fixed */
+  gboolean    smem_fixed;
+  gboolean    config_valid;    /* the two below were chosen for the loaded program */
+  guint       threads_used, smem_used;
   guint       l2_prefetch;
   guint       watchdog_ms;
   gboolean    trace;
 
-  AmkProgram *program;
-  guint       n_buffers;     /* the program's shape when it was loaded */
-  guint       n_counters, n_instructions;
-  guint64     scratch_size;
+  AmkLoadedProgram loaded;   /* the program and its shape when it was loaded */
   guint64    *buffer_addr;   /* device address of each buffer */
   gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
   amk_buffer_t *table;       /* host copy of the device buffer table */
@@ -95,9 +106,14 @@ enum {
 
 static GParamSpec *properties[N_PROPS];
 
-G_DEFINE_FINAL_TYPE (AmkLauncher, amk_launcher, G_TYPE_OBJECT)
+static void amk_launcher_executor_iface_init (AmkExecutorInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (AmkLauncher, amk_launcher, G_TYPE_OBJECT,
+                               G_IMPLEMENT_INTERFACE (AMK_TYPE_EXECUTOR,
+                                                      amk_launcher_executor_iface_init))
 
 static void release_device_state (AmkLauncher *self);
+static gboolean ensure_config (AmkLauncher *self, GError **error);
 
 static void
 amk_launcher_finalize (GObject *object)
@@ -122,10 +138,10 @@ amk_launcher_get_property (GObject    *object,
       g_value_set_int (value, self->device);
       break;
     case PROP_THREADS_PER_BLOCK:
-      g_value_set_uint (value, self->threads_per_block);
+      g_value_set_uint (value, amk_launcher_get_threads_per_block (self));
       break;
     case PROP_DYNAMIC_SHARED_MEMORY:
-      g_value_set_uint (value, self->dynamic_shared_memory);
+      g_value_set_uint (value, amk_launcher_get_dynamic_shared_memory (self));
       break;
     case PROP_L2_PREFETCH:
       g_value_set_uint (value, self->l2_prefetch);
@@ -137,7 +153,7 @@ amk_launcher_get_property (GObject    *object,
       g_value_set_boolean (value, self->trace);
       break;
     case PROP_PROGRAM:
-      g_value_set_object (value, self->program);
+      g_value_set_object (value, self->loaded.program);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -199,18 +215,25 @@ amk_launcher_class_init (AmkLauncherClass *klass)
   /**
    * AmkLauncher:threads-per-block:
    *
-   * Threads of each block of the megakernel: a multiple of 32 from 32 to 1024.
+   * Threads of each block of the megakernel: a multiple of 32 from 32 to 1024, or 0 (the
+   * default) for the launcher's choice when it loads a program: the most the kernel
+   * allows at which every queue's block is co-resident. Reads back the count the
+   * launches use: as set, or the launcher's choice once a program is loaded (0 before).
    */
   properties[PROP_THREADS_PER_BLOCK] =
-    g_param_spec_uint ("threads-per-block", NULL, NULL, 32, 1024, 256,
-                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
-                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+    g_param_spec_uint ("threads-per-block", NULL, NULL, 0, 1024, 0,
+                       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
    * AmkLauncher:dynamic-shared-memory:
    *
    * Dynamic shared memory per block in bytes; above 48 KiB it is opted into, and never
-   * above the device's per-block cap.
+   * above the device's per-block cap. Until it is set (0 included), the launcher chooses
+   * it when it loads a program: what MATVEC's shared-memory ring needs at the chosen
+   * threads per block (256 bytes per thread and 4 bytes per column of the widest
+   * MATVEC) where that fits under the cap, else 0. Reads back
+   * the size the launches use: as set, or the launcher's choice once a program is
+   * loaded (0 before).
    */
   properties[PROP_DYNAMIC_SHARED_MEMORY] =
     g_param_spec_uint ("dynamic-shared-memory", NULL, NULL, 0, G_MAXUINT, 0,
@@ -267,7 +290,6 @@ amk_launcher_class_init (AmkLauncherClass *klass)
 static void
 amk_launcher_init (AmkLauncher *self)
 {
-  self->threads_per_block = 256;
   self->watchdog_ms = 10000;
 }
 
@@ -330,21 +352,35 @@ amk_launcher_get_device (AmkLauncher *self)
  * amk_launcher_get_threads_per_block:
  * @self: a launcher
  *
- * Gets the threads of each block.
+ * Gets the threads of each block the launches use (see
+ * [property@Amk.Launcher:threads-per-block]).
  *
- * Returns: the threads of each block
+ * Returns: the threads of each block as set, else the launcher's choice for the loaded
+ *   program, or 0 when it has not chosen yet
  */
 guint
 amk_launcher_get_threads_per_block (AmkLauncher *self)
 {
   g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
-  return self->threads_per_block;
+  return self->threads_set != 0 ? self->threads_set : self->threads_used;
+}
+
+/* A set value replaces the choice; the other value, if chosen, is chosen again for it
+ * at the next launch. */
+static void
+config_changed (AmkLauncher *self, guint old_threads, guint old_smem)
+{
+  self->config_valid = FALSE;
+  if (amk_launcher_get_threads_per_block (self) != old_threads)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THREADS_PER_BLOCK]);
+  if (amk_launcher_get_dynamic_shared_memory (self) != old_smem)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
 }
 
 /**
  * amk_launcher_set_threads_per_block:
  * @self: a launcher
- * @threads: a multiple of 32 from 32 to 1024
+ * @threads: a multiple of 32 from 32 to 1024, or 0 for the launcher's choice
  *
  * Sets the threads of each block for the next launches.
  */
@@ -352,27 +388,33 @@ void
 amk_launcher_set_threads_per_block (AmkLauncher *self,
                                     guint        threads)
 {
+  guint old_threads, old_smem;
+
   g_return_if_fail (AMK_IS_LAUNCHER (self));
-  g_return_if_fail (threads >= 32 && threads <= 1024 && threads % 32 == 0);
-  if (self->threads_per_block == threads)
+  g_return_if_fail (threads == 0 || (threads >= 32 && threads <= 1024 && threads % 32 == 0));
+  if (self->threads_set == threads)
     return;
-  self->threads_per_block = threads;
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THREADS_PER_BLOCK]);
+  old_threads = amk_launcher_get_threads_per_block (self);
+  old_smem = amk_launcher_get_dynamic_shared_memory (self);
+  self->threads_set = threads;
+  config_changed (self, old_threads, old_smem);
 }
 
 /**
  * amk_launcher_get_dynamic_shared_memory:
  * @self: a launcher
  *
- * Gets the dynamic shared memory per block in bytes.
+ * Gets the dynamic shared memory per block the launches use (see
+ * [property@Amk.Launcher:dynamic-shared-memory]).
  *
- * Returns: the dynamic shared memory per block in bytes
+ * Returns: the dynamic shared memory per block in bytes as set, else the launcher's
+ *   choice for the loaded program, or 0 when it has not chosen yet
  */
 guint
 amk_launcher_get_dynamic_shared_memory (AmkLauncher *self)
 {
   g_return_val_if_fail (AMK_IS_LAUNCHER (self), 0);
-  return self->dynamic_shared_memory;
+  return self->smem_fixed ? self->smem_set : self->smem_used;
 }
 
 /**
@@ -380,18 +422,24 @@ amk_launcher_get_dynamic_shared_memory (AmkLauncher *self)
  * @self: a launcher
  * @bytes: dynamic shared memory per block
  *
- * Sets the dynamic shared memory of the next launches; a size above the device's cap
- * makes them fail with %AMK_LAUNCH_ERROR_REJECTED.
+ * Sets the dynamic shared memory of the next launches, 0 included: the launcher no
+ * longer chooses it. A size above the device's cap makes them fail with
+ * %AMK_LAUNCH_ERROR_REJECTED.
  */
 void
 amk_launcher_set_dynamic_shared_memory (AmkLauncher *self,
                                         guint        bytes)
 {
+  guint old_threads, old_smem;
+
   g_return_if_fail (AMK_IS_LAUNCHER (self));
-  if (self->dynamic_shared_memory == bytes)
+  if (self->smem_fixed && self->smem_set == bytes)
     return;
-  self->dynamic_shared_memory = bytes;
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
+  old_threads = amk_launcher_get_threads_per_block (self);
+  old_smem = amk_launcher_get_dynamic_shared_memory (self);
+  self->smem_fixed = TRUE;
+  self->smem_set = bytes;
+  config_changed (self, old_threads, old_smem);
 }
 
 /**
@@ -508,7 +556,7 @@ AmkProgram *
 amk_launcher_get_program (AmkLauncher *self)
 {
   g_return_val_if_fail (AMK_IS_LAUNCHER (self), NULL);
-  return self->program;
+  return self->loaded.program;
 }
 
 /**
@@ -638,15 +686,7 @@ require_device (AmkLauncher *self, GError **error)
 static gboolean
 require_program (AmkLauncher *self, GError **error)
 {
-  if (!require_device (self, error))
-    return FALSE;
-  if (self->program == NULL)
-    {
-      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
-                           _("No program is loaded; call amk_launcher_load() first"));
-      return FALSE;
-    }
-  return TRUE;
+  return require_device (self, error) && amk_loaded_program_require (&self->loaded, error);
 }
 
 /**
@@ -793,7 +833,7 @@ release_device_state (AmkLauncher *self)
   guint64 *singles[] = { &self->d_table, &self->d_instructions, &self->d_flat, &self->d_off,
                          &self->d_len, &self->d_scratch, &self->d_control, &self->d_trace };
 
-  for (guint b = 0; b < self->n_buffers; b++)
+  for (guint b = 0; b < self->loaded.n_buffers && self->buffer_owned != NULL; b++)
     if (self->buffer_owned[b] && self->buffer_addr[b] != 0)
       amk_cuda_free (self->device, self->buffer_addr[b]);
   for (guint i = 0; i < G_N_ELEMENTS (singles); i++)
@@ -805,9 +845,9 @@ release_device_state (AmkLauncher *self)
   g_clear_pointer (&self->buffer_addr, g_free);
   g_clear_pointer (&self->buffer_owned, g_free);
   g_clear_pointer (&self->table, g_free);
-  self->n_buffers = 0;
   self->trace_valid = FALSE;
-  g_clear_object (&self->program);
+  self->config_valid = FALSE;
+  amk_loaded_program_clear (&self->loaded);
 }
 
 /* Allocates `size` bytes (at least one) and fills them with `data` or zeros. */
@@ -831,7 +871,7 @@ upload_table (AmkLauncher *self, GError **error)
 
   self->checked = FALSE; /* the operands resolved at the last check may have moved */
   return cuda_error (amk_cuda_upload (self->device, self->d_table, self->table,
-                                      self->n_buffers * sizeof (amk_buffer_t), msg, sizeof msg),
+                                      self->loaded.n_buffers * sizeof (amk_buffer_t), msg, sizeof msg),
                      msg, error);
 }
 
@@ -860,11 +900,7 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
   guint n_buffers = program->buffers->len;
   g_autofree gboolean *written = NULL;
 
-  self->program = g_object_ref (program);
-  self->n_buffers = n_buffers;
-  self->n_counters = program->counter_names->len;
-  self->n_instructions = program->instructions->len;
-  self->scratch_size = program->scratch_size;
+  amk_loaded_program_set (&self->loaded, program);
   self->buffer_addr = g_new0 (guint64, MAX (n_buffers, 1));
   self->buffer_owned = g_new0 (gboolean, MAX (n_buffers, 1));
   self->table = g_new0 (amk_buffer_t, MAX (n_buffers, 1));
@@ -939,7 +975,7 @@ amk_launcher_load_unverified (AmkLauncher  *self,
   if (!require_device (self, error))
     return FALSE;
   release_device_state (self);
-  if (!upload_program (self, program, error))
+  if (!upload_program (self, program, error) || !ensure_config (self, error))
     {
       release_device_state (self);
       g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
@@ -949,18 +985,65 @@ amk_launcher_load_unverified (AmkLauncher  *self,
   return TRUE;
 }
 
+static guint
+occupancy_at (guint threads, guint dynamic_shared_memory, gpointer data)
+{
+  AmkLauncher *self = data;
+  char msg[MSG_LEN] = "";
+  amk_cuda_attributes_t a = { 0 };
+
+  if (amk_cuda_kernel_attributes (self->device, (int) threads, (int) dynamic_shared_memory,
+                                  &a, msg, sizeof msg) != AMK_CUDA_OK)
+    return 0;
+  return (guint) MAX (a.blocks_per_sm, 0);
+}
+
+/* The configuration of the launches of the loaded program: what is set, the launcher's
+ * choice for the rest (amk-launch-config.c). */
+static gboolean
+ensure_config (AmkLauncher *self, GError **error)
+{
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  AmkLaunchNeeds needs;
+  guint old_threads, old_smem, threads, smem;
+
+  if (self->config_valid)
+    return TRUE;
+  old_threads = amk_launcher_get_threads_per_block (self);
+  old_smem = amk_launcher_get_dynamic_shared_memory (self);
+  if (self->threads_set == 0 || !self->smem_fixed)
+    {
+      /* 32 threads and no dynamic shared memory: a query every kernel accepts */
+      attr = amk_launcher_kernel_attributes (self, 32, 0, error);
+      if (attr == NULL)
+        return FALSE;
+      amk_launch_needs_from_program (self->loaded.program, &needs);
+      amk_launch_config_choose (attr, &needs, self->threads_set, self->smem_fixed, self->smem_set,
+                                occupancy_at, self, &threads, &smem);
+      self->threads_used = threads;
+      self->smem_used = smem;
+    }
+  self->config_valid = TRUE;
+  if (amk_launcher_get_threads_per_block (self) != old_threads)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THREADS_PER_BLOCK]);
+  if (amk_launcher_get_dynamic_shared_memory (self) != old_smem)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
+  return TRUE;
+}
+
 static AmkBufferInfo *
 get_buffer (AmkLauncher *self, guint buffer, GError **error)
 {
   if (!require_program (self, error))
     return NULL;
-  if (buffer >= self->n_buffers)
+  if (buffer >= self->loaded.n_buffers)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Buffer %u does not exist; the program has %u buffers"), buffer, self->n_buffers);
+                   _("Buffer %u does not exist; the program has %u buffers"),
+                   buffer, self->loaded.n_buffers);
       return NULL;
     }
-  return g_ptr_array_index (self->program->buffers, buffer);
+  return g_ptr_array_index (self->loaded.program->buffers, buffer);
 }
 
 /**
@@ -1139,22 +1222,13 @@ amk_launcher_launch (AmkLauncher   *self,
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!require_program (self, error))
+  if (!require_device (self, error) || !amk_loaded_program_check (&self->loaded, error))
     return FALSE;
-  if (g_cancellable_set_error_if_cancelled (cancellable, error))
+  if (g_cancellable_set_error_if_cancelled (cancellable, error) ||
+      !ensure_config (self, error))
     return FALSE;
-  /* the device holds the image as it was loaded; its arrays have those sizes */
-  if (self->program->buffers->len != self->n_buffers ||
-      self->program->counter_names->len != self->n_counters ||
-      self->program->instructions->len != self->n_instructions ||
-      self->program->scratch_size != self->scratch_size)
-    {
-      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
-                           _("The program changed after it was loaded; load it again"));
-      return FALSE;
-    }
 
-  program = self->program;
+  program = self->loaded.program;
   prog.buffers = (const amk_buffer_t *) (guintptr) self->d_table;
   prog.counters = (amk_counter_t *) (guintptr) (self->d_control + CONTROL_COUNTERS);
   prog.instructions = (const amk_instruction_t *) (guintptr) self->d_instructions;
@@ -1168,18 +1242,18 @@ amk_launcher_launch (AmkLauncher   *self,
   self->trace_valid = FALSE;
   if (self->trace)
     {
-      gsize trace_size = MAX (self->n_instructions, 1) * sizeof (amk_trace_event_t);
+      gsize trace_size = MAX (self->loaded.n_instructions, 1) * sizeof (amk_trace_event_t);
       if (self->d_trace == 0 && !alloc_upload (self, &self->d_trace, NULL, trace_size, error))
         return FALSE;
       if (!cuda_error (amk_cuda_memset (self->device, self->d_trace, 0, trace_size, msg, sizeof msg), msg, error))
         return FALSE;
       prog.trace = (amk_trace_event_t *) (guintptr) self->d_trace;
     }
-  prog.scratch_bytes = self->scratch_size;
+  prog.scratch_bytes = self->loaded.scratch_size;
   prog.watchdog_ns = (uint64_t) self->watchdog_ms * G_GUINT64_CONSTANT (1000000);
-  prog.n_buffers = (int32_t) self->n_buffers;
-  prog.n_counters = (int32_t) self->n_counters;
-  prog.n_instructions = (int32_t) self->n_instructions;
+  prog.n_buffers = (int32_t) self->loaded.n_buffers;
+  prog.n_counters = (int32_t) self->loaded.n_counters;
+  prog.n_instructions = (int32_t) self->loaded.n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
   prog.l2_prefetch = self->l2_prefetch;
   if (!self->checked)
@@ -1195,7 +1269,8 @@ amk_launcher_launch (AmkLauncher   *self,
   if (cancellable != NULL)
     handler = g_cancellable_connect (cancellable, G_CALLBACK (on_cancelled), &cancel, NULL);
   status = amk_cuda_launch (self->device, &prog, (int) program->num_queues,
-                            (int) self->threads_per_block, (int) self->dynamic_shared_memory,
+                            (int) amk_launcher_get_threads_per_block (self),
+                            (int) amk_launcher_get_dynamic_shared_memory (self),
                             cancellable != NULL ? &cancel : NULL, &record, &device_ms,
                             msg, sizeof msg);
   self->last_launch_ms = status == AMK_CUDA_OK ? device_ms : 0.0;
@@ -1332,7 +1407,7 @@ amk_launcher_get_trace_json (AmkLauncher  *self,
                            _("There is no trace: set the launcher's trace property, then launch successfully"));
       return NULL;
     }
-  n = self->n_instructions;
+  n = self->loaded.n_instructions;
   events = g_new0 (amk_trace_event_t, MAX (n, 1));
   if (!cuda_error (amk_cuda_download (self->device, events, self->d_trace, n * sizeof *events, msg, sizeof msg),
                    msg, error))
@@ -1358,4 +1433,110 @@ amk_launcher_get_trace_json (AmkLauncher  *self,
     }
   g_string_append (json, "\n]}\n");
   return g_string_free (g_steal_pointer (&json), FALSE);
+}
+
+/* ---- AmkExecutor ---------------------------------------------------------------------- */
+
+static gboolean
+executor_load (AmkExecutor *executor, AmkProgram *program, GError **error)
+{
+  return amk_launcher_load (AMK_LAUNCHER (executor), program, error);
+}
+
+static AmkProgram *
+executor_get_program (AmkExecutor *executor)
+{
+  return amk_launcher_get_program (AMK_LAUNCHER (executor));
+}
+
+static gboolean
+executor_upload (AmkExecutor *executor, guint buffer, GBytes *data, GError **error)
+{
+  return amk_launcher_upload (AMK_LAUNCHER (executor), buffer, data, error);
+}
+
+static GBytes *
+executor_download (AmkExecutor *executor, guint buffer, GError **error)
+{
+  return amk_launcher_download (AMK_LAUNCHER (executor), buffer, error);
+}
+
+static gboolean
+executor_run (AmkExecutor *executor, GCancellable *cancellable, GError **error)
+{
+  return amk_launcher_launch (AMK_LAUNCHER (executor), cancellable, error);
+}
+
+static void
+executor_run_async (AmkExecutor         *executor,
+                    GCancellable        *cancellable,
+                    GAsyncReadyCallback  callback,
+                    gpointer             user_data)
+{
+  amk_launcher_launch_async (AMK_LAUNCHER (executor), cancellable, callback, user_data);
+}
+
+static gboolean
+executor_run_finish (AmkExecutor *executor, GAsyncResult *result, GError **error)
+{
+  return amk_launcher_launch_finish (AMK_LAUNCHER (executor), result, error);
+}
+
+static AmkAbortRecord *
+executor_get_last_abort (AmkExecutor *executor)
+{
+  return amk_launcher_get_last_abort (AMK_LAUNCHER (executor));
+}
+
+/* One block per multiprocessor: all of them work, and every block is co-resident at
+ * the configuration the launcher chooses. */
+static guint
+executor_get_preferred_queues (AmkExecutor *executor, GError **error)
+{
+  AmkLauncher *self = AMK_LAUNCHER (executor);
+  g_autoptr(AmkKernelAttributes) attr = NULL;
+  GError *local = NULL;
+
+  if (!amk_launcher_supports_cooperative (self, &local))
+    {
+      if (local != NULL)
+        g_propagate_error (error, local);
+      else
+        g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
+                     _("CUDA device %d cannot launch cooperative kernels, which the megakernel "
+                       "needs; use the CPU executor (Amk.CpuExecutor)"), self->device);
+      return 0;
+    }
+  attr = amk_launcher_kernel_attributes (self, 32, 0, error);
+  if (attr == NULL)
+    return 0;
+  return (guint) MAX (attr->num_sms, 1);
+}
+
+static char *
+executor_get_description (AmkExecutor *executor)
+{
+  AmkLauncher *self = AMK_LAUNCHER (executor);
+  g_autofree char *name = amk_launcher_get_device_name (self, NULL);
+
+  /* TRANSLATORS: what runs the programs; %s is the device name */
+  if (name != NULL)
+    return g_strdup_printf (_("GPU megakernel (%s)"), name);
+  /* TRANSLATORS: what runs the programs when the device has no name; %d is its index */
+  return g_strdup_printf (_("GPU megakernel (CUDA device %d)"), self->device);
+}
+
+static void
+amk_launcher_executor_iface_init (AmkExecutorInterface *iface)
+{
+  iface->load = executor_load;
+  iface->get_program = executor_get_program;
+  iface->upload = executor_upload;
+  iface->download = executor_download;
+  iface->run = executor_run;
+  iface->run_async = executor_run_async;
+  iface->run_finish = executor_run_finish;
+  iface->get_last_abort = executor_get_last_abort;
+  iface->get_preferred_queues = executor_get_preferred_queues;
+  iface->get_description = executor_get_description;
 }

@@ -12,6 +12,7 @@
 #include <amk-glib/amk-version-macros.h>
 #include <amk-glib/amk-program.h>
 #include <amk-glib/amk-abort-record.h>
+#include <amk-glib/amk-executor.h>
 #include <amk-glib/amk-kernel-attributes.h>
 #include <amk-glib/amk-struct-sizes.h>
 
@@ -20,11 +21,11 @@ G_BEGIN_DECLS
 /**
  * AMK_LAUNCHER_MATVEC_SHARED_MEMORY:
  *
- * The dynamic shared memory per block ([property@Amk.Launcher:dynamic-shared-memory]) at
+ * A dynamic shared memory per block ([property@Amk.Launcher:dynamic-shared-memory]) at
  * which MATVEC streams its weights through a shared-memory ring (`cp.async`) with up to
- * 512 threads per block; with less it loads them straight into registers. On the H200
- * the ring made a Llama-3.2-1B decode step 1.17 times faster (docs/performance.md):
- * `amk generate` uses it where the device allows it.
+ * 512 threads per block and 16384 columns; with less it loads them straight into
+ * registers. The launcher sizes the ring for the loaded program by itself; this fixed
+ * size is for comparisons with an explicit configuration.
  */
 #define AMK_LAUNCHER_MATVEC_SHARED_MEMORY 196608
 

@@ -11,10 +11,10 @@ G_BEGIN_DECLS
 
 /* The loaded build (program, tokenizer, buffer indices), or NULL before loading. */
 AmkModelBuild *amk_model_get_build         (AmkModel      *self);
-/* g_initable_init() for a given executor: with cpu_executor an n-queues of 0 chooses the
- * CPU executor's queue count even where there is a GPU. */
+/* g_initable_init() for the executor that will run the model (NULL: not known yet): an
+ * n-queues of 0 chooses the executor's preferred queue count. */
 gboolean       amk_model_load_for_executor (AmkModel      *self,
-                                            gboolean       cpu_executor,
+                                            AmkExecutor   *executor,
                                             GCancellable  *cancellable,
                                             GError       **error);
 

@@ -10,7 +10,7 @@
 #include "amk-model-private.h"
 #include "amk-model-loader-private.h"
 #include "amk-enum-types.h"
-#include "amk-kernel-attributes.h"
+#include "amk-cpu-executor.h"
 #include "amk-launcher.h"
 
 /**
@@ -51,16 +51,6 @@
 
 /* The KV cache length when none is asked for (the model's own when that is smaller). */
 #define DEFAULT_CONTEXT 2048
-/* Queues of a program for the CPU executor. It runs one instruction at a time, so more
- * queues only cut the ops finer and add scheduling. SmolLM2-135M, 16 tokens after "Hello"
- * on 2 cores (`amk generate --cpu --max-tokens 16 "Hello"` with the count patched in, and
- * Amk.Model(n_queues=N) from Python): 366-392 ms per token with 1 queue, 369-391 with 2,
- * 375-391 with 4, 377-399 with 8, 380-388 with 16, 403-427 with 132 (an H200's SMs); with
- * sibling matvecs (3dd0cbf) 393-403, 395-396 and 420-427 for 1, 4, 132. 1 is as fast. */
-#define CPU_QUEUES 1
-/* Threads per block the GPU queue count is chosen for (what `amk generate` launches
- * with: MATVEC keeps the most loads in flight with 512). */
-#define GPU_THREADS 512
 
 struct _AmkModel
 {
@@ -212,14 +202,12 @@ amk_model_class_init (AmkModelClass *klass)
    * AmkModel:n-queues:
    *
    * The queues of the decode step: thread blocks of the launch on a GPU. 0 (the
-   * default) chooses when loading: one queue per multiprocessor of CUDA device 0 (for
-   * launchers with 512 threads per block, 132 on an H200) where a GPU can run the
-   * model; 1 for the CPU executor, that is without a usable GPU (none, or one that
-   * cannot launch cooperative kernels) or when a [class@Amk.Generator] without a
-   * launcher loads the model. The CPU executor runs one instruction at a time, so more
-   * queues only add work there: with SmolLM2-135M (`amk generate --cpu`) 1 to 4 queues
-   * take the same time per token within the noise, 132 queues 6 to 9% longer. Once
-   * loaded, the program's queue count.
+   * default) chooses when loading: the [method@Amk.Executor.get_preferred_queues] of
+   * the executor of the [class@Amk.Generator] that loads the model (one per
+   * multiprocessor for a launcher, 132 on an H200; 1 for the CPU executor, where more
+   * queues only add work); loaded on its own, that of a launcher on CUDA device 0 where
+   * it can run the megakernel, else the CPU executor's. Once loaded, the program's
+   * queue count.
    */
   properties[PROP_N_QUEUES] =
     g_param_spec_uint ("n-queues", NULL, NULL, 0, 65535, 0,
@@ -332,32 +320,30 @@ amk_model_init (AmkModel *self)
 {
 }
 
-/* For the CPU executor CPU_QUEUES; else one queue per SM of device 0 where a GPU can run
- * the model (a cooperative launch), and CPU_QUEUES where none can. */
+/* The queue count the executor prefers; with none yet, that of a launcher on device 0
+ * where it can run the megakernel, else the CPU executor's. */
 static guint
-default_n_queues (gboolean cpu_executor)
+default_n_queues (AmkExecutor  *executor,
+                  GError      **error)
 {
-  g_autoptr(AmkLauncher) launcher = NULL;
-  g_autoptr(AmkKernelAttributes) attr = NULL;
-  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkExecutor) fallback = NULL;
+  g_autoptr(GError) local = NULL;
+  guint n;
 
-  if (cpu_executor || amk_launcher_get_device_count () <= 0)
-    return CPU_QUEUES;
-  launcher = amk_launcher_new (0);
-  if (!amk_launcher_supports_cooperative (launcher, &error))
+  if (executor != NULL)
+    return amk_executor_get_preferred_queues (executor, error);
+  if (amk_launcher_get_device_count () > 0)
     {
-      g_debug ("CUDA device 0 cannot launch the megakernel (%s); using %u queues",
-               error != NULL ? error->message : "no cooperative launch", CPU_QUEUES);
-      return CPU_QUEUES;
+      g_autoptr(AmkExecutor) launcher = AMK_EXECUTOR (amk_launcher_new (0));
+
+      n = amk_executor_get_preferred_queues (launcher, &local);
+      if (n > 0)
+        return n;
+      g_debug ("CUDA device 0 cannot run the megakernel (%s); choosing the CPU executor's queues",
+               local->message);
     }
-  attr = amk_launcher_kernel_attributes (launcher, GPU_THREADS, 0, &error);
-  if (attr == NULL || attr->num_sms <= 0)
-    {
-      g_debug ("No queue count from CUDA device 0 (%s); using %u",
-               error != NULL ? error->message : "no multiprocessors", CPU_QUEUES);
-      return CPU_QUEUES;
-    }
-  return (guint) attr->num_sms;
+  fallback = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+  return amk_executor_get_preferred_queues (fallback, error);
 }
 
 
@@ -384,11 +370,11 @@ build_model (const char    *path,
   return amk_model_build_graph (spec, n_queues, context, error);
 }
 
-/* Loads the model unless it is loaded (GInitable's init), with the default queue count
- * of the executor that will run it: the CPU executor, or a GPU where there is one. */
+/* Loads the model unless it is loaded (GInitable's init), with the queue count that
+ * executor prefers (NULL: see default_n_queues()). */
 gboolean
 amk_model_load_for_executor (AmkModel      *self,
-                             gboolean       cpu_executor,
+                             AmkExecutor   *executor,
                              GCancellable  *cancellable,
                              GError       **error)
 {
@@ -398,6 +384,7 @@ amk_model_load_for_executor (AmkModel      *self,
   guint64 weight_bytes = 0;
 
   g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
+  g_return_val_if_fail (executor == NULL || AMK_IS_EXECUTOR (executor), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (self->build != NULL)
@@ -411,7 +398,9 @@ amk_model_load_for_executor (AmkModel      *self,
   if (g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 
-  n_queues = self->n_queues > 0 ? self->n_queues : default_n_queues (cpu_executor);
+  n_queues = self->n_queues;
+  if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
+    return FALSE;
   build = build_model (self->path, n_queues, self->context_length, cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
@@ -433,7 +422,7 @@ amk_model_initable_init (GInitable     *initable,
                          GCancellable  *cancellable,
                          GError       **error)
 {
-  return amk_model_load_for_executor (AMK_MODEL (initable), FALSE, cancellable, error);
+  return amk_model_load_for_executor (AMK_MODEL (initable), NULL, cancellable, error);
 }
 
 static void

@@ -12,7 +12,14 @@ OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
 runs once per lookahead. MODEL_STEP_RING_ONLY=1 in the environment skips the direct loads.
 
-Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS [L2]]"""
+With --compare-default it only compares the launcher's own configuration (Amk.Launcher with
+nothing set: it chooses threads and shared memory when it loads the program) with the
+explicit one above (512 threads, AMK_LAUNCHER_MATVEC_SHARED_MEMORY), ROUNDS times each,
+alternating, and prints both medians of the device time per step and their ratio
+default/explicit.
+
+Usage (GPU machine): bash .gpu/run.sh python3 bench/model-step.py MODEL OUTDIR [TOKENS [L2]]
+                     bash .gpu/run.sh python3 bench/model-step.py --compare-default MODEL [TOKENS [ROUNDS]]"""
 import json
 import os
 import sys
@@ -147,6 +154,32 @@ def main(model_path, outdir, tokens, l2_lookaheads):
         sys.stdout.flush()
 
 
+def compare_default(model_path, tokens, rounds):
+    """The launcher's default configuration against the explicit one, in one process and
+    alternating, so that both see the same clocks and the same state of the device."""
+    model = Amk.Model.new_from_file(model_path, None)
+    default = Amk.Launcher(device=0)
+    explicit = Amk.Launcher(device=0)
+    explicit.props.threads_per_block = 512
+    explicit.props.dynamic_shared_memory = RING_BYTES
+    times = {"default": [], "explicit": []}
+    for r in range(rounds):
+        for name, launcher in (("default", default), ("explicit", explicit)):
+            ms, device_ms, n, _ = step_ms(model, launcher, tokens)
+            times[name].append(device_ms)
+            print(f"round {r} {name:8s}: {launcher.props.threads_per_block} threads, "
+                  f"{launcher.props.dynamic_shared_memory} bytes of dynamic shared memory: "
+                  f"device time {device_ms:.4f} ms per step (median of {n}), {ms:.4f} ms wall")
+            sys.stdout.flush()
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(f"COMPARE {model_path}: default {med['default']:.4f} ms, explicit {med['explicit']:.4f} ms, "
+          f"ratio default/explicit {med['default'] / med['explicit']:.4f}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64,
-         [int(a) for a in sys.argv[4].split(",")] if len(sys.argv) > 4 else [0])
+    if len(sys.argv) > 1 and sys.argv[1] == "--compare-default":
+        compare_default(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64,
+                        int(sys.argv[4]) if len(sys.argv) > 4 else 5)
+    else:
+        main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64,
+             [int(a) for a in sys.argv[4].split(",")] if len(sys.argv) > 4 else [0])

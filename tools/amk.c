@@ -255,16 +255,14 @@ usage_error (const char *command, const char *message)
 /* ------------------------------------------------------------------------------------ */
 
 typedef struct {
-  AmkProgram     *program;
-  AmkLauncher    *launcher;   /* set when running on the GPU */
-  AmkCpuExecutor *executor;   /* set when running on the CPU */
-  char           *where;      /* "the GPU (NVIDIA H200)" or "the CPU executor" */
+  AmkProgram  *program;
+  AmkExecutor *executor;
+  char        *where;      /* "GPU megakernel (NVIDIA H200)" or "CPU executor" */
 } Runner;
 
 static void
 runner_clear (Runner *runner)
 {
-  g_clear_object (&runner->launcher);
   g_clear_object (&runner->executor);
   g_clear_object (&runner->program);
   g_clear_pointer (&runner->where, g_free);
@@ -274,7 +272,7 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Runner, runner_clear)
 
 /* A launcher for device 0 if it can run programs; otherwise %NULL and why not. */
 static AmkLauncher *
-open_gpu (char **device_name, GError **error)
+open_gpu (GError **error)
 {
   g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
   g_autofree char *name = NULL;
@@ -292,58 +290,43 @@ open_gpu (char **device_name, GError **error)
                      _("%s cannot launch cooperative kernels"), name);
       return NULL;
     }
-  *device_name = g_steal_pointer (&name);
   return g_steal_pointer (&launcher);
 }
 
-/* Prepares @program to run: on @launcher (which it takes) or, when that is %NULL, on a
- * CPU executor seeded with @seed. */
+/* Chooses what runs: the GPU unless @force_cpu or there is none (then says so), else a
+ * CPU executor whose scheduler is seeded with @seed. */
+static AmkExecutor *
+choose_executor (const char *command, gboolean force_cpu, guint64 seed, char **no_gpu_reason)
+{
+  g_autoptr(GError) error = NULL;
+  AmkLauncher *launcher = NULL;
+  AmkCpuExecutor *cpu;
+
+  if (!force_cpu)
+    {
+      launcher = open_gpu (&error);
+      if (launcher != NULL)
+        return AMK_EXECUTOR (launcher);
+      g_printerr (_("amk %s: no GPU, running on the CPU executor (%s)\n"), command, error->message);
+      if (no_gpu_reason != NULL)
+        *no_gpu_reason = g_strdup (error->message);
+    }
+  cpu = amk_cpu_executor_new_empty ();
+  amk_cpu_executor_set_seed (cpu, seed);
+  return AMK_EXECUTOR (cpu);
+}
+
+/* Prepares @program to run on @executor (which it takes). */
 static gboolean
 runner_init (Runner       *runner,
              AmkProgram   *program,
-             AmkLauncher  *launcher,
-             const char   *device_name,
-             guint64       seed,
+             AmkExecutor  *executor,
              GError      **error)
 {
   runner->program = g_object_ref (program);
-  if (launcher != NULL)
-    {
-      runner->launcher = launcher;
-      /* TRANSLATORS: where a program ran; %s is the device name */
-      runner->where = g_strdup_printf (_("the GPU (%s)"), device_name);
-      return amk_launcher_load (launcher, program, error);
-    }
-  runner->where = g_strdup (_("the CPU executor"));
-  runner->executor = amk_cpu_executor_new (program, error);
-  if (runner->executor == NULL)
-    return FALSE;
-  amk_cpu_executor_set_seed (runner->executor, seed);
-  return TRUE;
-}
-
-static gboolean
-runner_upload (Runner *runner, guint buffer, GBytes *data, GError **error)
-{
-  if (runner->launcher != NULL)
-    return amk_launcher_upload (runner->launcher, buffer, data, error);
-  return amk_cpu_executor_upload (runner->executor, buffer, data, error);
-}
-
-static gboolean
-runner_run (Runner *runner, GError **error)
-{
-  if (runner->launcher != NULL)
-    return amk_launcher_launch (runner->launcher, NULL, error);
-  return amk_cpu_executor_run (runner->executor, error);
-}
-
-static GBytes *
-runner_download (Runner *runner, guint buffer, GError **error)
-{
-  if (runner->launcher != NULL)
-    return amk_launcher_download (runner->launcher, buffer, error);
-  return amk_cpu_executor_download (runner->executor, buffer, error);
+  runner->executor = executor;
+  runner->where = amk_executor_get_description (executor);
+  return amk_executor_load (executor, program, error);
 }
 
 /* Prints the abort record after a TIMEOUT or ABORTED error, if there is one. */
@@ -356,10 +339,8 @@ runner_print_abort (Runner *runner, const GError *error)
   if (!g_error_matches (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT) &&
       !g_error_matches (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED))
     return;
-  if (runner->launcher != NULL)
-    record = amk_launcher_get_last_abort (runner->launcher);
-  else if (runner->executor != NULL)
-    record = amk_cpu_executor_get_last_abort (runner->executor);
+  if (runner->executor != NULL)
+    record = amk_executor_get_last_abort (runner->executor);
   if (record == NULL)
     {
       g_printerr (_("  abort record: none\n"));
@@ -370,25 +351,6 @@ runner_print_abort (Runner *runner, const GError *error)
     g_printerr (_("  abort record: %s (on SM %d)\n"), text, record->sm_id);
   else
     g_printerr (_("  abort record: %s\n"), text);
-}
-
-/* Chooses where to run: the GPU unless @force_cpu or there is none (then says so). */
-static AmkLauncher *
-choose_device (const char *command, gboolean force_cpu, char **device_name, char **no_gpu_reason)
-{
-  g_autoptr(GError) error = NULL;
-  AmkLauncher *launcher;
-
-  if (force_cpu)
-    return NULL;
-  launcher = open_gpu (device_name, &error);
-  if (launcher == NULL)
-    {
-      g_printerr (_("amk %s: no GPU, running on the CPU executor (%s)\n"), command, error->message);
-      if (no_gpu_reason != NULL)
-        *no_gpu_reason = g_strdup (error->message);
-    }
-  return launcher;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -657,7 +619,7 @@ upload_inputs (Runner *runner, char **inputs, GError **error)
       if (!g_file_get_contents (parts[1], &contents, &length, error))
         return FALSE;
       bytes = g_bytes_new_take (g_steal_pointer (&contents), length);
-      if (!runner_upload (runner, buffer, bytes, error))
+      if (!amk_executor_upload (runner->executor, (guint) buffer, bytes, error))
         return FALSE;
     }
   return TRUE;
@@ -682,12 +644,10 @@ cmd_run (char ***args)
 {
   g_autoptr(GOptionContext) context = g_option_context_new (_("FILE"));
   g_autoptr(AmkProgram) program = NULL;
-  g_autoptr(AmkLauncher) launcher = NULL;
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) inputs = NULL;
   g_auto(Runner) runner = { 0 };
   g_autofree char *output_dir = NULL;
-  g_autofree char *device_name = NULL;
   gboolean force_cpu = FALSE;
   gint64 seed = 0;
   const GOptionEntry entries[] = {
@@ -721,16 +681,16 @@ cmd_run (char ***args)
       return 1;
     }
 
-  launcher = choose_device ("run", force_cpu, &device_name, NULL);
-  if (!runner_init (&runner, program, g_steal_pointer (&launcher), device_name, (guint64) seed, &error) ||
+  if (!runner_init (&runner, program, choose_executor ("run", force_cpu, (guint64) seed, NULL), &error) ||
       !upload_inputs (&runner, inputs, &error) ||
-      !runner_run (&runner, &error))
+      !amk_executor_run (runner.executor, NULL, &error))
     {
       print_error ("run", error);
       runner_print_abort (&runner, error);
       return 1;
     }
-  g_printerr (_("amk run: ran on %s\n"), runner.where);
+  /* TRANSLATORS: %s is what ran the image: "CPU executor", "GPU megakernel (NVIDIA H200)" */
+  g_printerr (_("amk run: ran on the %s\n"), runner.where);
 
   if (output_dir != NULL && g_mkdir_with_parents (output_dir, 0777) != 0)
     {
@@ -747,7 +707,7 @@ cmd_run (char ***args)
 
       if (amk_program_get_buffer_role (program, b) != AMK_BUFFER_ROLE_OUTPUT)
         continue;
-      contents = runner_download (&runner, b, &error);
+      contents = amk_executor_download (runner.executor, b, &error);
       if (contents == NULL)
         {
           print_error ("run", error);
@@ -775,13 +735,11 @@ cmd_demo (char ***args)
 {
   g_autoptr(GOptionContext) context = g_option_context_new (NULL);
   g_autoptr(AmkProgram) program = NULL;
-  g_autoptr(AmkLauncher) launcher = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(GBytes) input = NULL;
   g_autoptr(GBytes) result = NULL;
   g_autoptr(GRand) rand = g_rand_new ();
   g_auto(Runner) runner = { 0 };
-  g_autofree char *device_name = NULL;
   g_autofree char *no_gpu_reason = NULL;
   float in[DEMO_N], expected[DEMO_N];
   const float *got;
@@ -823,11 +781,12 @@ cmd_demo (char ***args)
     }
   input = g_bytes_new (in, sizeof in);
 
-  launcher = choose_device ("demo", force_cpu, &device_name, &no_gpu_reason);
-  if (!runner_init (&runner, program, g_steal_pointer (&launcher), device_name, g_rand_int (rand), &error) ||
-      !runner_upload (&runner, amk_program_find_buffer (program, "in"), input, &error) ||
-      !runner_run (&runner, &error) ||
-      (result = runner_download (&runner, amk_program_find_buffer (program, "out"), &error)) == NULL)
+  if (!runner_init (&runner, program, choose_executor ("demo", force_cpu, g_rand_int (rand), &no_gpu_reason),
+                    &error) ||
+      !amk_executor_upload (runner.executor, (guint) amk_program_find_buffer (program, "in"), input, &error) ||
+      !amk_executor_run (runner.executor, NULL, &error) ||
+      (result = amk_executor_download (runner.executor, (guint) amk_program_find_buffer (program, "out"),
+                                       &error)) == NULL)
     {
       print_error ("demo", error);
       runner_print_abort (&runner, error);
@@ -848,16 +807,17 @@ cmd_demo (char ***args)
     }
   if (mismatches > 0)
     {
-      g_printerr (_("amk demo: FAILED on %s: %u of %d values differ\n"), runner.where, mismatches, DEMO_N);
+      g_printerr (_("amk demo: FAILED on the %s: %u of %d values differ\n"), runner.where, mismatches, DEMO_N);
       return 1;
     }
   g_print (_("  (all %d values match)\n"), DEMO_N);
-  if (runner.launcher != NULL)
-    g_print (_("amk demo: OK on the GPU (%s)\n"), device_name);
-  else if (no_gpu_reason != NULL)
-    g_print (_("amk demo: OK on the CPU executor (no GPU: %s)\n"), no_gpu_reason);
+  if (no_gpu_reason != NULL)
+    /* TRANSLATORS: the first %s is what ran the demo, the second why there is no GPU */
+    g_print (_("amk demo: OK on the %s (no GPU: %s)\n"), runner.where, no_gpu_reason);
+  else if (force_cpu)
+    g_print (_("amk demo: OK on the %s (--cpu)\n"), runner.where);
   else
-    g_print (_("amk demo: OK on the CPU executor (--cpu)\n"));
+    g_print (_("amk demo: OK on the %s\n"), runner.where);
   return 0;
 }
 
@@ -1035,13 +995,12 @@ static int
 cmd_generate (char ***args)
 {
   g_autoptr(GOptionContext) context = g_option_context_new (_("PROMPT"));
-  g_autoptr(AmkLauncher) launcher = NULL;
+  g_autoptr(AmkExecutor) executor = NULL;
   g_autoptr(AmkGenerator) generator = NULL;
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL;
-  g_autofree char *device_name = NULL;
   g_autofree char *basename = NULL;
   g_autofree char *prompt = NULL;
   g_autofree char *where = NULL;
@@ -1050,7 +1009,7 @@ cmd_generate (char ***args)
   gint max_tokens = 32, top_k = 0;
   gdouble temperature = 0.0, top_p = 1.0;
   gint64 seed = 0, generate_start;
-  guint queues = 1, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
+  guint queues, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
   gdouble prefill_rate, rate;
   g_autofree char *generated_part = NULL;
   g_autofree char *prompt_part = NULL;
@@ -1114,30 +1073,16 @@ cmd_generate (char ***args)
         }
     }
 
-  /* the CPU executor: one queue (AmkModel's choice for it, more only add work); the GPU:
-   * one per SM */
-  launcher = choose_device ("generate", force_cpu, &device_name, NULL);
-  if (launcher != NULL)
+  /* the model is built with the queue count the executor prefers; the launcher chooses
+   * its threads and shared memory when the generator loads the model's program */
+  executor = choose_executor ("generate", force_cpu, 0, NULL);
+  queues = amk_executor_get_preferred_queues (executor, &error);
+  if (queues == 0)
     {
-      g_autoptr(AmkKernelAttributes) attr = NULL;
-
-      /* one queue per SM, 512 threads: MATVEC keeps the most loads in flight */
-      amk_launcher_set_threads_per_block (launcher, 512);
-      attr = amk_launcher_kernel_attributes (launcher, 512, 0, &error);
-      if (attr == NULL)
-        {
-          print_error ("generate", error);
-          return 1;
-        }
-      queues = (guint) attr->num_sms;
-      /* MATVEC through the shared-memory ring: the faster pipeline on whole models */
-      if ((guint) attr->max_dynamic_smem_optin >= AMK_LAUNCHER_MATVEC_SHARED_MEMORY)
-        amk_launcher_set_dynamic_shared_memory (launcher, AMK_LAUNCHER_MATVEC_SHARED_MEMORY);
-      /* TRANSLATORS: what ran the generation; %s is the device name */
-      where = g_strdup_printf (_("GPU megakernel (%s)"), device_name);
+      print_error ("generate", error);
+      return 1;
     }
-  else
-    where = g_strdup (_("CPU executor"));
+  where = amk_executor_get_description (executor);
 
   /* the model loads in a worker thread; the main loop shows the time meanwhile */
   basename = g_path_get_basename (model);
@@ -1174,7 +1119,7 @@ cmd_generate (char ***args)
   /* TRANSLATORS: after loading: the model's name and the seconds it took */
   g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
 
-  generator = amk_generator_new (s.model, launcher);
+  generator = amk_generator_new (s.model, executor);
   g_object_set (generator, "temperature", temperature, "top-k", (guint) top_k, "top-p", top_p,
                 "seed", (guint64) seed, NULL);
   if (chat)

@@ -247,7 +247,7 @@ golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
       g_clear_pointer (&want, g_free);
 
       t0 = g_get_monotonic_time ();
-      text = test_generate (model, launcher, p->prompt, g->max_new_tokens, &generated, &n_prompt,
+      text = test_generate (model, AMK_EXECUTOR (launcher), p->prompt, g->max_new_tokens, &generated, &n_prompt,
                             &error);
       g_assert_no_error (error);
       t1 = g_get_monotonic_time ();

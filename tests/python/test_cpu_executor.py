@@ -274,3 +274,54 @@ def test_executor_keeps_state_between_runs(rng):
         ex.run()
         assert same_bits(download(ex, out, dtype), want)
         want = ref_add(dtype, want, incs)
+
+
+def test_through_the_executor_interface(rng):
+    # the calls the generator makes, as Amk.Executor methods on Amk.CpuExecutor()
+    n = 16
+    p = Amk.Program.new(2)
+    x = p.add_buffer('x', Amk.DType.F32, [n], Amk.BufferRole.INPUT)
+    two = p.add_buffer('two', Amk.DType.F32, [n], Amk.BufferRole.SCRATCH)
+    y = p.add_buffer('y', Amk.DType.F32, [n], Amk.BufferRole.OUTPUT)
+    c = p.add_counter('filled')
+    add_op(p, 0, Amk.Opcode.FILL, [two], dict(count=n, value=2.0), signal=(c, 1))
+    add_op(p, 1, Amk.Opcode.ADD, [y, x, two], dict(count=n), waits=[(c, 1)])
+
+    ex = Amk.CpuExecutor()
+    assert isinstance(ex, Amk.Executor)
+    assert Amk.Executor.get_program(ex) is None
+    assert Amk.Executor.get_preferred_queues(ex) == 1
+    assert Amk.Executor.get_description(ex) == 'CPU executor'
+    with pytest.raises(GLib.Error) as info:
+        Amk.Executor.run(ex, None)
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.NOT_VERIFIED)
+
+    assert Amk.Executor.load(ex, p)
+    assert Amk.Executor.get_program(ex) is p and ex.props.program is p
+    inp = rng.standard_normal(n).astype(np.float32)
+    assert Amk.Executor.upload(ex, x, GLib.Bytes.new(inp.tobytes()))
+    assert Amk.Executor.run(ex, None)
+    out = np.frombuffer(Amk.Executor.download(ex, y).get_data(), dtype=np.float32)
+    assert out.tobytes() == (inp + np.float32(2.0)).tobytes()
+    assert Amk.Executor.get_last_abort(ex) is None
+
+    # the interface's run_async: in a worker thread, finished in this main context
+    loop = GLib.MainLoop()
+    state = {}
+
+    def done(source, result):
+        state['ok'] = Amk.Executor.run_finish(source, result)
+        loop.quit()
+
+    Amk.Executor.run_async(ex, None, done)
+    loop.run()
+    assert state['ok'] is True
+
+    # a TRAP through the interface leaves its record there
+    trap = Amk.Program.new(1)
+    add_op(trap, 0, Amk.Opcode.TRAP, [], dict(code=42))
+    Amk.Executor.load(ex, trap)
+    with pytest.raises(GLib.Error) as info:
+        Amk.Executor.run(ex, None)
+    assert info.value.matches(Amk.launch_error_quark(), Amk.LaunchError.ABORTED)
+    assert Amk.Executor.get_last_abort(ex).detail == 42

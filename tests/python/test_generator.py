@@ -25,6 +25,11 @@ def io_error(info, code):
     assert info.value.message
 
 
+def generator_error(info, code):
+    assert info.value.matches(Amk.generator_error_quark(), code), (info.value.code, info.value.message)
+    assert info.value.message
+
+
 @pytest.fixture(scope='module')
 def model():
     if not os.path.isfile(GGUF):
@@ -66,22 +71,33 @@ def test_bad_settings_without_loading():
     g = Amk.Generator(model=m, temperature=-2.0)
     with pytest.raises(GLib.Error) as info:
         g.generate(PROMPT, 3, None)
-    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    generator_error(info, Amk.GeneratorError.INVALID_TEMPERATURE)
     assert '-2' in info.value.message
     g.props.temperature = 0.5
     g.props.top_p = 0.0
     with pytest.raises(GLib.Error) as info:
         g.generate(PROMPT, 3, None)
-    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    generator_error(info, Amk.GeneratorError.INVALID_TOP_P)
     g.props.top_p = 1.0
     with pytest.raises(GLib.Error) as info:
         g.generate('', 3, None)
-    io_error(info, Gio.IOErrorEnum.INVALID_ARGUMENT)
+    generator_error(info, Amk.GeneratorError.EMPTY_PROMPT)
     # the arguments are fine: now the model's own error
     with pytest.raises(GLib.Error) as info:
         g.generate(PROMPT, 3, None)
     io_error(info, Gio.IOErrorEnum.NOT_FOUND)
     assert g.props.position == 0
+
+
+def test_executor_property():
+    m = Amk.Model(path='/nonexistent/model.gguf')
+    # given none, the generator makes a CPU executor
+    g = Amk.Generator(model=m)
+    assert isinstance(g.props.executor, Amk.CpuExecutor)
+    assert isinstance(g.get_executor(), Amk.Executor)
+    cpu = Amk.CpuExecutor()
+    assert Amk.Generator.new(m, cpu).props.executor is cpu
+    assert Amk.Generator(model=m, executor=cpu).get_executor() is cpu
 
 
 # With a model file --------------------------------------------------------------------
@@ -122,6 +138,21 @@ def test_greedy_streams_tokens(model):
     g.generate(' Its', 1, None)
     assert g.props.prompt_tokens == 2
     assert g.props.position == position + 2
+
+
+@needs_model
+def test_generator_on_a_given_executor():
+    # a model not loaded yet takes the executor's preferred queue count
+    m = Amk.Model(path=GGUF, context_length=16)
+    cpu = Amk.CpuExecutor()
+    g = Amk.Generator.new(m, cpu)
+    assert g.generate(PROMPT, 1, None).startswith(' Paris')
+    assert m.props.n_queues == cpu.get_preferred_queues() == 1
+    assert cpu.props.program is m.props.program
+    # a prompt longer than the context
+    with pytest.raises(GLib.Error) as info:
+        g.generate(' and' * 20, 1, None)
+    generator_error(info, Amk.GeneratorError.CONTEXT_FULL)
 
 
 @needs_model

@@ -213,7 +213,9 @@ def test_launcher_properties():
     launcher = Amk.Launcher(device=0)
     assert launcher.props.device == 0
     assert launcher.get_device() == 0
-    assert launcher.props.threads_per_block > 0
+    # chosen when a program is loaded (0 until then), unless set
+    assert launcher.props.threads_per_block == 0
+    assert launcher.props.dynamic_shared_memory == 0
     launcher.props.threads_per_block = 128
     assert launcher.get_threads_per_block() == 128
     launcher.set_watchdog_ms(250)

@@ -9,19 +9,19 @@
 #include <amk-glib/amk-glib.h>
 
 /* The greedy continuation of `prompt` by a new generator of `model` (loaded first if it
- * is not) on `launcher` (NULL: the CPU executor): the text, or NULL with `error` set.
+ * is not) on `executor` (NULL: a new CPU executor): the text, or NULL with `error` set.
  * `ids` (nullable) gets the generated ids (g_array_unref), `n_prompt` (nullable) the
  * tokens fed in before generating; both only on success. */
 static inline char *
 test_generate (AmkModel     *model,
-               AmkLauncher  *launcher,
+               AmkExecutor  *executor,
                const char   *prompt,
                guint         max_tokens,
                GArray      **ids,
                guint        *n_prompt,
                GError      **error)
 {
-  g_autoptr(AmkGenerator) gen = amk_generator_new (model, launcher);
+  g_autoptr(AmkGenerator) gen = amk_generator_new (model, executor);
   char *text = amk_generator_generate (gen, prompt, max_tokens, NULL, error);
   const gint32 *tokens;
   gsize n_tokens;

@@ -520,10 +520,14 @@ test_new_errors (void)
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
   g_clear_error (&error);
 
+  /* without a program: made, but nothing runs before a program is loaded */
   ex = g_initable_new (AMK_TYPE_CPU_EXECUTOR, NULL, &error, NULL);
-  g_assert_null (ex);
-  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_assert_no_error (error);
+  g_assert_nonnull (ex);
+  g_assert_false (amk_cpu_executor_run (ex, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
   g_clear_error (&error);
+  g_object_unref (ex);
 }
 
 static void
@@ -601,12 +605,17 @@ test_not_verified (void)
   g_assert_true (amk_program_verify (p, NULL));
   run_ok (ex);
 
-  /* a new counter: verify again and it runs */
+  /* a new counter: the program has another shape than the one loaded; load it again */
   amk_program_add_counter (p, NULL);
   g_assert_false (amk_cpu_executor_run (ex, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
   g_clear_error (&error);
   g_assert_true (amk_program_verify (p, NULL));
+  g_assert_false (amk_cpu_executor_run (ex, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (ex), p, &error));
+  g_assert_no_error (error);
   run_ok (ex);
 
   /* a new buffer or instruction: this executor is done for */

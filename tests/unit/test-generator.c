@@ -193,7 +193,8 @@ test_generator_properties (void)
   gsize n_tokens = 1;
 
   g_assert_true (amk_generator_get_model (gen) == model);
-  g_assert_null (amk_generator_get_launcher (gen));
+  /* given no executor, the generator makes a CPU executor */
+  g_assert_true (AMK_IS_CPU_EXECUTOR (amk_generator_get_executor (gen)));
   g_object_get (gen, "model", &model_prop, "temperature", &temperature, "top-k", &top_k,
                 "top-p", &top_p, "seed", &seed, "max-tokens", &max_tokens, NULL);
   g_assert_true (model_prop == model);
@@ -245,35 +246,35 @@ test_generator_errors (void)
 
   text = amk_generator_generate (gen, "", 4, NULL, &error);
   g_assert_null (text);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_EMPTY_PROMPT);
   g_clear_error (&error);
 
   g_assert_false (amk_generator_prefill (gen, "", NULL, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_EMPTY_PROMPT);
   g_clear_error (&error);
 
   amk_generator_set_temperature (gen, -0.5);
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
   g_assert_null (text);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TEMPERATURE);
   g_assert_nonnull (strstr (error->message, "-0.5"));
   g_clear_error (&error);
 
   amk_generator_set_temperature (gen, NAN);
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TEMPERATURE);
   g_clear_error (&error);
 
   amk_generator_set_temperature (gen, 0.8);
   amk_generator_set_top_p (gen, 1.5);
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TOP_P);
   g_assert_nonnull (strstr (error->message, "1.5"));
   g_clear_error (&error);
 
   amk_generator_set_top_p (gen, 0.0);
   text = amk_generator_generate (gen, PROMPT, 4, NULL, &error);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_INVALID_TOP_P);
   g_clear_error (&error);
   amk_generator_set_top_p (gen, 1.0);
 
@@ -700,12 +701,12 @@ test_generator_context_full (void)
 
   more = amk_generator_generate (gen, " More", 1, NULL, &error);
   g_assert_null (more);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_CONTEXT_FULL);
   g_assert_nonnull (strstr (error->message, "8"));
 }
 
-/* A generator without a launcher loads a model with the CPU executor's default queue
- * count (1), even where there is a GPU; an explicit count stays. */
+/* A generator on the CPU executor loads a model with its preferred queue count (1),
+ * even where there is a GPU; an explicit count stays. */
 static void
 test_generator_cpu_queues (void)
 {
@@ -775,7 +776,7 @@ test_generator_async (void)
   amk_generator_generate_async (gen, PROMPT, 3, NULL, on_generated, &s);
   busy = amk_generator_generate (gen, PROMPT, 3, NULL, &error);
   g_assert_null (busy);
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_BUSY);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_BUSY);
   while (!s.done)
     g_main_context_iteration (NULL, TRUE);
   g_assert_no_error (s.error);
@@ -798,6 +799,139 @@ test_generator_async (void)
   g_assert_cmpuint (amk_generator_get_position (gen), ==, s.position_at_callback);
   g_clear_error (&s.error);
   collected_clear (&s.tokens);
+}
+
+/* An executor that runs on a CPU executor but reads back logits that are not finite:
+ * a model whose step went wrong, through the interface the generator takes. */
+#define TEST_TYPE_NAN_EXECUTOR (test_nan_executor_get_type ())
+G_DECLARE_FINAL_TYPE (TestNanExecutor, test_nan_executor, TEST, NAN_EXECUTOR, GObject)
+
+struct _TestNanExecutor
+{
+  GObject      parent_instance;
+  AmkExecutor *inner;
+};
+
+static void test_nan_executor_iface_init (AmkExecutorInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (TestNanExecutor, test_nan_executor, G_TYPE_OBJECT,
+                               G_IMPLEMENT_INTERFACE (AMK_TYPE_EXECUTOR, test_nan_executor_iface_init))
+
+static void
+test_nan_executor_finalize (GObject *object)
+{
+  g_clear_object (&TEST_NAN_EXECUTOR (object)->inner);
+  G_OBJECT_CLASS (test_nan_executor_parent_class)->finalize (object);
+}
+
+static void
+test_nan_executor_class_init (TestNanExecutorClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = test_nan_executor_finalize;
+}
+
+static void
+test_nan_executor_init (TestNanExecutor *self)
+{
+  self->inner = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+}
+
+static gboolean
+nan_load (AmkExecutor *e, AmkProgram *program, GError **error)
+{
+  return amk_executor_load (TEST_NAN_EXECUTOR (e)->inner, program, error);
+}
+
+static AmkProgram *
+nan_get_program (AmkExecutor *e)
+{
+  return amk_executor_get_program (TEST_NAN_EXECUTOR (e)->inner);
+}
+
+static gboolean
+nan_upload (AmkExecutor *e, guint buffer, GBytes *data, GError **error)
+{
+  return amk_executor_upload (TEST_NAN_EXECUTOR (e)->inner, buffer, data, error);
+}
+
+static GBytes *
+nan_download (AmkExecutor *e, guint buffer, GError **error)
+{
+  AmkExecutor *inner = TEST_NAN_EXECUTOR (e)->inner;
+  AmkProgram *program = amk_executor_get_program (inner);
+  GBytes *bytes = amk_executor_download (inner, buffer, error);
+  gsize size = 0;
+  float *values;
+
+  if (bytes == NULL || buffer != (guint) amk_program_find_buffer (program, "logits"))
+    return bytes;
+  values = g_bytes_unref_to_data (bytes, &size);
+  for (gsize i = 0; i < size / sizeof (float); i++)
+    values[i] = NAN;
+  return g_bytes_new_take (values, size);
+}
+
+static gboolean
+nan_run (AmkExecutor *e, GCancellable *cancellable, GError **error)
+{
+  return amk_executor_run (TEST_NAN_EXECUTOR (e)->inner, cancellable, error);
+}
+
+static AmkAbortRecord *
+nan_get_last_abort (AmkExecutor *e)
+{
+  return amk_executor_get_last_abort (TEST_NAN_EXECUTOR (e)->inner);
+}
+
+static guint
+nan_get_preferred_queues (AmkExecutor *e, GError **error)
+{
+  return amk_executor_get_preferred_queues (TEST_NAN_EXECUTOR (e)->inner, error);
+}
+
+static void
+test_nan_executor_iface_init (AmkExecutorInterface *iface)
+{
+  iface->load = nan_load;
+  iface->get_program = nan_get_program;
+  iface->upload = nan_upload;
+  iface->download = nan_download;
+  iface->run = nan_run;
+  iface->get_last_abort = nan_get_last_abort;
+  iface->get_preferred_queues = nan_get_preferred_queues;
+}
+
+/* Sampling from logits that are not finite gives no token: NO_TOKEN, and the session
+ * stays where it was. */
+static void
+test_generator_no_token (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModel) model = NULL;
+  g_autoptr(AmkExecutor) executor = g_object_new (TEST_TYPE_NAN_EXECUTOR, NULL);
+  g_autoptr(AmkGenerator) gen = NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *description = NULL;
+  const char *path = model_path ();
+
+  if (path == NULL)
+    {
+      g_test_skip (SKIP_MESSAGE);
+      return;
+    }
+  /* the interface's default description: the type's name */
+  description = amk_executor_get_description (executor);
+  g_assert_cmpstr (description, ==, "TestNanExecutor");
+
+  model = g_object_new (AMK_TYPE_MODEL, "path", path, "context-length", 16, NULL);
+  gen = amk_generator_new (model, executor);
+  g_assert_true (amk_generator_get_executor (gen) == executor);
+  amk_generator_set_temperature (gen, 0.8);
+  text = amk_generator_generate (gen, PROMPT, 2, NULL, &error);
+  g_assert_null (text);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_TOKEN);
+  g_assert_cmpuint (amk_model_get_n_queues (model), ==, 1);
+  g_assert_cmpuint (amk_generator_get_position (gen), ==, 0);
 }
 
 int
@@ -825,6 +959,7 @@ main (int argc, char **argv)
   g_test_add_func ("/generator/stop-string", test_generator_stop_string);
   g_test_add_func ("/generator/context-full", test_generator_context_full);
   g_test_add_func ("/generator/async", test_generator_async);
+  g_test_add_func ("/amk/generator/error/no-token", test_generator_no_token);
   ret = g_test_run ();
   g_clear_object (&shared_model);
   return ret;

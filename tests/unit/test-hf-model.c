@@ -293,7 +293,7 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
     {
       g_autoptr(AmkModel) model = test_load_model (dir, n_queues, (guint) ref->n_tokens + 16);
       g_autoptr(GArray) generated = NULL;
-      g_autofree char *text = test_generate (model, launcher, ref->prompt, (guint) ref->n_generated,
+      g_autofree char *text = test_generate (model, AMK_EXECUTOR (launcher), ref->prompt, (guint) ref->n_generated,
                                              &generated, NULL, &error);
 
       g_assert_no_error (error);
@@ -353,15 +353,12 @@ test_env_checkpoints (void)
     }
   if (g_getenv ("AMK_TEST_HF_CPU") == NULL && amk_launcher_get_device_count () > 0)
     {
-      g_autoptr(AmkKernelAttributes) attr = NULL;
       g_autoptr(GError) error = NULL;
 
-      /* as amk generate: one queue per SM, 512 threads */
+      /* as amk generate: the launcher's own configuration and queue count */
       launcher = amk_launcher_new (0);
-      amk_launcher_set_threads_per_block (launcher, 512);
-      attr = amk_launcher_kernel_attributes (launcher, 512, 0, &error);
+      n_queues = amk_executor_get_preferred_queues (AMK_EXECUTOR (launcher), &error);
       g_assert_no_error (error);
-      n_queues = (guint) attr->num_sms;
     }
   dirs = g_strsplit (list, ":", -1);
   for (guint i = 0; dirs[i] != NULL; i++)

@@ -198,7 +198,8 @@ test_properties (void)
   guint threads = 0, smem = 1, watchdog = 0, notified = 0;
 
   g_assert_cmpint (amk_launcher_get_device (l), ==, 0);
-  g_assert_cmpuint (amk_launcher_get_threads_per_block (l), ==, 256);
+  /* chosen when a program is loaded: 0 until then */
+  g_assert_cmpuint (amk_launcher_get_threads_per_block (l), ==, 0);
   g_assert_cmpuint (amk_launcher_get_dynamic_shared_memory (l), ==, 0);
   g_assert_cmpuint (amk_launcher_get_watchdog_ms (l), ==, 10000);
   g_assert_null (amk_launcher_get_program (l));
@@ -235,7 +236,7 @@ test_properties (void)
   g_clear_object (&m);
   m = g_object_new (AMK_TYPE_LAUNCHER, NULL);
   g_assert_cmpint (amk_launcher_get_device (m), ==, 0);
-  g_assert_cmpuint (amk_launcher_get_threads_per_block (m), ==, 256);
+  g_assert_cmpuint (amk_launcher_get_threads_per_block (m), ==, 0);
   g_assert_cmpuint (amk_launcher_get_watchdog_ms (m), ==, 10000);
 
   /* threads-per-block must be a multiple of 32: a programmer error */

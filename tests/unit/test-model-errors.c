@@ -716,7 +716,7 @@ test_prompt_too_long (Fixture *f, gconstpointer data)
 
   /* the prompt alone is longer than the context */
   g_assert_null (test_generate (model, NULL, prompt->str, 1, &ids, &n_prompt, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_CONTEXT_FULL);
   assert_has (error, "context of 8");
   g_test_message ("%s", error->message);
   g_assert_null (ids);
@@ -733,7 +733,7 @@ test_prompt_too_long (Fixture *f, gconstpointer data)
 
   /* an empty prompt */
   g_assert_null (test_generate (model, NULL, "", 1, NULL, NULL, &error));
-  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_EMPTY_PROMPT);
   g_clear_error (&error);
 
   /* invalid UTF-8 */

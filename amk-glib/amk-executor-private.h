@@ -1,0 +1,31 @@
+/* amk-executor-private.h: what every AmkExecutor keeps of the program it loaded, and the
+ * one check that the program is still the one it loaded.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include "amk-executor.h"
+
+G_BEGIN_DECLS
+
+/* The loaded program and its shape when it was loaded: an executor's memory (buffers,
+ * counters, the scratch arena, the instructions on a device) was sized from it. */
+typedef struct {
+  AmkProgram *program;
+  guint       n_buffers;
+  guint       n_counters;
+  guint       n_instructions;
+  guint64     scratch_size;
+  gboolean    verified;
+} AmkLoadedProgram;
+
+void     amk_loaded_program_set     (AmkLoadedProgram  *loaded,
+                                     AmkProgram        *program);
+void     amk_loaded_program_clear   (AmkLoadedProgram  *loaded);
+gboolean amk_loaded_program_require (const AmkLoadedProgram *loaded,
+                                     GError           **error);
+gboolean amk_loaded_program_check   (const AmkLoadedProgram *loaded,
+                                     GError           **error);
+
+G_END_DECLS

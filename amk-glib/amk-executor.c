@@ -1,0 +1,362 @@
+/* amk-executor.c: AmkExecutor, the interface of what runs a verified program (the CPU
+ * executor, the launcher), its public wrappers, the default asynchronous run, and the
+ * one check that a loaded program was not changed since.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <glib/gi18n-lib.h>
+
+#include "amk-executor-private.h"
+#include "amk-program-private.h"
+#include "amk-error.h"
+
+/**
+ * AmkExecutor:
+ *
+ * Runs a verified [class@Amk.Program]: on the host ([class@Amk.CpuExecutor]) or on a
+ * CUDA device ([class@Amk.Launcher]).
+ *
+ * Code that only loads a program, moves data in and out and runs it takes any executor:
+ * [class@Amk.Generator] and [class@Amk.Model] do, and so does `amk run`.
+ *
+ * [method@Amk.Executor.load] verifies a program and gives it fresh buffers with the
+ * program's default contents; [method@Amk.Executor.upload] and
+ * [method@Amk.Executor.download] move data between runs; [method@Amk.Executor.run]
+ * runs the program once. An executor runs the program as it was when it was loaded: a
+ * program that gained buffers, counters or instructions, whose scratch arena changed
+ * size, or that is no longer verified must be loaded again, else a run fails with
+ * %AMK_PROGRAM_ERROR_NOT_VERIFIED. A run that a TRAP or a device watchdog ended fails
+ * with %AMK_LAUNCH_ERROR_ABORTED or %AMK_LAUNCH_ERROR_TIMEOUT and leaves a record in
+ * [method@Amk.Executor.get_last_abort].
+ *
+ * [method@Amk.Executor.get_preferred_queues] says how many queues a program for this
+ * executor should have: one for the CPU executor, one per multiprocessor for a GPU.
+ */
+
+G_DEFINE_INTERFACE (AmkExecutor, amk_executor, G_TYPE_OBJECT)
+
+static void
+run_thread (GTask        *task,
+            gpointer      source_object,
+            gpointer      task_data,
+            GCancellable *cancellable)
+{
+  GError *error = NULL;
+
+  if (AMK_EXECUTOR_GET_IFACE (source_object)->run (source_object, cancellable, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+/* The default run_async: the synchronous run in a worker thread. */
+static void
+amk_executor_real_run_async (AmkExecutor         *self,
+                             GCancellable        *cancellable,
+                             GAsyncReadyCallback  callback,
+                             gpointer             user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+
+  g_task_set_source_tag (task, amk_executor_real_run_async);
+  g_task_set_return_on_cancel (task, FALSE);
+  g_task_run_in_thread (task, run_thread);
+}
+
+static gboolean
+amk_executor_real_run_finish (AmkExecutor   *self,
+                              GAsyncResult  *result,
+                              GError       **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  g_return_val_if_fail (g_async_result_is_tagged (result, amk_executor_real_run_async), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static char *
+amk_executor_real_get_description (AmkExecutor *self)
+{
+  return g_strdup (G_OBJECT_TYPE_NAME (self));
+}
+
+static void
+amk_executor_default_init (AmkExecutorInterface *iface)
+{
+  iface->run_async = amk_executor_real_run_async;
+  iface->run_finish = amk_executor_real_run_finish;
+  iface->get_description = amk_executor_real_get_description;
+}
+
+/**
+ * amk_executor_load:
+ * @self: an executor
+ * @program: the program to run
+ * @error: return location for a #GError
+ *
+ * Verifies @program and makes it the program that runs, with fresh buffers that start
+ * from the program's default contents (zeros where there are none). A program loaded
+ * before is released first, its buffers with it.
+ *
+ * Returns: %TRUE on success; on failure @error is in the %AMK_PROGRAM_ERROR domain (the
+ *   program does not verify) or the %AMK_LAUNCH_ERROR domain (no memory, no device)
+ */
+gboolean
+amk_executor_load (AmkExecutor  *self,
+                   AmkProgram   *program,
+                   GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->load (self, program, error);
+}
+
+/**
+ * amk_executor_get_program:
+ * @self: an executor
+ *
+ * Gets the loaded program.
+ *
+ * Returns: (transfer none) (nullable): the loaded program, or %NULL before
+ *   [method@Amk.Executor.load]
+ */
+AmkProgram *
+amk_executor_get_program (AmkExecutor *self)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), NULL);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->get_program (self);
+}
+
+/**
+ * amk_executor_upload:
+ * @self: an executor
+ * @buffer: a buffer index of the loaded program
+ * @data: the new contents, exactly the buffer's size
+ * @error: return location for a #GError
+ *
+ * Replaces the contents of a buffer before the next run.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+amk_executor_upload (AmkExecutor  *self,
+                     guint         buffer,
+                     GBytes       *data,
+                     GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (data != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->upload (self, buffer, data, error);
+}
+
+/**
+ * amk_executor_download:
+ * @self: an executor
+ * @buffer: a buffer index of the loaded program
+ * @error: return location for a #GError
+ *
+ * Copies out the contents of a buffer.
+ *
+ * Returns: (transfer full): the contents, or %NULL with @error set
+ */
+GBytes *
+amk_executor_download (AmkExecutor  *self,
+                       guint         buffer,
+                       GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->download (self, buffer, error);
+}
+
+/**
+ * amk_executor_run:
+ * @self: an executor
+ * @cancellable: (nullable): a #GCancellable; cancelling it stops the run
+ * @error: return location for a #GError
+ *
+ * Runs the loaded program once and waits for it: the counters start at zero, the
+ * buffers keep what the last run and the uploads left.
+ *
+ * Returns: %TRUE if every instruction ran; on failure @error is in the
+ *   %AMK_LAUNCH_ERROR domain (%AMK_LAUNCH_ERROR_ABORTED, %AMK_LAUNCH_ERROR_TIMEOUT: see
+ *   [method@Amk.Executor.get_last_abort]), is %AMK_PROGRAM_ERROR_NOT_VERIFIED when no
+ *   program is loaded or it changed since, or %G_IO_ERROR_CANCELLED
+ */
+gboolean
+amk_executor_run (AmkExecutor   *self,
+                  GCancellable  *cancellable,
+                  GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->run (self, cancellable, error);
+}
+
+/**
+ * amk_executor_run_async:
+ * @self: an executor
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the run ended
+ * @user_data: data for @callback
+ *
+ * Runs [method@Amk.Executor.run] without blocking: in a worker thread unless the
+ * executor has a way of its own. Run one program at a time on an executor.
+ */
+void
+amk_executor_run_async (AmkExecutor         *self,
+                        GCancellable        *cancellable,
+                        GAsyncReadyCallback  callback,
+                        gpointer             user_data)
+{
+  g_return_if_fail (AMK_IS_EXECUTOR (self));
+  g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
+
+  AMK_EXECUTOR_GET_IFACE (self)->run_async (self, cancellable, callback, user_data);
+}
+
+/**
+ * amk_executor_run_finish:
+ * @self: an executor
+ * @result: the #GAsyncResult passed to the callback
+ * @error: return location for a #GError
+ *
+ * Finishes [method@Amk.Executor.run_async].
+ *
+ * Returns: %TRUE if the run succeeded, with @error set as by [method@Amk.Executor.run]
+ *   otherwise
+ */
+gboolean
+amk_executor_run_finish (AmkExecutor   *self,
+                         GAsyncResult  *result,
+                         GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (G_IS_ASYNC_RESULT (result), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->run_finish (self, result, error);
+}
+
+/**
+ * amk_executor_get_last_abort:
+ * @self: an executor
+ *
+ * Gets the record of the last run's abort.
+ *
+ * Returns: (transfer full) (nullable): the record of the last run if a TRAP, a failed
+ *   check or the watchdog ended it, or %NULL
+ */
+AmkAbortRecord *
+amk_executor_get_last_abort (AmkExecutor *self)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), NULL);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->get_last_abort (self);
+}
+
+/**
+ * amk_executor_get_preferred_queues:
+ * @self: an executor
+ * @error: return location for a #GError
+ *
+ * Says how many queues a program for this executor should have: 1 for the CPU executor
+ * (it runs one instruction at a time, more queues only add work), one per multiprocessor
+ * for a launcher (a block per queue, all co-resident). [class@Amk.Model] builds its
+ * decode step with this many queues unless [property@Amk.Model:n-queues] is set.
+ *
+ * Returns: the queue count, or 0 with @error set (a launcher without a usable device)
+ */
+guint
+amk_executor_get_preferred_queues (AmkExecutor  *self,
+                                   GError      **error)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), 0);
+  g_return_val_if_fail (error == NULL || *error == NULL, 0);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->get_preferred_queues (self, error);
+}
+
+/**
+ * amk_executor_get_description:
+ * @self: an executor
+ *
+ * Describes what runs the programs, for people: "CPU executor", or "GPU megakernel
+ * (NVIDIA H200)".
+ *
+ * Returns: (transfer full): a short description
+ */
+char *
+amk_executor_get_description (AmkExecutor *self)
+{
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), NULL);
+
+  return AMK_EXECUTOR_GET_IFACE (self)->get_description (self);
+}
+
+/* ---- the loaded program ------------------------------------------------------------- */
+
+void
+amk_loaded_program_set (AmkLoadedProgram *loaded,
+                        AmkProgram       *program)
+{
+  amk_loaded_program_clear (loaded);
+  *loaded = (AmkLoadedProgram) {
+    g_object_ref (program), program->buffers->len, program->counter_names->len,
+    program->instructions->len, program->scratch_size, program->verified
+  };
+}
+
+void
+amk_loaded_program_clear (AmkLoadedProgram *loaded)
+{
+  g_clear_object (&loaded->program);
+  *loaded = (AmkLoadedProgram) { 0 };
+}
+
+gboolean
+amk_loaded_program_require (const AmkLoadedProgram  *loaded,
+                            GError                 **error)
+{
+  if (loaded->program == NULL)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
+                           _("No program is loaded; call amk_executor_load() first"));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The memory behind a loaded program was sized from its shape, and a device holds its
+ * instructions as they were: a program that grew since must be loaded again. Any edit
+ * drops the verified flag, so an edit is also caught until the program is verified. */
+gboolean
+amk_loaded_program_check (const AmkLoadedProgram  *loaded,
+                          GError                 **error)
+{
+  AmkProgram *p = loaded->program;
+
+  if (!amk_loaded_program_require (loaded, error))
+    return FALSE;
+  if ((loaded->verified && !p->verified) ||
+      p->buffers->len != loaded->n_buffers ||
+      p->counter_names->len != loaded->n_counters ||
+      p->instructions->len != loaded->n_instructions ||
+      p->scratch_size != loaded->scratch_size)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
+                           _("The program changed after it was loaded; verify it and load it again"));
+      return FALSE;
+    }
+  return TRUE;
+}

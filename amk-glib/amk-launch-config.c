@@ -1,0 +1,105 @@
+/* amk-launch-config.c: the launcher's choice of threads per block and dynamic shared
+ * memory, apart from the device so that it is tested without one.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include "amk-launch-config-private.h"
+#include "amk-program-private.h"
+#include "amk-abi.h"
+
+void
+amk_launch_needs_from_program (AmkProgram     *program,
+                               AmkLaunchNeeds *needs)
+{
+  *needs = (AmkLaunchNeeds) { program->num_queues, 0 };
+  for (guint i = 0; i < program->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
+      gint32 k;
+
+      if (ins->opcode != AMK_ABI_OP_MATVEC)
+        continue;
+      /* a split-K tile stages its i5 columns, a whole row its i2 (kernels/amk-abi.h) */
+      k = ins->params.matvec.k_len > 0 ? ins->params.matvec.k_len : ins->params.matvec.k;
+      if (k > 0)
+        needs->max_matvec_k = MAX (needs->max_matvec_k, (guint) k);
+    }
+}
+
+/* The dynamic shared memory MATVEC's ring takes at this many threads, or 0 when the
+ * program has no MATVEC or the ring does not fit under the cap. */
+static guint
+ring_bytes (guint threads, guint max_k, guint64 dynamic_cap)
+{
+  guint64 bytes;
+
+  if (max_k == 0)
+    return 0;
+  bytes = (guint64) threads * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * (guint64) max_k;
+  return bytes <= dynamic_cap ? (guint) bytes : 0;
+}
+
+/* Most threads first: MATVEC keeps more loads in flight with more warps; at each count
+ * the ring first, as it streams W faster than loads into registers. A count is taken
+ * only where every queue's block is co-resident, so a program with more queues than
+ * multiprocessors gets smaller blocks rather than a refused launch. */
+void
+amk_launch_config_choose (const AmkKernelAttributes *attributes,
+                          const AmkLaunchNeeds      *needs,
+                          guint                      fixed_threads,
+                          gboolean                   fixed_smem,
+                          guint                      fixed_smem_bytes,
+                          AmkOccupancyFunc           occupancy,
+                          gpointer                   user_data,
+                          guint                     *threads,
+                          guint                     *dynamic_shared_memory)
+{
+  /* the dynamic part starts behind the static part, 128-byte aligned */
+  const gint64 static_used = ((gint64) MAX (attributes->static_smem_bytes, 0) + 127) / 128 * 128;
+  const gint64 dynamic_cap = MAX ((gint64) attributes->max_dynamic_smem_optin - static_used, 0);
+  const guint n_sms = MAX (attributes->num_sms, 1);
+  const guint blocks = MAX ((needs->n_queues + n_sms - 1) / n_sms, 1);
+  guint top, t;
+
+  top = fixed_threads;
+  if (top == 0)
+    top = MAX ((guint) CLAMP (attributes->max_threads, 0, 1024) / 32 * 32, 32);
+  *threads = top;
+  *dynamic_shared_memory = fixed_smem ? fixed_smem_bytes : 0;
+  if (fixed_threads != 0 && fixed_smem)
+    return;
+
+  for (t = top; t >= 32; t = t / 2 / 32 * 32)
+    {
+      if (fixed_smem)
+        {
+          if (occupancy (t, fixed_smem_bytes, user_data) >= blocks)
+            {
+              *threads = t;
+              return;
+            }
+        }
+      else
+        {
+          guint ring = ring_bytes (t, needs->max_matvec_k, (guint64) dynamic_cap);
+
+          if (ring > 0 && occupancy (t, ring, user_data) >= blocks)
+            {
+              *threads = t;
+              *dynamic_shared_memory = ring;
+              return;
+            }
+          if (occupancy (t, 0, user_data) >= blocks)
+            {
+              *threads = t;
+              *dynamic_shared_memory = 0;
+              return;
+            }
+        }
+      if (fixed_threads != 0)
+        return;
+    }
+  /* nothing co-resides: the launch is refused, and says why, with the largest blocks */
+}

@@ -1,0 +1,395 @@
+/* test-executor.c: the AmkExecutor interface through both executors (the launcher's part
+ * skips without a GPU), and the launcher's choice of threads per block and dynamic
+ * shared memory (amk-launch-config.c) with made-up kernel attributes.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <string.h>
+
+#include "amk-test-common.h"
+#include "amk-launch-config-private.h"
+#include "amk-abi.h"
+
+#define N 16
+
+/* out = in + 2 over two queues: FILL two = 2 on queue 0, then ADD on queue 1. */
+static AmkProgram *
+make_add_program (gint *in, gint *out)
+{
+  AmkProgram *p = amk_program_new (2);
+  gint two, c, fill, add;
+
+  *in = test_add_buffer (p, "in", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_INPUT);
+  *out = test_add_buffer (p, "out", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_OUTPUT);
+  two = test_add_buffer (p, "two", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_SCRATCH);
+  c = amk_program_add_counter (p, "filled");
+  fill = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { two }, 1, "count", N, NULL);
+  test_set_float (p, fill, "value", 2.0f);
+  test_signal (p, fill, c, 1);
+  add = test_add (p, 1, AMK_OPCODE_ADD, (gint[]) { *out, *in, two }, 3, "count", N, NULL);
+  test_wait (p, add, c, 1);
+  return p;
+}
+
+static void
+on_run_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  GAsyncResult **out = data;
+
+  *out = g_object_ref (result);
+}
+
+/* Everything the generator does with an executor, through the interface alone. */
+static void
+check_executor (AmkExecutor *executor)
+{
+  g_autoptr(AmkProgram) p = NULL;
+  g_autoptr(AmkProgram) trap = NULL;
+  g_autoptr(GBytes) input = NULL;
+  g_autoptr(GBytes) output = NULL;
+  g_autoptr(GBytes) short_data = g_bytes_new_static ("x", 1);
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(AmkAbortRecord) record = NULL;
+  g_autofree char *description = NULL;
+  GError *error = NULL;
+  float in[N];
+  const float *got;
+  gint b_in, b_out;
+
+  description = amk_executor_get_description (executor);
+  g_assert_nonnull (description);
+  g_test_message ("executor: %s", description);
+
+  /* nothing loaded */
+  g_assert_null (amk_executor_get_program (executor));
+  g_assert_false (amk_executor_run (executor, NULL, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+
+  p = make_add_program (&b_in, &b_out);
+  g_assert_true (amk_executor_load (executor, p, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_executor_get_program (executor) == p);
+  g_assert_true (amk_program_get_verified (p));
+
+  for (guint k = 0; k < N; k++)
+    in[k] = (float) k - 4.5f;
+  input = g_bytes_new (in, sizeof in);
+  g_assert_true (amk_executor_upload (executor, (guint) b_in, input, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_executor_run (executor, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_null (amk_executor_get_last_abort (executor));
+  output = amk_executor_download (executor, (guint) b_out, &error);
+  g_assert_no_error (error);
+  got = g_bytes_get_data (output, NULL);
+  for (guint k = 0; k < N; k++)
+    g_assert_cmpfloat (got[k], ==, in[k] + 2.0f);
+  g_clear_pointer (&output, g_bytes_unref);
+
+  /* a buffer that does not exist; data of the wrong size */
+  g_assert_null (amk_executor_download (executor, 99, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
+  g_clear_error (&error);
+  g_assert_false (amk_executor_upload (executor, (guint) b_in, short_data, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+
+  /* asynchronously, from this thread's main context */
+  amk_executor_run_async (executor, NULL, on_run_done, &result);
+  while (result == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (amk_executor_run_finish (executor, result, &error));
+  g_assert_no_error (error);
+  g_clear_object (&result);
+
+  /* cancelled before it starts */
+  g_cancellable_cancel (cancellable);
+  g_assert_false (amk_executor_run (executor, cancellable, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+  amk_executor_run_async (executor, cancellable, on_run_done, &result);
+  while (result == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (amk_executor_run_finish (executor, result, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_clear_object (&result);
+
+  /* the program grows after it was loaded: the executor refuses it until loaded again */
+  test_add_buffer (p, "late", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
+  g_assert_true (amk_program_verify (p, NULL));
+  g_assert_false (amk_executor_run (executor, NULL, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+  g_assert_true (amk_executor_load (executor, p, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_executor_run (executor, NULL, &error));
+  g_assert_no_error (error);
+  /* loading again gives fresh buffers: the input is zeros again */
+  output = amk_executor_download (executor, (guint) b_out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (((const float *) g_bytes_get_data (output, NULL))[0], ==, 2.0f);
+  g_clear_pointer (&output, g_bytes_unref);
+
+  /* a TRAP: ABORTED, with a record */
+  trap = amk_program_new (1);
+  test_add (trap, 0, AMK_OPCODE_TRAP, NULL, 0, "code", 7, NULL);
+  g_assert_true (amk_executor_load (executor, trap, &error));
+  g_assert_no_error (error);
+  g_assert_false (amk_executor_run (executor, NULL, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+  g_clear_error (&error);
+  record = amk_executor_get_last_abort (executor);
+  g_assert_nonnull (record);
+  g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_TRAP);
+  g_assert_cmpint (record->detail, ==, 7);
+}
+
+static void
+test_cpu_executor (void)
+{
+  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *description = amk_executor_get_description (AMK_EXECUTOR (cpu));
+
+  g_assert_true (AMK_IS_EXECUTOR (cpu));
+  g_assert_cmpstr (description, ==, "CPU executor");
+  g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (cpu), &error), ==, 1);
+  g_assert_no_error (error);
+  check_executor (AMK_EXECUTOR (cpu));
+}
+
+/* A program that does not verify is not loaded, and the one before stays. */
+static void
+test_cpu_executor_load_error (void)
+{
+  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkProgram) good = amk_program_new (1);
+  g_autoptr(AmkProgram) bad = amk_program_new (2);
+  g_autoptr(GError) error = NULL;
+  gint c, i;
+
+  test_add (good, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (cpu), good, &error));
+  c = amk_program_add_counter (bad, "never");
+  i = test_add (bad, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
+  test_wait (bad, i, c, 1);
+  g_assert_false (amk_executor_load (AMK_EXECUTOR (cpu), bad, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_DEADLOCK);
+  g_assert_true (amk_executor_get_program (AMK_EXECUTOR (cpu)) == good);
+}
+
+static void
+test_launcher (void)
+{
+  g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+  g_autoptr(AmkProgram) p = amk_program_new (1);
+  g_autoptr(GError) error = NULL;
+  guint queues;
+
+  g_assert_true (AMK_IS_EXECUTOR (launcher));
+  if (amk_launcher_get_device_count () == 0)
+    {
+      /* no GPU: the interface reports the launcher's own errors */
+      test_add (p, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+      g_assert_false (amk_executor_load (AMK_EXECUTOR (launcher), p, &error));
+      g_assert_error (error, AMK_LAUNCH_ERROR,
+                      amk_launcher_get_have_cuda () ? AMK_LAUNCH_ERROR_NO_DEVICE
+                                                    : AMK_LAUNCH_ERROR_UNSUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (launcher), &error), ==, 0);
+      g_assert_nonnull (error);
+      g_assert_true (error->domain == AMK_LAUNCH_ERROR);
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  queues = amk_executor_get_preferred_queues (AMK_EXECUTOR (launcher), &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (queues, >, 0);
+  check_executor (AMK_EXECUTOR (launcher));
+}
+
+/* ---- the launcher's configuration ---------------------------------------------------- */
+
+/* A made-up multiprocessor: blocks limited by registers, shared memory and threads. */
+typedef struct {
+  guint regs_per_thread;
+  guint smem_per_sm;
+  guint static_smem;
+  guint calls;
+} FakeSm;
+
+static guint
+fake_occupancy (guint threads, guint smem, gpointer data)
+{
+  FakeSm *sm = data;
+  guint by_regs = 65536 / (threads * sm->regs_per_thread);
+  guint by_smem = sm->smem_per_sm / (smem + sm->static_smem + 1024);
+
+  sm->calls++;
+  return MIN (MIN (by_regs, by_smem), 2048 / threads);
+}
+
+/* An H200-like device and kernel: 512 threads at most, a 227 KiB opt-in cap. */
+static const AmkKernelAttributes h200 = {
+  .num_regs = 128, .static_smem_bytes = 2000, .max_threads = 512, .blocks_per_sm = 1,
+  .num_sms = 132, .max_grid = 132, .max_dynamic_smem_optin = 232448,
+};
+
+static void
+choose (const AmkKernelAttributes *attr, guint n_queues, guint max_k, guint fixed_threads,
+        gboolean fixed_smem, guint fixed_smem_bytes, guint *threads, guint *smem, FakeSm *sm)
+{
+  const AmkLaunchNeeds needs = { n_queues, max_k };
+
+  amk_launch_config_choose (attr, &needs, fixed_threads, fixed_smem, fixed_smem_bytes,
+                            fake_occupancy, sm, threads, smem);
+}
+
+static void
+test_config_ring (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  guint threads = 0, smem = 0;
+
+  /* a Llama-3.2-1B step: the widest MATVEC is the down projection, K = 8192 */
+  choose (&h200, 132, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192);
+  /* the largest K the recommended size covers gives that size */
+  choose (&h200, 132, 16384, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (smem, ==, AMK_MATVEC_SMEM_BYTES);
+}
+
+static void
+test_config_no_matvec (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  guint threads = 0, smem = 1;
+
+  choose (&h200, 132, 0, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 0);
+}
+
+/* A device whose cap is too small for the ring at the most threads keeps the threads and
+ * loads W into registers; so does a K whose staged x' alone exceeds the cap. */
+static void
+test_config_cap_too_small (void)
+{
+  AmkKernelAttributes small = h200;
+  FakeSm sm = { 128, 102400, 2000, 0 };
+  guint threads = 0, smem = 1;
+
+  small.max_dynamic_smem_optin = 101376;
+  choose (&small, 132, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 0);
+
+  sm = (FakeSm) { 128, 233472, 2000, 0 };
+  smem = 1;
+  choose (&h200, 132, 60000, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 0);
+}
+
+/* The static shared memory comes first, 128-byte aligned: the ring fits exactly. */
+static void
+test_config_static_alignment (void)
+{
+  AmkKernelAttributes attr = h200;
+  FakeSm sm = { 128, 1 << 20, 0, 0 };
+  const guint ring = 512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192;
+  guint threads = 0, smem = 0;
+
+  attr.static_smem_bytes = 100;
+  attr.max_dynamic_smem_optin = (gint) ring + 128;
+  choose (&attr, 132, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (smem, ==, ring);
+  attr.max_dynamic_smem_optin = (gint) ring + 127;
+  choose (&attr, 132, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (smem, ==, 0);
+}
+
+/* Two queues per multiprocessor: smaller blocks, so that every block is co-resident. */
+static void
+test_config_more_queues (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  guint threads = 0, smem = 0;
+
+  choose (&h200, 264, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 256);
+  g_assert_cmpuint (smem, ==, 256 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192);
+
+  /* nothing co-resides: the largest blocks, and the launch says why it is refused */
+  choose (&h200, 132 * 1000, 8192, 0, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 0);
+}
+
+/* What is set stays; the other value is chosen for it. */
+static void
+test_config_fixed (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  guint threads = 0, smem = 0;
+
+  choose (&h200, 132, 8192, 256, FALSE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 256);
+  g_assert_cmpuint (smem, ==, 256 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192);
+
+  choose (&h200, 132, 8192, 0, TRUE, 0, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, 0);
+
+  sm.calls = 0;
+  choose (&h200, 132, 8192, 512, TRUE, AMK_MATVEC_SMEM_BYTES, &threads, &smem, &sm);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, AMK_MATVEC_SMEM_BYTES);
+  g_assert_cmpuint (sm.calls, ==, 0);
+}
+
+/* The program's needs: its queues and the widest MATVEC tile. */
+static void
+test_config_needs (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (1);
+  g_autoptr(GError) error = NULL;
+  AmkLaunchNeeds needs = { 0 };
+  gint y, w, x;
+
+  amk_launch_needs_from_program (p, &needs);
+  g_assert_cmpuint (needs.n_queues, ==, 1);
+  g_assert_cmpuint (needs.max_matvec_k, ==, 0);
+
+  y = test_add_buffer (p, "y", AMK_DTYPE_F32, 64, AMK_BUFFER_ROLE_OUTPUT);
+  w = amk_program_add_buffer (p, "w", AMK_DTYPE_BF16, (gint64[]) { 64, 512 }, 2,
+                              AMK_BUFFER_ROLE_CONSTANT, &error);
+  g_assert_no_error (error);
+  x = test_add_buffer (p, "x", AMK_DTYPE_F32, 512, AMK_BUFFER_ROLE_INPUT);
+  g_assert_cmpint (amk_program_op_matvec (p, y, w, x, -1, -1, -1, 1e-5f, &error), >=, 0);
+  g_assert_true (amk_program_compile (p, &error));
+  g_assert_no_error (error);
+  amk_launch_needs_from_program (p, &needs);
+  g_assert_cmpuint (needs.max_matvec_k, ==, 512);
+}
+
+int
+main (int argc, char **argv)
+{
+  test_init (&argc, &argv);
+  g_test_add_func ("/amk/executor/cpu", test_cpu_executor);
+  g_test_add_func ("/amk/executor/cpu/load-error", test_cpu_executor_load_error);
+  g_test_add_func ("/amk/executor/launcher", test_launcher);
+  g_test_add_func ("/amk/launcher/config/ring", test_config_ring);
+  g_test_add_func ("/amk/launcher/config/no-matvec", test_config_no_matvec);
+  g_test_add_func ("/amk/launcher/config/cap-too-small", test_config_cap_too_small);
+  g_test_add_func ("/amk/launcher/config/static-alignment", test_config_static_alignment);
+  g_test_add_func ("/amk/launcher/config/more-queues", test_config_more_queues);
+  g_test_add_func ("/amk/launcher/config/fixed", test_config_fixed);
+  g_test_add_func ("/amk/launcher/config/needs", test_config_needs);
+  return g_test_run ();
+}
