@@ -36,6 +36,12 @@ error_enum_type (GQuark domain)
     return amk_program_error_get_type ();
   if (domain == AMK_LAUNCH_ERROR)
     return amk_launch_error_get_type ();
+  if (domain == AMK_MODEL_ERROR)
+    return amk_model_error_get_type ();
+  if (domain == AMK_TOKENIZER_ERROR)
+    return amk_tokenizer_error_get_type ();
+  if (domain == AMK_GENERATOR_ERROR)
+    return amk_generator_error_get_type ();
   if (domain == G_IO_ERROR)
     return G_TYPE_IO_ERROR_ENUM;
   return G_TYPE_INVALID;
