@@ -53,7 +53,7 @@ amk_op_can_record (AmkProgram *self, const char *op, GError **error)
   if (!self->compiled)
     return TRUE;
   g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-               _("%s: the program is already compiled; amk_op_record every op before compiling"), op);
+               _("%s: the program is already compiled; record every op before compiling"), op);
   return FALSE;
 }
 
@@ -81,7 +81,7 @@ amk_op_is_vector_dtype (AmkBufferInfo *info)
   return info->dtype == AMK_DTYPE_F32 || info->dtype == AMK_DTYPE_BF16;
 }
 
-/* A float or bf16 amk_op_tensor of exactly `n` elements (n 0: any size). */
+/* A float or bf16 tensor of exactly `n` elements (n 0: any size). */
 gboolean
 amk_op_vector_of (AmkProgram *self, const char *op, const char *what, gint buffer, guint64 n,
            AmkBufferInfo **out, GError **error)
