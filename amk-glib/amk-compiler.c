@@ -19,8 +19,8 @@
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 
-/* The cost model: what one SM moves per ns (the H200 copies 4.16 TB/s over 132 SMs,
- * about 31 B/ns each) and the measured per-instruction dispatch cost. */
+/* The cost model: the bytes one SM moves per ns (its share of the device's copy
+ * bandwidth) and the fixed cost of dispatching one instruction. */
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
 #define ELEMENTWISE_MIN_TILE  256u        /* elements */

@@ -245,8 +245,9 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * How far ahead the MATVEC weights stream from device memory into the L2 cache: 0 not
    * at all, 1 an instruction's own weights as soon as its block reaches it (before its
    * waits), 2 also the next instruction's while the current one runs. Prefetching never
-   * changes a result, only when the bytes move. Off by default: on a Llama-3.2-1B layer
-   * on the H200 neither 1 nor 2 was faster than 0 (docs/performance.md).
+   * changes a result, only when the bytes move. Off by default: the early traffic
+   * competes with the loads of the instructions running meanwhile, and neither 1 nor 2
+   * has made a decode step faster.
    */
   properties[PROP_L2_PREFETCH] =
     g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 0,

@@ -15,11 +15,9 @@ G_BEGIN_DECLS
 #define AMK_MAX_DIMS          8u
 #define AMK_MAX_ENTRIES       (1u << 24)
 #define AMK_ARENA_ALIGNMENT   256u
-/* ATTN_DECODE: the fewest positions worth a split of their own. Shorter splits leave
- * more partials to merge than the positions they spread (at position 64 on the H200 every
- * one of 16 splits per key/value head took 3.5 to 6 us, and the merge 4 us more); with
- * this minimum a short context runs on one split per key/value head, which writes the
- * result itself, and longer ones still spread over the queues. */
+/* ATTN_DECODE: the fewest positions worth a split of their own. A shorter split costs
+ * more to start and merge than its positions save, so a short context runs on one split
+ * per key/value head, which writes the result itself; longer ones spread over queues. */
 #define ATTN_MIN_SPLIT_POSITIONS 128
 
 typedef struct {

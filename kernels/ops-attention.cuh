@@ -371,9 +371,9 @@ amk_rope_angle_cs (const amk_rope_freq_t &f, int32_t c, int32_t d, float fpos)
 
 /* cos and sin of the position's angles, computed by warp 0 before the waits when the
  * position is known then (amk_rope_early): the double-precision pow and sincospi were
- * about 1.8 us of the instruction's 3 us after its waits on the H200. amk_rope_cs_pos
- * says for which position they hold (AMK_ATTN_NO_POS: none); every ROPE_KV rewrites it
- * before its waits, so it never describes another instruction's angles. */
+ * most of the instruction's time after its waits. amk_rope_cs_pos says for which
+ * position they hold (AMK_ATTN_NO_POS: none); every ROPE_KV rewrites it before its
+ * waits, so it never describes another instruction's angles. */
 #define AMK_ROPE_EARLY_MAX 128 /* half head dimensions that fit */
 static __shared__ float2 amk_rope_cs[AMK_ROPE_EARLY_MAX];
 static __shared__ int32_t amk_rope_cs_pos;
@@ -1176,11 +1176,10 @@ amk_attn_decode_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
  * (the others hold no position). Up to 32 splits: a warp per (head, 32 columns), lane s
  * holding split s's weight, so that a task costs one round trip whatever the head
  * dimension: its columns of every split load together with the weights' maxima and sums,
- * before the warp reductions need them (issued after them, they were a second round
- * trip: the slowest attention instruction of a 1024-position layer took 1 us longer).
- * More splits: a warp per head. The partials were written
- * by other blocks: loaded from L2 (.cg), never from a line this SM's L1 may still hold
- * from an earlier layer. */
+ * before the warp reductions need them (issued after them, they would add a second
+ * round trip to the attention's critical path). More splits: a warp per head. The
+ * partials were written by other blocks: loaded from L2 (.cg), never from a line this
+ * SM's L1 may still hold from an earlier layer. */
 static __device__ __forceinline__ void
 amk_attn_merge (float *out, const float *partial, int32_t d, int32_t n_splits, int32_t n_used,
                 uint32_t first, uint32_t end, int tid, int nt)

@@ -63,11 +63,9 @@
 #define AMK_MV_SPLIT   0x40000000u           /* packed flag: a split-K tile (atomic adds) */
 
 /* The block's dynamic shared memory: [ring: nt * AMK_MATVEC_RING_BYTES_PER_THREAD bytes]
- * [x': 4 K bytes]. It starts behind the static shared memory, at this alignment: copies
- * of W are fastest when W's 128-byte lines land on 128-byte lines of shared memory.
- * Measured on the H200 with the ring of one commit group per 16-byte chunk (1B step,
- * docs/performance.md): ring at 16 mod 128 1.175 ms, at 64 mod 128 1.094 ms (both what
- * 16-byte alignment gave, depending on the static part's size), 128-aligned 1.038. */
+ * [x': 4 K bytes]. It starts behind the static shared memory, whose size moves with the
+ * code, hence the 128-byte alignment: copies of W are fastest when W's 128-byte lines
+ * land on 128-byte lines of shared memory. */
 extern __shared__ __align__ (128) unsigned char amk_dyn_smem[];
 
 /* amk_op_ctx for MATVEC, whose tile covers columns k0 .. k0 + kn of its rows (k0 = 0,
@@ -302,11 +300,9 @@ amk_mv_wrap (const amk_mv_geom &g, int nt)
  * (a row of the tile is C * 16 bytes, in ceil(C / 128) stages); lane l copies the
  * stage's 16-byte chunks l, l + 32, l + 64, l + 96 with cp.async, one commit group per
  * stage, and later reads exactly those chunks: its own copies, so cp.async.wait_group is
- * all the synchronisation the ring needs. One group per 16-byte chunk cost about 60
- * instructions per 512 bytes a warp consumed (the copy, its slot's address, the cursor,
- * the commit and the wait, for every chunk); per stage of four chunks these are paid
- * once. The copies stay per thread: bulk copies (cp.async.bulk, one per stage) made the
- * 1B step slower on the H200 (docs/performance.md). */
+ * all the synchronisation the ring needs. A group per stage rather than per 16-byte
+ * chunk pays the bookkeeping (slot address, cursor, commit, wait) once per four chunks.
+ * The copies stay per thread: with bulk copies (cp.async.bulk) single SMs fell behind. */
 #define AMK_MV_STAGE_BYTES 2048u
 #define AMK_MV_STAGES      4
 #define AMK_MV_WARP_RING   (AMK_MV_STAGES * AMK_MV_STAGE_BYTES)

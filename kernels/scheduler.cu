@@ -133,9 +133,8 @@ amk_poll_result (int status, uint32_t observed)
  * spin without sleeping (each load already takes an L2 round trip, and a dependency
  * usually resolves within microseconds); long waits back off with __nanosleep. The abort
  * flag and the timer are read every 256 polls only, so the loop stays one load deep.
- * Measured on the H200 (bench/amk-bench, ns per hop): acquire polls 1004; relaxed polls
- * with one acquire fence after the hit 1133; four staggered relaxed polls in flight 1687;
- * thread 0 polling alone for the block 1152. */
+ * Plain acquire polls give the shortest hop: relaxed polls with a fence after the hit,
+ * several polls in flight, or thread 0 polling alone were slower (bench/NOTES.md). */
 static __device__ __noinline__ uint64_t
 amk_poll_slow (const uint32_t *word, uint32_t ref, bool until_change,
                const int32_t *abort_flag, uint64_t watchdog_ns)
@@ -415,9 +414,9 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
 
 /* One thread per instruction, once per loaded program and buffer table: amk_check's
  * verdict and the resolved operands into the table behind the instructions, where the
- * megakernel fetches them with the instruction (AMK_PROGRAM_CHECKED). Checking every
- * instruction in every thread of every launch cost 1.5 to 5 us per instruction on a
- * loaded H200 (docs/performance.md). */
+ * megakernel fetches them with the instruction (AMK_PROGRAM_CHECKED). The verdicts do
+ * not change between launches, and checking in every launch put that work on every
+ * instruction's path. */
 extern "C" __global__ void
 amk_check_program (amk_device_program prog)
 {
@@ -599,13 +598,11 @@ amk_megakernel (amk_device_program launched)
       else if (ins->n_waits > 0)
         {
           /* Warp 0 polls (a lane per wait) and tells the block through a barrier, which
-           * also orders its acquires before every thread's reads. When every warp polled
-           * for itself, 16 pollers per SM crowded the counters' L2 lines while the other
-           * SMs' stages ran: on the H200 the hops before gate/up, down and q/k/v were 1 to
-           * 2 us longer and the 1B step 1.171 to 1.173 ms against 1.147 to 1.162. Most
-           * ops start with a block barrier anyway. A failed wait (watchdog, or another
-           * block aborted) makes the block skip the work and leave together after the
-           * end-of-instruction barrier. */
+           * also orders its acquires before every thread's reads: a poller per warp
+           * crowds the counters' L2 lines while other SMs work, lengthening the hops.
+           * Most ops start with a block barrier anyway. A failed wait (watchdog, or
+           * another block aborted) makes the block skip the work and leave together
+           * after the end-of-instruction barrier. */
           __shared__ int s_waited;
           if (tid < 32)
             {
