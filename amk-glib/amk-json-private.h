@@ -98,6 +98,7 @@ JsonNode   *amk_json_member       (JsonObject   *o,
                                    const char   *name);
 gboolean    amk_json_is_integer   (JsonNode     *node);
 gboolean    amk_json_is_string    (JsonNode     *node);
+gboolean    amk_json_is_boolean   (JsonNode     *node);
 /* A non-negative integer node (node may be NULL). */
 gboolean    amk_json_node_get_uint (JsonNode    *node,
                                     guint64     *value);

@@ -133,6 +133,13 @@ amk_json_is_integer (JsonNode *node)
 }
 
 gboolean
+amk_json_is_boolean (JsonNode *node)
+{
+  return node != NULL && JSON_NODE_HOLDS_VALUE (node) &&
+         json_node_get_value_type (node) == G_TYPE_BOOLEAN;
+}
+
+gboolean
 amk_json_is_string (JsonNode *node)
 {
   return node != NULL && JSON_NODE_HOLDS_VALUE (node) &&
@@ -244,7 +251,7 @@ amk_json_get_bool (JsonObject  *o,
 
   if (node == NULL)
     return TRUE;
-  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+  if (!amk_json_is_boolean (node))
     return amk_json_fail (error, AMK_MODEL_ERROR_INVALID_METADATA, file, name,
                           _("must be true or false"));
   *value = json_node_get_boolean (node);

@@ -12,6 +12,7 @@
 
 #include "amk-loader-private.h"
 #include "amk-tokenizer-private.h"
+#include "amk-json-private.h"
 
 /* The deepest nesting of objects and arrays a tokenizer.json may have. */
 #define MAX_JSON_DEPTH  128
@@ -24,9 +25,9 @@ amk_tokenizer_json_get_object (JsonObject  *object,
                                const char  *field,
                                GError     **error)
 {
-  JsonNode *node = json_object_get_member (object, member);
+  JsonNode *node = amk_json_member (object, member);
 
-  if ((node == NULL || JSON_NODE_HOLDS_NULL (node)) && optional)
+  if (node == NULL && optional)
     return NULL;
   if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
     {
@@ -45,9 +46,9 @@ amk_tokenizer_json_get_array (JsonObject  *object,
                               const char  *field,
                               GError     **error)
 {
-  JsonNode *node = json_object_get_member (object, member);
+  JsonNode *node = amk_json_member (object, member);
 
-  if ((node == NULL || JSON_NODE_HOLDS_NULL (node)) && optional)
+  if (node == NULL && optional)
     return NULL;
   if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
     {
@@ -68,11 +69,11 @@ amk_tokenizer_json_get_string (JsonObject  *object,
                                const char  *field,
                                GError     **error)
 {
-  JsonNode *node = json_object_get_member (object, member);
+  JsonNode *node = amk_json_member (object, member);
 
-  if ((node == NULL || JSON_NODE_HOLDS_NULL (node)) && optional)
+  if (node == NULL && optional)
     return NULL;
-  if (node == NULL || json_node_get_value_type (node) != G_TYPE_STRING)
+  if (!amk_json_is_string (node))
     {
       amk_tokenizer_set_field_error (error, AMK_TOKENIZER_ERROR_INVALID_STRUCTURE, source, field,
                                      _("is missing or not a string"));
@@ -90,14 +91,14 @@ amk_tokenizer_json_get_bool (JsonObject  *object,
                              const char  *field,
                              GError     **error)
 {
-  JsonNode *node = json_object_get_member (object, member);
+  JsonNode *node = amk_json_member (object, member);
 
-  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+  if (node == NULL)
     {
       *out = fallback;
       return TRUE;
     }
-  if (json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+  if (!amk_json_is_boolean (node))
     {
       amk_tokenizer_set_field_error (error, AMK_TOKENIZER_ERROR_INVALID_STRUCTURE, source, field,
                                      _("is not true or false"));
@@ -114,7 +115,7 @@ amk_tokenizer_json_get_int (JsonNode    *node,
                             const char  *field,
                             GError     **error)
 {
-  if (node == NULL || json_node_get_value_type (node) != G_TYPE_INT64)
+  if (!amk_json_is_integer (node))
     {
       amk_tokenizer_set_field_error (error, AMK_TOKENIZER_ERROR_INVALID_STRUCTURE, source, field,
                                      _("is missing or not an integer"));
@@ -309,15 +310,15 @@ tokenizer_from_json (JsonNode    *root,
   for (guint i = 0; i < json_array_get_length (merges); i++)
     {
       node = json_array_get_element (merges, i);
-      if (json_node_get_value_type (node) == G_TYPE_STRING)
+      if (amk_json_is_string (node))
         {
           if (!amk_tokenizer_add_merge_string (self, json_node_get_string (node), i, source, error))
             return NULL;
         }
       else if (JSON_NODE_HOLDS_ARRAY (node) &&
                json_array_get_length (json_node_get_array (node)) == 2 &&
-               json_node_get_value_type (json_array_get_element (json_node_get_array (node), 0)) == G_TYPE_STRING &&
-               json_node_get_value_type (json_array_get_element (json_node_get_array (node), 1)) == G_TYPE_STRING)
+               amk_json_is_string (json_array_get_element (json_node_get_array (node), 0)) &&
+               amk_json_is_string (json_array_get_element (json_node_get_array (node), 1)))
         {
           JsonArray *pair = json_node_get_array (node);
 
