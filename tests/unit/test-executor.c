@@ -200,8 +200,9 @@ test_launcher (void)
                                                     : AMK_LAUNCH_ERROR_UNSUPPORTED);
       g_clear_error (&error);
       g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (launcher), &error), ==, 0);
-      g_assert_nonnull (error);
-      g_assert_true (error->domain == AMK_LAUNCH_ERROR);
+      g_assert_error (error, AMK_LAUNCH_ERROR,
+                      amk_launcher_get_have_cuda () ? AMK_LAUNCH_ERROR_NO_DEVICE
+                                                    : AMK_LAUNCH_ERROR_UNSUPPORTED);
       g_test_skip ("no CUDA device");
       return;
     }

@@ -738,7 +738,7 @@ test_prompt_too_long (Fixture *f, gconstpointer data)
 
   /* invalid UTF-8 */
   g_assert_null (test_generate (model, NULL, "ab\xff", 1, NULL, NULL, &error));
-  g_assert_nonnull (error);
+  g_assert_error (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_TEXT);
 }
 
 static void
