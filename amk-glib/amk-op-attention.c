@@ -45,7 +45,7 @@
 /* The head layout shared by the attention ops; returns the cache length (positions). */
 static gboolean
 heads_ok (AmkProgram *self, const char *op, guint head_dim, guint n_q, guint n_kv,
-             gint k_cache, gint v_cache, gint pos, guint64 *max_ctx, GError **error)
+         gint k_cache, gint v_cache, gint pos, guint64 *max_ctx, GError **error)
 {
   AmkBufferInfo *kc, *vc;
 

@@ -84,7 +84,7 @@ amk_op_is_vector_dtype (AmkBufferInfo *info)
 /* A float or bf16 tensor of exactly `n` elements (n 0: any size). */
 gboolean
 amk_op_vector_of (AmkProgram *self, const char *op, const char *what, gint buffer, guint64 n,
-           AmkBufferInfo **out, GError **error)
+                  AmkBufferInfo **out, GError **error)
 {
   AmkBufferInfo *info = amk_op_tensor (self, op, what, buffer, error);
 
@@ -104,7 +104,7 @@ amk_op_vector_of (AmkProgram *self, const char *op, const char *what, gint buffe
 
 gboolean
 amk_op_int_tensor (AmkProgram *self, const char *op, const char *what, gint buffer, guint64 min,
-            GError **error)
+                   GError **error)
 {
   AmkBufferInfo *info = amk_op_tensor (self, op, what, buffer, error);
 
