@@ -21,7 +21,7 @@ amk_launch_needs_from_program (AmkProgram     *program,
 
       if (ins->opcode != AMK_ABI_OP_MATVEC)
         continue;
-      /* a split-K tile stages its i5 columns, a whole row its i2 (kernels/amk-abi.h) */
+      /* a split-K tile stages its k_len columns, a whole row its k (kernels/amk-abi.h) */
       k = ins->params.matvec.k_len > 0 ? ins->params.matvec.k_len : ins->params.matvec.k;
       if (k > 0)
         needs->max_matvec_k = MAX (needs->max_matvec_k, (guint) k);
