@@ -164,6 +164,16 @@ gint          amk_program_op_matvec           (AmkProgram    *self,
                                                gfloat         eps,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_matmul           (AmkProgram    *self,
+                                               gint           y,
+                                               gint           w,
+                                               gint           x,
+                                               gint           bias,
+                                               gint           residual,
+                                               gint           norm,
+                                               gfloat         eps,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
 gint          amk_program_op_rmsnorm          (AmkProgram    *self,
                                                gint           out,
                                                gint           x,
@@ -183,6 +193,12 @@ gint          amk_program_op_embed            (AmkProgram    *self,
                                                gint           table,
                                                gint           tokens,
                                                guint          token_index,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_embed_rows       (AmkProgram    *self,
+                                               gint           out,
+                                               gint           table,
+                                               gint           tokens,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
 gint          amk_program_op_argmax           (AmkProgram    *self,
@@ -237,6 +253,38 @@ gint          amk_program_op_rope_attention   (AmkProgram    *self,
                                                gfloat         low_freq_factor,
                                                gfloat         high_freq_factor,
                                                guint          original_context,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_rope_rows        (AmkProgram    *self,
+                                               gint           qkv,
+                                               gint           k_cache,
+                                               gint           v_cache,
+                                               gint           pos,
+                                               gint           seq,
+                                               gint           q_norm,
+                                               gint           k_norm,
+                                               guint          head_dim,
+                                               guint          n_q_heads,
+                                               guint          n_kv_heads,
+                                               gfloat         eps,
+                                               gfloat         theta,
+                                               gfloat         factor,
+                                               gfloat         low_freq_factor,
+                                               gfloat         high_freq_factor,
+                                               guint          original_context,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_attention_rows   (AmkProgram    *self,
+                                               gint           out,
+                                               gint           qkv,
+                                               gint           k_cache,
+                                               gint           v_cache,
+                                               gint           pos,
+                                               gint           seq,
+                                               guint          head_dim,
+                                               guint          n_q_heads,
+                                               guint          n_kv_heads,
+                                               gfloat         scale,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
 guint         amk_program_get_n_ops           (AmkProgram    *self);

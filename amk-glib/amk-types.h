@@ -70,6 +70,12 @@ typedef enum {
  * @AMK_OPCODE_ROPE_KV: rotary embedding of query and key heads, and the key/value cache append
  * @AMK_OPCODE_ATTN_DECODE: decode attention over one split of the cached positions
  * @AMK_OPCODE_ATTN_REDUCE: merges the splits of decode attention
+ * @AMK_OPCODE_MATMUL: a tile of a matrix product `Y = X' W^T (+ bias) (+ residual)` of
+ *   many rows on tensor cores, with MATVEC's fusions (see amk-abi.h)
+ * @AMK_OPCODE_ROPE_ROWS: q/k norm, rotary embedding and the cache append of many rows,
+ *   each with its own position and sequence
+ * @AMK_OPCODE_ATTN_ROWS: causal attention of many rows (a prompt chunk, or one token of
+ *   each of several sequences) over their sequences' cached positions
  *
  * Instruction opcodes of the VM. The values are those of the ABI (`AMK_ABI_OP_*`);
  * `i0`... name the instruction's integer parameter slots and `f2` its float slot 2.
@@ -89,7 +95,10 @@ typedef enum {
   AMK_OPCODE_ARGMAX_FINAL = 11,
   AMK_OPCODE_ROPE_KV = 12,
   AMK_OPCODE_ATTN_DECODE = 13,
-  AMK_OPCODE_ATTN_REDUCE = 14
+  AMK_OPCODE_ATTN_REDUCE = 14,
+  AMK_OPCODE_MATMUL = 15,
+  AMK_OPCODE_ROPE_ROWS = 16,
+  AMK_OPCODE_ATTN_ROWS = 17
 } AmkOpcode;
 
 /**

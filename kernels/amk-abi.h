@@ -52,6 +52,9 @@ enum {
   AMK_ABI_OP_ROPE_KV        = 12,
   AMK_ABI_OP_ATTN_DECODE    = 13,
   AMK_ABI_OP_ATTN_REDUCE    = 14,
+  AMK_ABI_OP_MATMUL         = 15,
+  AMK_ABI_OP_ROPE_ROWS      = 16,
+  AMK_ABI_OP_ATTN_ROWS      = 17,
   AMK_ABI_N_OPS
 };
 
@@ -128,12 +131,16 @@ typedef struct {
 
 /* EMBED: out[col0 + c] = table[t * dim + col0 + c] for c < n_cols, t = tokens[token_index]
  * read on the device; b0 = out, b1 = table (BF16, F16 or F32, [vocab, dim]), b2 = tokens
- * (I32). A token outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index). */
+ * (I32). A token outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index).
+ * With n_tokens > 0, the rows of many tokens: out[j * dim + col0 + c] = table[tokens[j] *
+ * dim + col0 + c] for j = token_index .. token_index+n_tokens (out [n, dim] beside tokens
+ * [n]); n_tokens 0 is the one-token form above. */
 typedef struct {
   int32_t token_index;
   int32_t col0;
   int32_t n_cols;
   int32_t dim;
+  int32_t n_tokens;
 } amk_embed_params_t;
 
 /* ARGMAX_PARTIAL: val[slot], idx[slot] = the largest x[offset + i] for i < count and its
@@ -215,6 +222,62 @@ typedef struct {
   int32_t          min_split;
 } amk_attn_decode_params_t;
 
+/* The many-token ops: a chunk of a prompt (prefill) or one token of each of several
+ * sequences (batched decode) as M rows. Row r has its own position pos[r] (I32 [M]; a
+ * negative position marks a padding row, which these ops skip) and its own sequence
+ * seq[r] (I32 [M], or AMK_NO_BUFFER: every row is sequence 0), whose key/value cache is
+ * the slot seq[r] of caches shaped [S, max_ctx, n_kv_heads * head_dim] (S = 1: the
+ * decode step's [max_ctx, n_kv_heads * head_dim]). A position >= max_ctx or a sequence
+ * outside [0, S) aborts with AMK_ABORT_CHECK. */
+
+/* MATMUL: Y[m, n] = sum_c X'[m, c] W[n, c] (+ bias[n]) (+ R[m, n]) for the rows
+ * m = m0 .. m0+m_count and the columns n = n0 .. n0+n_count, fp32 accumulation on tensor
+ * cores (X' rounded to W's type first). b0 = Y (F32 or BF16, [M, N]), b1 = W (BF16 or
+ * F16, row-major [N, k]), b2 = X (F32 or BF16, [M, k]), b3 = bias (F32 or BF16, [N]) or
+ * AMK_NO_BUFFER, b4 = R (F32 or BF16, [M, N]) or AMK_NO_BUFFER (may be Y itself: Y += W X),
+ * b5 = RMSNORM weight (F32 or BF16, [k]) or AMK_NO_BUFFER: then row by row
+ * X'[m] = X[m] / sqrt(mean(X[m]^2) + eps) * b5, else X' = X. M and N follow from the
+ * sizes of X and W; k must be a multiple of 8. */
+typedef struct {
+  int32_t m0;
+  int32_t m_count;
+  int32_t n0;
+  int32_t n_count;
+  int32_t k;
+  float   eps;
+} amk_matmul_params_t;
+
+/* ROPE_ROWS: for the rows r = row0 .. row0+n_rows with pos[r] >= 0: optionally
+ * normalises each query and key head (Qwen3's q/k norm: head / sqrt(mean(head^2) + eps)
+ * * w), rotates them (RoPE at angle pos[r] as ROPE_KV, in place) and writes key head g
+ * and value head g at row pos[r] of the caches' slot seq[r]. b0 = qkv (F32, [M,
+ * (n_q_heads + 2 n_kv_heads) * head_dim]: per row the query heads, the key heads, the
+ * value heads), b1 = k cache, b2 = v cache (BF16 or F32), b3 = pos, b4 = seq or
+ * AMK_NO_BUFFER, b5 = q norm weight, b6 = k norm weight (F32 or BF16, [head_dim]; both or
+ * neither AMK_NO_BUFFER). */
+typedef struct {
+  amk_attn_shape_t shape;
+  int32_t          row0;
+  int32_t          n_rows;
+  amk_rope_freq_t  freq;
+  float            eps;
+} amk_rope_rows_params_t;
+
+/* ATTN_ROWS: causal attention of many rows: for the rows r = row0 .. row0+n_rows with
+ * pos[r] >= 0 and the query heads h of key/value head kv_head,
+ * out[r, h] = sum_{p <= pos[r]} softmax_p(scale * q[r, h] . K[seq[r], p, kv_head]) V[...]
+ * over the cached positions 0 .. pos[r] of the row's sequence (a prompt chunk's own keys
+ * are appended by ROPE_ROWS before); a padding row gets zeros. b0 = out (F32, [M,
+ * n_q_heads * head_dim]), b1 = qkv (F32, as ROPE_ROWS, rotated; only the query heads are
+ * read), b2 = k cache, b3 = v cache, b4 = pos, b5 = seq or AMK_NO_BUFFER. */
+typedef struct {
+  amk_attn_shape_t shape;
+  int32_t          kv_head;
+  int32_t          row0;
+  int32_t          n_rows;
+  float            scale;
+} amk_attn_rows_params_t;
+
 /* ATTN_REDUCE: merges the n_splits splits of query heads head0 .. head0+n_heads:
  * out[h * head_dim + c] = sum_s e^(m_s - M) acc_s[c] / sum_s e^(m_s - M) l_s,
  * M = max_s m_s. b0 = out (F32), b1 = partial. */
@@ -250,6 +313,8 @@ amk_abi_written_slots (uint32_t opcode, uint32_t n_buffers)
       return 0x3u;  /* the values, the indices */
     case AMK_ABI_OP_ROPE_KV:
       return 0x1bu; /* q, k, the k and v caches */
+    case AMK_ABI_OP_ROPE_ROWS:
+      return 0x7u;  /* qkv, the k and v caches */
     case AMK_ABI_OP_ATTN_DECODE:
       /* the partials; the fused merge's output; with RoPE fused the caches too */
       return n_buffers >= 7 ? 0x2du : n_buffers >= 6 ? 0x21u : 0x1u;
@@ -262,6 +327,8 @@ amk_abi_written_slots (uint32_t opcode, uint32_t n_buffers)
     case AMK_ABI_OP_EMBED:
     case AMK_ABI_OP_ARGMAX_FINAL:
     case AMK_ABI_OP_ATTN_REDUCE:
+    case AMK_ABI_OP_MATMUL:
+    case AMK_ABI_OP_ATTN_ROWS:
       return 0x1u;
     default:
       return (1u << AMK_MAX_BUFFER_REFS) - 1u;
@@ -351,6 +418,9 @@ typedef union {
   amk_rope_kv_params_t        rope_kv;
   amk_attn_decode_params_t    attn_decode;
   amk_attn_reduce_params_t    attn_reduce;
+  amk_matmul_params_t         matmul;
+  amk_rope_rows_params_t      rope_rows;
+  amk_attn_rows_params_t      attn_rows;
 } amk_params_t;
 
 typedef struct {
@@ -467,6 +537,7 @@ AMK_PARAM_AT (embed.token_index, 0);
 AMK_PARAM_AT (embed.col0, 1);
 AMK_PARAM_AT (embed.n_cols, 2);
 AMK_PARAM_AT (embed.dim, 3);
+AMK_PARAM_AT (embed.n_tokens, 4);
 AMK_PARAM_AT (argmax_partial.offset, 0);
 AMK_PARAM_AT (argmax_partial.count, 1);
 AMK_PARAM_AT (argmax_partial.slot, 2);
@@ -498,6 +569,24 @@ AMK_PARAM_AT (attn_reduce.n_q_heads, 1);
 AMK_PARAM_AT (attn_reduce.n_splits, 2);
 AMK_PARAM_AT (attn_reduce.head0, 3);
 AMK_PARAM_AT (attn_reduce.n_heads, 4);
+AMK_PARAM_AT (matmul.m0, 0);
+AMK_PARAM_AT (matmul.m_count, 1);
+AMK_PARAM_AT (matmul.n0, 2);
+AMK_PARAM_AT (matmul.n_count, 3);
+AMK_PARAM_AT (matmul.k, 4);
+AMK_PARAM_AT (matmul.eps, 5);
+AMK_PARAM_AT (rope_rows.shape.head_dim, 0);
+AMK_PARAM_AT (rope_rows.shape.max_ctx, 3);
+AMK_PARAM_AT (rope_rows.row0, 4);
+AMK_PARAM_AT (rope_rows.n_rows, 5);
+AMK_PARAM_AT (rope_rows.freq.theta, 6);
+AMK_PARAM_AT (rope_rows.freq.original_context, 10);
+AMK_PARAM_AT (rope_rows.eps, 11);
+AMK_PARAM_AT (attn_rows.shape.head_dim, 0);
+AMK_PARAM_AT (attn_rows.kv_head, 4);
+AMK_PARAM_AT (attn_rows.row0, 5);
+AMK_PARAM_AT (attn_rows.n_rows, 6);
+AMK_PARAM_AT (attn_rows.scale, 7);
 
 #ifdef __cplusplus
 }
