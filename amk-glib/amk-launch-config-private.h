@@ -20,6 +20,7 @@ typedef guint (*AmkOccupancyFunc) (guint     threads,
 typedef struct {
   guint n_queues;       /* one block per queue, all co-resident */
   guint max_matvec_k;   /* the most columns a MATVEC tile stages in shared memory; 0: none */
+  gboolean has_matmul;  /* a MATMUL: threads a multiple of 128, AMK_MATMUL_SMEM_BYTES */
 } AmkLaunchNeeds;
 
 void  amk_launch_needs_from_program (AmkProgram                *program,
