@@ -13,7 +13,7 @@ void
 amk_launch_needs_from_program (AmkProgram     *program,
                                AmkLaunchNeeds *needs)
 {
-  *needs = (AmkLaunchNeeds) { program->num_queues, 0, FALSE };
+  *needs = (AmkLaunchNeeds) { program->num_queues, 0, FALSE, FALSE };
   for (guint i = 0; i < program->instructions->len; i++)
     {
       const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
@@ -21,6 +21,8 @@ amk_launch_needs_from_program (AmkProgram     *program,
 
       if (ins->opcode == AMK_ABI_OP_MATMUL)
         needs->has_matmul = TRUE;
+      if (ins->opcode == AMK_ABI_OP_ATTN_ROWS)
+        needs->has_attn_rows = TRUE;
       if (ins->opcode != AMK_ABI_OP_MATVEC)
         continue;
       /* a split-K tile stages its k_len columns, a whole row its k (kernels/amk-abi.h) */
@@ -95,8 +97,11 @@ amk_launch_config_choose (const AmkKernelAttributes *attributes,
         }
       else if (!needs->has_matmul || matmul_bytes (t, (guint64) dynamic_cap) > 0)
         {
-          /* MATMUL's tiles need their shared memory whether or not the ring fits */
-          const guint floor = needs->has_matmul ? matmul_bytes (t, (guint64) dynamic_cap) : 0;
+          /* the many-token ops need their shared memory whether or not the ring fits */
+          guint floor = needs->has_matmul ? matmul_bytes (t, (guint64) dynamic_cap) : 0;
+
+          if (needs->has_attn_rows && AMK_ATTN_ROWS_SMEM_BYTES <= dynamic_cap)
+            floor = MAX (floor, AMK_ATTN_ROWS_SMEM_BYTES);
           guint ring = ring_bytes (t, needs->max_matvec_k, (guint64) dynamic_cap);
 
           if (ring > 0 && occupancy (t, MAX (ring, floor), user_data) >= blocks)

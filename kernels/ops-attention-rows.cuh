@@ -351,6 +351,256 @@ amk_attn_rows_warp (const float *q, float *out, const unsigned char *kc, const u
     }
 }
 
+/* ---- ATTN_ROWS on tensor cores ---------------------------------------------------------- */
+
+/* The rows of a prompt chunk share their sequence: then the block streams the keys and
+ * values of its kv head through shared memory AMK_ROWS_BKV positions at a time (cp.async,
+ * two buffers), and each warp takes 16 query vectors (row, query head) of the group:
+ * S = Q K^T and O += P V with mma.sync (bf16 in, fp32 out), an online softmax per query
+ * vector in registers, each row masked past its own position. Head dimension 64 and a
+ * BF16 cache only (the registers of a d = 128 query do not fit beside S and O); the rest
+ * takes the warp path above. */
+#define AMK_ROWS_BKV 64 /* key positions per step */
+#define AMK_ROWS_LDS 72 /* 16-bit elements per shared row: 64 + 8 of padding (no conflicts) */
+static_assert (AMK_ATTN_ROWS_SMEM_BYTES == 2 * 2 * AMK_ROWS_BKV * AMK_ROWS_LDS * 2,
+               "amk-abi.h's shared-memory need of ATTN_ROWS matches the tiles");
+
+static __device__ __forceinline__ void
+amk_rows_ldmatrix4 (uint32_t (&r)[4], uint32_t saddr, bool trans)
+{
+  if (trans)
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr));
+  else
+    asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr));
+}
+
+static __device__ __forceinline__ void
+amk_rows_mma (float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+  asm volatile ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ uint32_t
+amk_rows_pack (float lo, float hi)
+{
+  const __nv_bfloat162 h = __floats2bfloat162_rn (lo, hi);
+  return *reinterpret_cast<const uint32_t *> (&h);
+}
+
+/* Positions p0 .. p0 + BKV of the kv head's keys and values into buffer `buf` (zeros past
+ * `last`). */
+static __device__ __forceinline__ void
+amk_rows_load_kv (const unsigned char *kc, const unsigned char *vc, uint64_t srow0, uint64_t kvw,
+                  int32_t p0, int32_t last, uint32_t s_kv, int buf, int tid, int nt)
+{
+  const uint32_t tile = AMK_ROWS_BKV * AMK_ROWS_LDS * 2;
+  for (int c = tid; c < 2 * AMK_ROWS_BKV * 8; c += nt)
+    {
+      const int which = c / (AMK_ROWS_BKV * 8), r = (c / 8) % AMK_ROWS_BKV, q = c % 8;
+      const bool in = p0 + r <= last;
+      const unsigned char *base = which == 0 ? kc : vc;
+      const unsigned char *src = in ? base + (srow0 + (uint64_t) (p0 + r) * kvw + (uint64_t) q * 8) * 2 : base;
+      const uint32_t dst = s_kv + (uint32_t) (buf * 2 + which) * tile + (uint32_t) (r * AMK_ROWS_LDS + q * 8) * 2;
+      asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                    : : "r"(dst), "l"(src), "r"(in ? 16u : 0u) : "memory");
+    }
+  asm volatile ("cp.async.commit_group;" ::: "memory");
+}
+
+/* The block: query vectors qv = (row - row0) * group + h of the instruction, 16 per warp
+ * and pass; every row's sequence is `sq`. */
+static __device__ __forceinline__ void
+amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float *qkv, float *out,
+                  const unsigned char *kc, const unsigned char *vc, int32_t sq, int tid, int nt)
+{
+  const amk_attn_rows_params_t &p = ins->params.attn_rows;
+  const int32_t d = 64, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, group = nq / nkv;
+  const uint64_t width = (uint64_t) (nq + 2 * nkv) * d, kvw = (uint64_t) nkv * d;
+  const uint64_t srow0 = (uint64_t) sq * (uint64_t) p.shape.max_ctx * kvw + (uint64_t) p.kv_head * d;
+  const int32_t n_qv = p.n_rows * group;
+  const int lane = tid & 31, warp = tid / 32, nw = nt / 32;
+  const uint32_t s_kv = (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
+  const uint32_t tile = AMK_ROWS_BKV * AMK_ROWS_LDS * 2;
+  __shared__ int32_t s_last;
+
+  for (int32_t pass = 0; pass < n_qv; pass += 16 * nw)
+    {
+      /* this warp's two query vectors per lane: i = lane / 4 and lane / 4 + 8 */
+      int32_t qpos[2];
+      const int32_t qv0 = pass + warp * 16 + lane / 4;
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+        {
+          const int32_t qv = qv0 + 8 * i;
+          qpos[i] = qv < n_qv ? pos[p.row0 + qv / group] : -1;
+        }
+      int32_t wlast = max (qpos[0], qpos[1]);
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1)
+        wlast = max (wlast, __shfl_xor_sync (0xffffffffu, wlast, o));
+      if (tid == 0)
+        s_last = -1;
+      __syncthreads ();
+      if (lane == 0)
+        atomicMax (&s_last, wlast);
+      __syncthreads ();
+      const int32_t last = s_last;
+
+      /* Q (scaled, bf16) as A fragments: 4 k16 steps of d = 64 */
+      uint32_t qa[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int half = 0; half < 4; half++)
+          {
+            /* a0: row i0, k lo; a1: row i0 + 8, k lo; a2: row i0, k hi; a3: row i0 + 8, k hi */
+            const int i = half & 1, khi = half >> 1;
+            const int32_t qv = qv0 + 8 * i;
+            const int32_t c = kk * 16 + khi * 8 + (lane % 4) * 2;
+            float2 v = make_float2 (0.0f, 0.0f);
+            if (qv < n_qv)
+              {
+                const int32_t r = p.row0 + qv / group, h = p.kv_head * group + qv % group;
+                v = *reinterpret_cast<const float2 *> (qkv + (uint64_t) r * width + (uint64_t) h * d + c);
+              }
+            qa[kk][half] = amk_rows_pack (v.x * p.scale, v.y * p.scale);
+          }
+
+      float o[8][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          o[j][e] = 0.0f;
+
+      const int32_t n_blocks = last < 0 ? 0 : last / AMK_ROWS_BKV + 1;
+      if (n_blocks > 0)
+        amk_rows_load_kv (kc, vc, srow0, kvw, 0, last, s_kv, 0, tid, nt);
+      for (int32_t b = 0; b < n_blocks; b++)
+        {
+          const int buf = b & 1;
+          if (b + 1 < n_blocks)
+            {
+              amk_rows_load_kv (kc, vc, srow0, kvw, (b + 1) * AMK_ROWS_BKV, last, s_kv, buf ^ 1, tid, nt);
+              asm volatile ("cp.async.wait_group 1;" ::: "memory");
+            }
+          else
+            asm volatile ("cp.async.wait_group 0;" ::: "memory");
+          __syncthreads ();
+
+          const int32_t p0 = b * AMK_ROWS_BKV;
+          if (p0 <= wlast)
+            {
+              const uint32_t ks = s_kv + (uint32_t) (buf * 2) * tile, vs = ks + tile;
+              float sc[8][4];
+#pragma unroll
+              for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                  sc[j][e] = 0.0f;
+              /* S = Q K^T: K rows are positions (n), d contiguous (k) */
+#pragma unroll
+              for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++)
+                  {
+                    uint32_t bf[4];
+                    const uint32_t r = (uint32_t) (jj * 16 + lane % 8 + (lane / 16) * 8);
+                    amk_rows_ldmatrix4 (bf, ks + (r * AMK_ROWS_LDS + kk * 16 + ((lane / 8) % 2) * 8) * 2, false);
+                    amk_rows_mma (sc[2 * jj], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], bf[0], bf[1]);
+                    amk_rows_mma (sc[2 * jj + 1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], bf[2], bf[3]);
+                  }
+              /* mask, online softmax per query vector (a row's 4 lanes by shuffles) */
+              float keep[2];
+#pragma unroll
+              for (int i = 0; i < 2; i++)
+                {
+                  float mx = -INFINITY;
+#pragma unroll
+                  for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                      {
+                        const int32_t kp = p0 + j * 8 + (lane % 4) * 2 + e;
+                        float &v = sc[j][2 * i + e];
+                        v = kp <= qpos[i] ? v : -INFINITY;
+                        mx = fmaxf (mx, v);
+                      }
+                  mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 1));
+                  mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 2));
+                  const float m_new = fmaxf (m[i], mx);
+                  /* a row with nothing yet (all masked) keeps m = -inf and adds zeros */
+                  const float base = m_new == -INFINITY ? 0.0f : m_new;
+                  keep[i] = m[i] == -INFINITY ? 0.0f : __expf (m[i] - base);
+                  float sum = 0.0f;
+#pragma unroll
+                  for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                      {
+                        float &v = sc[j][2 * i + e];
+                        v = __expf (v - base);
+                        sum += v;
+                      }
+                  sum += __shfl_xor_sync (0xffffffffu, sum, 1);
+                  sum += __shfl_xor_sync (0xffffffffu, sum, 2);
+                  l[i] = l[i] * keep[i] + sum;
+                  m[i] = m_new;
+                }
+#pragma unroll
+              for (int j = 0; j < 8; j++)
+                {
+                  o[j][0] *= keep[0];
+                  o[j][1] *= keep[0];
+                  o[j][2] *= keep[1];
+                  o[j][3] *= keep[1];
+                }
+              /* O += P V: P's accumulator layout is the A fragment's; V rows are positions
+               * (k) with d contiguous (n): transposed ldmatrix */
+#pragma unroll
+              for (int t = 0; t < 4; t++)
+                {
+                  const uint32_t a0 = amk_rows_pack (sc[2 * t][0], sc[2 * t][1]);
+                  const uint32_t a1 = amk_rows_pack (sc[2 * t][2], sc[2 * t][3]);
+                  const uint32_t a2 = amk_rows_pack (sc[2 * t + 1][0], sc[2 * t + 1][1]);
+                  const uint32_t a3 = amk_rows_pack (sc[2 * t + 1][2], sc[2 * t + 1][3]);
+#pragma unroll
+                  for (int jj = 0; jj < 4; jj++)
+                    {
+                      uint32_t bf[4];
+                      const uint32_t r = (uint32_t) (t * 16 + lane % 8 + ((lane / 8) % 2) * 8);
+                      amk_rows_ldmatrix4 (bf, vs + (r * AMK_ROWS_LDS + jj * 16 + (lane / 16) * 8) * 2, true);
+                      amk_rows_mma (o[2 * jj], a0, a1, a2, a3, bf[0], bf[1]);
+                      amk_rows_mma (o[2 * jj + 1], a0, a1, a2, a3, bf[2], bf[3]);
+                    }
+                }
+            }
+          __syncthreads (); /* buffer `buf` is refilled in step b + 2 */
+        }
+
+      /* out = O / l; a padding row (l = 0) gets zeros */
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+        {
+          const int32_t qv = qv0 + 8 * i;
+          if (qv >= n_qv)
+            continue;
+          const int32_t r = p.row0 + qv / group, h = p.kv_head * group + qv % group;
+          const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+          float *dst = out + (uint64_t) r * nq * d + (uint64_t) h * d;
+#pragma unroll
+          for (int j = 0; j < 8; j++)
+            *reinterpret_cast<float2 *> (dst + j * 8 + (lane % 4) * 2) =
+              make_float2 (o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+        }
+    }
+}
+
 static __device__ __noinline__ int
 amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
                     bool run, int tid, int nt, int32_t *detail)
@@ -371,6 +621,32 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   float *out = reinterpret_cast<float *> (ctx->ptr[0]);
   const uint64_t width = (uint64_t) (nq + 2 * nkv) * d, kvw = (uint64_t) nkv * d;
   const int lane = tid & 31, nw = nt / 32;
+
+  /* the tensor-core path when every valid row is in one sequence */
+  if (d == 64 && cdt == AMK_ABI_DTYPE_BF16 && amk_mv_dyn_smem_bytes () >= AMK_ATTN_ROWS_SMEM_BYTES)
+    {
+      __shared__ int32_t s_seq[2];
+      if (tid == 0)
+        s_seq[0] = -1, s_seq[1] = 0;
+      __syncthreads ();
+      for (int32_t r = p.row0 + tid; r < p.row0 + p.n_rows; r += nt)
+        if (pos[r] >= 0)
+          {
+            const int32_t sr = seq != nullptr ? seq[r] : 0;
+            const int32_t prev = atomicCAS (&s_seq[0], -1, sr);
+            if (prev != -1 && prev != sr)
+              s_seq[1] = 1;
+          }
+      __syncthreads ();
+      const bool one = s_seq[1] == 0;
+      const int32_t sq = max (s_seq[0], 0);
+      __syncthreads ();
+      if (one)
+        {
+          amk_attn_rows_tc (ins, pos, qkv, out, ctx->ptr[1], ctx->ptr[2], sq, tid, nt);
+          return AMK_ABORT_NONE;
+        }
+    }
 
   /* the rows with the most positions first: they take longest */
   for (int64_t item = tid / 32; item < (int64_t) p.n_rows * group; item += nw)
