@@ -155,8 +155,7 @@ amk_attention_rows_check (const amk_instruction_t *ins, const amk_buffer_t *buff
 /* Every thread: the rows' positions and sequences are valid (a negative position is a
  * padding row). The verdict is the same in every thread; *detail the offending buffer. */
 static __device__ __forceinline__ int
-amk_rows_validate (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
-                   const int32_t *pos, const int32_t *seq, int32_t row0, int32_t n_rows, int32_t max_ctx,
+amk_rows_validate (const amk_op_ctx *ctx, const amk_instruction_t *ins, const int32_t *pos, const int32_t *seq, int32_t row0, int32_t n_rows, int32_t max_ctx,
                    bool run, int tid, int nt, int32_t *detail)
 {
   int bad_pos = 0, bad_seq = 0;
@@ -189,16 +188,16 @@ amk_rows_ld (const unsigned char *p, uint32_t dt, uint64_t i)
 /* ---- ROPE_ROWS ------------------------------------------------------------------------ */
 
 static __device__ __noinline__ int
-amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
+amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                     bool run, int tid, int nt, int32_t *detail)
 {
   const amk_rope_rows_params_t &p = ins->params.rope_rows;
   const int32_t d = p.shape.head_dim, half = d / 2;
   const int32_t nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, heads = nq + 2 * nkv;
-  const int32_t *pos = reinterpret_cast<const int32_t *> (prog.buffers[ins->buffers[3]].addr);
+  const int32_t *pos = reinterpret_cast<const int32_t *> (buffers[ins->buffers[3]].addr);
   const int32_t *seq = (ctx->dtype & (1u << 8)) != 0
-                       ? reinterpret_cast<const int32_t *> (prog.buffers[ins->buffers[4]].addr) : nullptr;
-  const int code = amk_rows_validate (ctx, ins, prog, pos, seq, p.row0, p.n_rows, p.shape.max_ctx,
+                       ? reinterpret_cast<const int32_t *> (buffers[ins->buffers[4]].addr) : nullptr;
+  const int code = amk_rows_validate (ctx, ins, pos, seq, p.row0, p.n_rows, p.shape.max_ctx,
                                       run, tid, nt, detail);
   if (code != AMK_ABORT_NONE || !run)
     return code;
@@ -215,9 +214,9 @@ amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   const uint32_t cdt = ctx->dtype & 0xfu;
   const uint32_t qn_dt = (ctx->dtype >> 12) & 0xfu, kn_dt = (ctx->dtype >> 16) & 0xfu;
   const unsigned char *qn = qn_dt == 0xfu ? nullptr
-                            : reinterpret_cast<const unsigned char *> (prog.buffers[ins->buffers[5]].addr);
+                            : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr);
   const unsigned char *kn = qn_dt == 0xfu ? nullptr
-                            : reinterpret_cast<const unsigned char *> (prog.buffers[ins->buffers[6]].addr);
+                            : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[6]].addr);
   float *qkv = reinterpret_cast<float *> (ctx->ptr[0]);
   const uint64_t width = (uint64_t) heads * d, kvw = (uint64_t) nkv * d;
   const int lane = tid & 31, nw = nt / 32;
@@ -602,22 +601,22 @@ amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float 
 }
 
 static __device__ __noinline__ int
-amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_device_program &prog,
+amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                     bool run, int tid, int nt, int32_t *detail)
 {
   const amk_attn_rows_params_t &p = ins->params.attn_rows;
   const int32_t d = p.shape.head_dim;
   const int32_t nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, group = nq / nkv;
-  const int32_t *pos = reinterpret_cast<const int32_t *> (prog.buffers[ins->buffers[4]].addr);
+  const int32_t *pos = reinterpret_cast<const int32_t *> (buffers[ins->buffers[4]].addr);
   const int32_t *seq = (ctx->dtype & (1u << 8)) != 0
-                       ? reinterpret_cast<const int32_t *> (prog.buffers[ins->buffers[5]].addr) : nullptr;
-  const int code = amk_rows_validate (ctx, ins, prog, pos, seq, p.row0, p.n_rows, p.shape.max_ctx,
+                       ? reinterpret_cast<const int32_t *> (buffers[ins->buffers[5]].addr) : nullptr;
+  const int code = amk_rows_validate (ctx, ins, pos, seq, p.row0, p.n_rows, p.shape.max_ctx,
                                       run, tid, nt, detail);
   if (code != AMK_ABORT_NONE || !run)
     return code;
 
   const uint32_t cdt = ctx->dtype & 0xfu;
-  const float *qkv = reinterpret_cast<const float *> (prog.buffers[ins->buffers[1]].addr);
+  const float *qkv = reinterpret_cast<const float *> (buffers[ins->buffers[1]].addr);
   float *out = reinterpret_cast<float *> (ctx->ptr[0]);
   const uint64_t width = (uint64_t) (nq + 2 * nkv) * d, kvw = (uint64_t) nkv * d;
   const int lane = tid & 31, nw = nt / 32;

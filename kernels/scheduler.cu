@@ -636,8 +636,8 @@ amk_megakernel (amk_device_program launched)
                            : opcode == AMK_ABI_OP_MATMUL
                              ? amk_matmul_exec (&ctx, ins, prog.buffers, run, tid, nt)
                            : opcode == AMK_ABI_OP_ROPE_ROWS
-                             ? amk_rope_rows_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
-                             : amk_attn_rows_exec (&ctx, ins, prog, run, tid, nt, &late_detail);
+                             ? amk_rope_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
+                             : amk_attn_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail);
           if (late != AMK_ABORT_NONE)
             {
               if (tid == 0)
