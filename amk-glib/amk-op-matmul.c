@@ -64,9 +64,16 @@ amk_program_op_matmul (AmkProgram  *self,
   if (!amk_op_can_record (self, "MATMUL", error) ||
       (yi = amk_op_tensor (self, "MATMUL", _("the output"), y, error)) == NULL ||
       (wi = amk_op_tensor (self, "MATMUL", _("the matrix"), w, error)) == NULL ||
-      !amk_op_vector_of (self, "MATMUL", _("the input rows"), x, 0, &xi, error) ||
+      (xi = amk_op_tensor (self, "MATMUL", _("the input rows"), x, error)) == NULL ||
       !amk_op_writable ("MATMUL", yi, error))
     return -1;
+  if (!amk_op_is_vector_dtype (xi))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the input rows “%s” must be f32 or bf16, not %s"),
+                   xi->name, amk_dtype_name (xi->dtype));
+      return -1;
+    }
   if (wi->n_dims == 2 && wi->dtype == AMK_DTYPE_F32)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
