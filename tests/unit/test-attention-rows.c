@@ -469,6 +469,23 @@ test_lowering (void)
                   rows[r * nkv + ap->kv_head]++;
               }
           }
+        /* the full blocks of the later rows cost more (they attend to more positions),
+         * so each queue runs them first */
+        for (guint q = 0; q < p->queues->len; q++)
+          {
+            GArray *list = g_ptr_array_index (p->queues, q);
+            gint32 last = G_MAXINT32;
+
+            for (guint k = 0; k < list->len; k++)
+              {
+                const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t,
+                                                               g_array_index (list, gint32, k));
+                if (ins->opcode != AMK_ABI_OP_ATTN_ROWS || ins->params.attn_rows.n_rows != (gint32) cases[c].block)
+                  continue;
+                g_assert_cmpint (ins->params.attn_rows.row0, <=, last);
+                last = ins->params.attn_rows.row0;
+              }
+          }
         for (gint64 r = 0; r < m; r++)
           {
             g_assert_cmpuint (roped[r], ==, 1);
