@@ -47,7 +47,7 @@ def run_both(prog, inputs, outputs):
         if isinstance(ex, Amk.Launcher):
             ex.launch(None)
         else:
-            ex.run(None)
+            ex.run()
         got.append({buf: to_f32(dtype, download(ex, buf, dtype)) for buf, (dtype, n) in outputs.items()})
     for buf in outputs:
         results[buf] = (got[0][buf], got[1][buf])
@@ -102,7 +102,7 @@ def run_both_in_place(prog, inputs, y, n):
             ex.load(prog)
         for buf, (dtype, array) in inputs.items():
             upload(ex, buf, dtype, array)
-        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run(None)
+        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
         got.append(download(ex, y, F32))
     return got[0], got[1]
 
@@ -187,7 +187,7 @@ def test_attention_rows_gpu_matches_cpu(cache_dt, name, n_q, n_kv, d, rows_kind,
             upload(ex, buf, dtype, array)
         for buf, (dtype, n) in outputs_poisoned.items():
             upload(ex, buf, dtype, poison(dtype, n))
-        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run(None)
+        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
         got.append((download(ex, out, F32), to_f32(cache_dt, download(ex, kc, cache_dt))))
     (cpu_out, cpu_k), (gpu_out, gpu_k) = got
     tol = 1e-4 if cache_dt == F32 else 2e-2
