@@ -132,6 +132,7 @@ char                *amk_op_describe_params   (const amk_instruction_t *ins);
 extern const AmkOpClass amk_op_nop, amk_op_copy, amk_op_fill, amk_op_add, amk_op_trap,
                         amk_op_grid_sync;
 extern const AmkOpClass amk_op_matvec;
+extern const AmkOpClass amk_op_matmul;
 extern const AmkOpClass amk_op_rmsnorm, amk_op_silu_mul, amk_op_embed, amk_op_argmax_partial,
                         amk_op_argmax_final;
 extern const AmkOpClass amk_op_rope_kv, amk_op_attn_decode, amk_op_attn_reduce;

@@ -1,0 +1,498 @@
+/* amk-op-matmul.c: MATMUL, Y = X' W^T of many rows (a prompt chunk, or one token of each
+ * of several sequences) with MATVEC's fusions (input RMSNORM, bias, residual); the
+ * parameters in kernels/amk-abi.h, the device side in kernels/ops-matmul.cuh.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <glib/gi18n-lib.h>
+
+#include "amk-program.h"
+#include "amk-op-private.h"
+#include "amk-dtype-private.h"
+#include "amk-error.h"
+
+#define MATMUL_TILE       128u /* rows and columns of a full tile of the device kernel */
+#define MATMUL_MIN_COLS    16u /* a column tile is a whole number of tensor-core tiles */
+#define MATMUL_K_MULTIPLE   8u /* 16 bytes of a 16-bit row of W */
+
+/* ---- the op API --------------------------------------------------------------------- */
+
+/**
+ * amk_program_op_matmul:
+ * @self: a program
+ * @y: the output (f32 or bf16), `M × N` elements: row m holds `Y[m, 0 .. N)`
+ * @w: the matrix, 2-D `[N, K]` (bf16 or f16), usually a constant buffer
+ * @x: the input rows (f32 or bf16), `M × K` elements for some `M ≥ 1`
+ * @bias: a vector of N elements added to every row, or -1
+ * @residual: `M × N` elements added to the product, or -1; may be @y (`Y += X W^T`)
+ * @norm: the weight of an RMSNORM fused before the product (K elements), applied to
+ *   each row of @x, or -1
+ * @eps: the RMSNORM epsilon (used with @norm)
+ * @error: return location for a #GError
+ *
+ * Records `Y[m] = W X'[m] + bias + residual[m]` for every row m of @x, with fp32
+ * accumulation: [method@Amk.Program.op_matvec] for M rows at once, which reads the
+ * matrix once for all of them (prefill of a prompt, or a step of several sequences).
+ * `X'[m]` is `X[m]` or, with @norm, `X[m] / sqrt(mean(X[m]²) + eps) * norm`. On the GPU
+ * the product runs on tensor cores: the weights must be 16-bit, and `X'` is rounded to
+ * their type first. K must be a multiple of 8. The compiler cuts Y into tiles of rows
+ * and columns spread over every queue.
+ *
+ * Returns: the op's index, or -1 with @error set
+ */
+gint
+amk_program_op_matmul (AmkProgram  *self,
+                       gint         y,
+                       gint         w,
+                       gint         x,
+                       gint         bias,
+                       gint         residual,
+                       gint         norm,
+                       gfloat       eps,
+                       GError     **error)
+{
+  AmkBufferInfo *yi, *wi, *xi;
+  guint64 n, k, m;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  if (!amk_op_can_record (self, "MATMUL", error) ||
+      (yi = amk_op_tensor (self, "MATMUL", _("the output"), y, error)) == NULL ||
+      (wi = amk_op_tensor (self, "MATMUL", _("the matrix"), w, error)) == NULL ||
+      (xi = amk_op_tensor (self, "MATMUL", _("the input rows"), x, error)) == NULL ||
+      !amk_op_writable ("MATMUL", yi, error))
+    return -1;
+  if (!amk_op_is_vector_dtype (xi))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the input rows “%s” must be f32 or bf16, not %s"),
+                   xi->name, amk_dtype_name (xi->dtype));
+      return -1;
+    }
+  if (wi->n_dims == 2 && wi->dtype == AMK_DTYPE_F32)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the matrix “%s” is f32, but tensor cores need 16-bit weights; store it as bf16 or f16, or use MATVEC"),
+                   wi->name);
+      return -1;
+    }
+  if (wi->n_dims != 2 || (wi->dtype != AMK_DTYPE_BF16 && wi->dtype != AMK_DTYPE_F16))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the matrix “%s” must be 2-D bf16 or f16"), wi->name);
+      return -1;
+    }
+  n = wi->shape[0];
+  k = wi->shape[1];
+  if (k % MATMUL_K_MULTIPLE != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: a row of “%s” has %" PRIu64 " elements; it must be a multiple of %u"),
+                   wi->name, k, MATMUL_K_MULTIPLE);
+      return -1;
+    }
+  if (xi->n_elements % k != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the input rows “%s” have %" PRIu64 " elements, which is not a whole number of rows of K = %" PRIu64),
+                   xi->name, xi->n_elements, k);
+      return -1;
+    }
+  m = xi->n_elements / k;
+  if (!amk_op_vector_of (self, "MATMUL", _("the output"), y, m * n, NULL, error) ||
+      (bias != -1 && !amk_op_vector_of (self, "MATMUL", _("the bias"), bias, n, NULL, error)) ||
+      (residual != -1 && !amk_op_vector_of (self, "MATMUL", _("the residual"), residual, m * n, NULL, error)) ||
+      (norm != -1 && !amk_op_vector_of (self, "MATMUL", _("the norm weight"), norm, k, NULL, error)))
+    return -1;
+  if (y == w || y == x || y == bias || y == norm)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the output “%s” is also an input; only the residual may be the output"),
+                   yi->name);
+      return -1;
+    }
+  if (norm != -1 && !(eps >= 0.0f && eps < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the RMSNORM epsilon must be finite and not negative"));
+      return -1;
+    }
+  return amk_op_record (self, AMK_ABI_OP_MATMUL, (gint32[]) { y, w, x, bias, residual, norm },
+                        &(amk_params_t) { .matmul = { .k = (gint32) k, .eps = eps } });
+}
+
+/* ---- verifier ----------------------------------------------------------------------- */
+
+/* One operand of MATMUL: the dtypes it may have and the elements it must hold. */
+static gboolean
+check_matmul_operand (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                      guint slot, const char *what, guint dtypes, guint64 needed, GError **error)
+{
+  AmkBufferInfo *info = amk_verify_slot_buffer (self, ins, slot);
+
+  if (info == NULL)
+    return TRUE;
+  if (!(dtypes & (1u << info->dtype)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): %s “%s” cannot be %s"),
+                   queue, pos, what, info->name, amk_dtype_name (info->dtype));
+      return FALSE;
+    }
+  if (info->n_elements < needed)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATMUL): %s “%s” has %" PRIu64 " elements; the tile needs %" PRIu64),
+                   queue, pos, what, info->name, info->n_elements, needed);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Y must not share memory with anything the op reads, except the residual, which may be
+ * exactly Y (Y += X W^T). Whole operands: the tiles of one op run side by side, so a
+ * tile's output must not overlap what any other tile reads either. */
+static gboolean
+check_matmul_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                       gint32 m, gint32 n, GError **error)
+{
+  const gint32 k = ins->params.matmul.k;
+  /* run after the operand checks: every count fits its buffer, so an int32 */
+  const gint32 counts[6] = { m * n, n * k, m * k, n, m * n, k };
+  gint64 ry, rs;
+  guint64 sy, ss, ly, ls;
+
+  amk_verify_operand_bytes (self, ins, 0, 0, counts[0], &ry, &sy, &ly);
+  for (guint slot = 1; slot < 6; slot++)
+    {
+      if (ins->buffers[slot] == AMK_NO_BUFFER)
+        continue;
+      amk_verify_operand_bytes (self, ins, slot, 0, counts[slot], &rs, &ss, &ls);
+      if (rs != ry || sy + ly <= ss || ss + ls <= sy)
+        continue;
+      if (slot == 4 && ss == sy && ls == ly)
+        continue;
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): the output overlaps input %u; only the residual may be the output itself"),
+                   queue, pos, slot);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+              GError **error)
+{
+  const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
+  const guint weights = (1u << AMK_DTYPE_BF16) | (1u << AMK_DTYPE_F16);
+  const amk_matmul_params_t *p = &ins->params.matmul;
+  /* y, W and x are not optional */
+  AmkBufferInfo *w = amk_verify_slot_buffer (self, ins, 1), *x = amk_verify_slot_buffer (self, ins, 2);
+  guint64 m, n;
+
+  if (p->k < 1 || p->k % MATMUL_K_MULTIPLE != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): K = %d must be a positive multiple of %u"),
+                   queue, pos, p->k, MATMUL_K_MULTIPLE);
+      return FALSE;
+    }
+  if (w->n_dims != 2 || w->shape[1] != p->k)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): the matrix “%s” must be 2-D with rows of K = %d elements"),
+                   queue, pos, w->name, p->k);
+      return FALSE;
+    }
+  if (x->n_elements % p->k != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): the input rows “%s” (%" PRIu64 " elements) are not a whole number of rows of K = %d"),
+                   queue, pos, x->name, x->n_elements, p->k);
+      return FALSE;
+    }
+  n = w->shape[0];
+  m = x->n_elements / p->k;
+  if (p->m0 < 0 || p->m_count < 1 || (guint64) p->m0 + p->m_count > m ||
+      p->n0 < 0 || p->n_count < 1 || (guint64) p->n0 + p->n_count > n)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATMUL): rows %d + %d and columns %d + %d are out of range of M = %" PRIu64 " and N = %" PRIu64),
+                   queue, pos, p->m0, p->m_count, p->n0, p->n_count, m, n);
+      return FALSE;
+    }
+  if (ins->buffers[5] != AMK_NO_BUFFER && !(p->eps >= 0.0f && p->eps < G_MAXFLOAT))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Queue %u instruction %u (MATMUL): the RMSNORM epsilon must be finite and not negative"),
+                   queue, pos);
+      return FALSE;
+    }
+  return check_matmul_operand (self, queue, pos, ins, 0, _("the output"), vec, m * n, error) &&
+         check_matmul_operand (self, queue, pos, ins, 1, _("the matrix"), weights, 0, error) &&
+         check_matmul_operand (self, queue, pos, ins, 2, _("the input rows"), vec, 0, error) &&
+         check_matmul_operand (self, queue, pos, ins, 3, _("the bias"), vec, n, error) &&
+         check_matmul_operand (self, queue, pos, ins, 4, _("the residual"), vec, m * n, error) &&
+         check_matmul_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, p->k, error) &&
+         check_matmul_aliasing (self, queue, pos, ins, (gint32) m, (gint32) n, error);
+}
+
+static gboolean
+verify_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+               GError **error)
+{
+  return amk_verify_writes (self, queue, pos, ins, error) &&
+         check_matmul (self, queue, pos, ins, error);
+}
+
+/* ---- lowering and cost -------------------------------------------------------------- */
+
+/* The tile grid of a MATMUL op: rows in tiles of MATMUL_TILE (the last one smaller), and
+ * columns in tiles of MATMUL_TILE when that gives every queue a tile; otherwise in
+ * narrower tiles (whole tensor-core tiles of MATMUL_MIN_COLS) that give about one tile
+ * per queue, so that a few rows still spread over the device. */
+static void
+matmul_grid (AmkLowering *lw, guint64 *m, guint64 *n, guint64 *m_tiles, guint64 *n_tile)
+{
+  const guint64 queues = MAX (1, lw->program->num_queues);
+  AmkBufferInfo *w = amk_lower_buffer (lw, lw->op->buffers[1]);
+  AmkBufferInfo *x = amk_lower_buffer (lw, lw->op->buffers[2]);
+
+  *n = w->shape[0];
+  *m = x->n_elements / w->shape[1];
+  *m_tiles = (*m + MATMUL_TILE - 1) / MATMUL_TILE;
+  if (*m_tiles * ((*n + MATMUL_TILE - 1) / MATMUL_TILE) >= queues)
+    *n_tile = MATMUL_TILE;
+  else
+    {
+      const guint64 cols = (*n * *m_tiles + queues - 1) / queues;
+      *n_tile = MAX (MATMUL_MIN_COLS, (cols + MATMUL_MIN_COLS - 1) / MATMUL_MIN_COLS * MATMUL_MIN_COLS);
+    }
+}
+
+/* One unit per tile: lower finds the tile's rows and columns from its index. */
+static void
+plan_matmul (AmkLowering *lw)
+{
+  guint64 m, n, m_tiles, n_tile;
+
+  matmul_grid (lw, &m, &n, &m_tiles, &n_tile);
+  lw->n = m_tiles * ((n + n_tile - 1) / n_tile);
+  lw->n_tiles = lw->n;
+}
+
+/* Tile `tile` is row tile tile / (column tiles), column tile tile % (column tiles). Y and
+ * the residual are declared from the tile's first element to its last: that covers its
+ * rows' other columns in between (strided by N), which only matters to other ops (the
+ * tiles of one op never wait for each other), and the tiles of a row tile together cover
+ * its rows exactly, so that a later writer of those rows retires them. */
+static void
+lower_matmul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
+{
+  const AmkOpInfo *op = lw->op;
+  amk_matmul_params_t *mp = &t->ins.params.matmul;
+  guint64 m, n, m_tiles, n_tile, n_tiles, m0, mc, n0, nc, k, y0, y1;
+
+  matmul_grid (lw, &m, &n, &m_tiles, &n_tile);
+  n_tiles = (n + n_tile - 1) / n_tile;
+  m0 = tile / n_tiles * MATMUL_TILE;
+  mc = MIN (MATMUL_TILE, m - m0);
+  n0 = tile % n_tiles * n_tile;
+  nc = MIN (n_tile, n - n0);
+  k = amk_lower_buffer (lw, op->buffers[1])->shape[1];
+
+  amk_tile_use_buffers (t, op, 6);
+  mp->m0 = (gint32) m0;
+  mp->m_count = (gint32) mc;
+  mp->n0 = (gint32) n0;
+  mp->n_count = (gint32) nc;
+  mp->k = (gint32) k;
+  y0 = m0 * n + n0;
+  y1 = (m0 + mc - 1) * n + n0 + nc;
+  amk_tile_access (t, op->buffers[0], y0, y1, TRUE);
+  amk_tile_access (t, op->buffers[1], n0 * k, (n0 + nc) * k, FALSE);
+  amk_tile_access (t, op->buffers[2], m0 * k, (m0 + mc) * k, FALSE);
+  amk_tile_access (t, op->buffers[3], n0, n0 + nc, FALSE);
+  amk_tile_access (t, op->buffers[4], y0, y1, FALSE);
+  amk_tile_access (t, op->buffers[5], 0, k, FALSE);
+}
+
+/* The tile's weights, input rows and output, plus its multiply-adds as bytes: tensor
+ * cores do about 200 flops in the time an SM moves one byte, so a tile of many rows costs
+ * more than its traffic alone (with one row it is a MATVEC, bound by the weights). */
+static double
+bytes_matmul (AmkProgram *self, const amk_instruction_t *ins)
+{
+  const amk_matmul_params_t *p = &ins->params.matmul;
+  const double mc = MAX (p->m_count, 0), nc = MAX (p->n_count, 0), k = MAX (p->k, 0);
+  const guint esw = amk_instruction_elem_size (self, ins, 1);
+  const guint esx = amk_instruction_elem_size (self, ins, 2);
+  const guint esy = amk_instruction_elem_size (self, ins, 0);
+
+  return nc * k * (esw != 0 ? esw : 2) + mc * k * (esx != 0 ? esx : 4) +
+         mc * nc * (esy != 0 ? esy : 4) + 2.0 * mc * nc * k / 200.0;
+}
+
+/* ---- CPU reference ------------------------------------------------------------------ */
+
+/* The CPU reference is what prefill runs on without a GPU, so it is blocked: X' once per
+ * instruction in fp32, W converted to fp32 MATMUL_CPU_COLS columns at a time (transposed,
+ * so that a step over K reads one short contiguous run of columns), and each output
+ * summed over K in order in fp32, as a plain dot product would (the results do not
+ * depend on the blocking). The 4-lane vectors are GCC's generic vectors: SSE or NEON. */
+typedef float v4sf __attribute__ ((vector_size (16)));
+
+#define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
+#define MATMUL_CPU_COLS  8u  /* columns of W per block: 2 vectors */
+
+/* acc[r][c] = sum over k of x[r][k] wt[k][c] for 4 rows of x and 8 columns. */
+static inline void
+matmul_block (const float *const x[MATMUL_CPU_ROWS], const v4sf *wt, gint32 k,
+              float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS])
+{
+  v4sf a00 = { 0 }, a01 = { 0 }, a10 = { 0 }, a11 = { 0 };
+  v4sf a20 = { 0 }, a21 = { 0 }, a30 = { 0 }, a31 = { 0 };
+
+  for (gint32 c = 0; c < k; c++)
+    {
+      const v4sf w0 = wt[2 * c], w1 = wt[2 * c + 1];
+      const float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c];
+
+      a00 += x0 * w0;
+      a01 += x0 * w1;
+      a10 += x1 * w0;
+      a11 += x1 * w1;
+      a20 += x2 * w0;
+      a21 += x2 * w1;
+      a30 += x3 * w0;
+      a31 += x3 * w1;
+    }
+  memcpy (out[0], &a00, 16);
+  memcpy (out[0] + 4, &a01, 16);
+  memcpy (out[1], &a10, 16);
+  memcpy (out[1] + 4, &a11, 16);
+  memcpy (out[2], &a20, 16);
+  memcpy (out[2] + 4, &a21, 16);
+  memcpy (out[3], &a30, 16);
+  memcpy (out[3] + 4, &a31, 16);
+}
+
+/* Columns n0 .. n0 + nc (at most MATMUL_CPU_COLS) of W as fp32, transposed: wt[c] holds
+ * column c's 8 weights (0 past nc). bf16 is the upper half of an fp32: a shift. */
+static void
+matmul_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
+{
+  memset (wt, 0, sizeof (float) * MATMUL_CPU_COLS * k);
+  for (gint32 j = 0; j < nc; j++)
+    {
+      const guint64 row = (guint64) (n0 + j) * k;
+      if (w->info->dtype == AMK_DTYPE_BF16)
+        {
+          const guint8 *src = w->data + row * 2;
+          for (gint32 c = 0; c < k; c++)
+            {
+              guint16 h;
+              guint32 bits;
+              memcpy (&h, src + 2 * (guint64) c, 2);
+              bits = (guint32) h << 16;
+              memcpy (&wt[(guint64) c * MATMUL_CPU_COLS + j], &bits, 4);
+            }
+        }
+      else
+        for (gint32 c = 0; c < k; c++)
+          wt[(guint64) c * MATMUL_CPU_COLS + j] = amk_dtype_load (w->info->dtype, w->data, row + c);
+    }
+}
+
+/* Y[m, n] = W[n, :] X'[m] (+ bias[n]) (+ R[m, n]) for the tile's rows and columns; X'[m]
+ * is X[m] or X[m] normalised by its RMS and scaled by the norm weight, as MATVEC. Not
+ * rounded to W's type as on the GPU: a plain fp32 reference. */
+static AmkAbortCode
+run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
+{
+  const amk_matmul_params_t *p = &ins->params.matmul;
+  const gint32 m0 = p->m0, mc = p->m_count, n0 = p->n0, nc = p->n_count, k = p->k;
+  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
+  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
+  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
+  const guint64 n = w->info->shape[0];
+  g_autofree float *xs = g_new (float, (gsize) mc * k);
+  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
+  g_autofree float *gamma = NULL;
+
+  if (norm != NULL)
+    {
+      gamma = g_new (float, k);
+      for (gint32 c = 0; c < k; c++)
+        gamma[c] = amk_dtype_load (norm->info->dtype, norm->data, c);
+    }
+  for (gint32 r = 0; r < mc; r++)
+    {
+      float *row = xs + (gsize) r * k;
+
+      for (gint32 c = 0; c < k; c++)
+        row[c] = amk_dtype_load (x->info->dtype, x->data, (guint64) (m0 + r) * k + c);
+      if (norm != NULL)
+        {
+          float sum = 0.0f, scale;
+          for (gint32 c = 0; c < k; c++)
+            sum += row[c] * row[c];
+          scale = 1.0f / sqrtf (sum / (float) k + p->eps);
+          for (gint32 c = 0; c < k; c++)
+            row[c] = row[c] * scale * gamma[c];
+        }
+    }
+
+  for (gint32 j0 = 0; j0 < nc; j0 += MATMUL_CPU_COLS)
+    {
+      const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, nc - j0);
+
+      matmul_load_columns (w, k, n0 + j0, cols, (float *) wt);
+      for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
+        {
+          const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
+          const float *xr[MATMUL_CPU_ROWS];
+          float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS];
+
+          /* a partial block repeats its last row and stores only its own */
+          for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
+            xr[r] = xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
+          matmul_block (xr, wt, k, out);
+          for (gint32 r = 0; r < rows; r++)
+            for (gint32 j = 0; j < cols; j++)
+              {
+                const guint64 at = (guint64) (m0 + r0 + r) * n + n0 + j0 + j;
+                float acc = out[r][j];
+                if (bias != NULL)
+                  acc += amk_dtype_load (bias->info->dtype, bias->data, n0 + j0 + j);
+                if (residual != NULL)
+                  acc += amk_dtype_load (residual->info->dtype, residual->data, at);
+                amk_dtype_store (y->info->dtype, y->data, at, acc);
+              }
+        }
+    }
+  return AMK_ABORT_CODE_NONE;
+}
+
+/* ---- descriptor --------------------------------------------------------------------- */
+
+static const AmkParamField matmul_fields[] = {
+  AMK_PARAM_INT (matmul, m0), AMK_PARAM_INT (matmul, m_count), AMK_PARAM_INT (matmul, n0),
+  AMK_PARAM_INT (matmul, n_count), AMK_PARAM_INT (matmul, k), AMK_PARAM_FLOAT (matmul, eps),
+};
+
+/* bias, residual and norm weight may be absent */
+const AmkOpClass amk_op_matmul = {
+  .opcode = AMK_ABI_OP_MATMUL, .name = "MATMUL", .n_buffers = 6, .n_extra = 0,
+  .optional_slots = 0x38u,
+  .fields = AMK_PARAM_FIELDS (matmul_fields),
+  .verify = verify_matmul, .plan = plan_matmul, .lower = lower_matmul, .bytes = bytes_matmul,
+  .run_cpu = run_matmul,
+};
