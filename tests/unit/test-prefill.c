@@ -39,20 +39,6 @@ gguf_path (void)
   return path;
 }
 
-static AmkModel *
-load_model (const char *path,
-            guint       chunk,
-            guint       context)
-{
-  g_autoptr(GError) error = NULL;
-  AmkModel *model = g_initable_new (AMK_TYPE_MODEL, NULL, &error, "path", path,
-                                    "context-length", context, "prefill-chunk", chunk, NULL);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (model);
-  return model;
-}
-
 /* The logits of the prompt's last token: a generation of one token runs the decode
  * step of that token last. */
 static float *
@@ -79,19 +65,6 @@ prompt_logits (AmkModel   *model,
   *n_prompt = amk_generator_get_prompt_tokens (gen);
   data = g_bytes_get_data (bytes, &size);
   return g_memdup2 (data, size);
-}
-
-static double
-rel_error (const float *a, const float *b, gsize n)
-{
-  double num = 0, den = 0;
-
-  for (gsize i = 0; i < n; i++)
-    {
-      num += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
-      den += (double) b[i] * b[i];
-    }
-  return sqrt (num / MAX (den, 1e-30));
 }
 
 static void
@@ -156,8 +129,8 @@ check_prefill (const char *path,
                const char *prompt,
                guint       chunk)
 {
-  g_autoptr(AmkModel) chunked = load_model (path, chunk, 64);
-  g_autoptr(AmkModel) stepped = load_model (path, 1, 64);
+  g_autoptr(AmkModel) chunked = test_load_model_chunked (path, 0, 64, chunk);
+  g_autoptr(AmkModel) stepped = test_load_model_chunked (path, 0, 64, 1);
   g_autoptr(GError) error = NULL;
   g_autofree float *want = NULL;
   g_autofree float *got = NULL;
@@ -179,7 +152,7 @@ check_prefill (const char *path,
   /* several launches, the last with padding rows */
   g_assert_cmpuint (n_got - 1, >, 2 * chunk);
   g_assert_cmpuint ((n_got - 1) % chunk, !=, 0);
-  err = rel_error (got, want, amk_model_get_vocab_size (chunked));
+  err = test_rel_error (got, want, amk_model_get_vocab_size (chunked));
   g_test_message ("%s: %u prompt tokens in chunks of %u: logits differ by %.2e (relative, norm-wise)",
                   path, n_got, chunk, err);
   g_assert_cmpfloat (err, <=, PREFILL_TOL);
@@ -260,7 +233,7 @@ test_chunk_default (void)
   g_assert_no_error (error);
   g_assert_cmpuint (amk_model_get_prefill_chunk (model), ==, 256);
 
-  small = load_model (dir, 0, 16);
+  small = test_load_model_chunked (dir, 0, 16, 0);
   g_assert_cmpuint (amk_model_get_prefill_chunk (small), ==, 16);
 }
 
@@ -287,7 +260,7 @@ static void
 test_cancel (void)
 {
   g_autofree char *dir = data_dir ("tiny-llama");
-  g_autoptr(AmkModel) model = load_model (dir, 4, 64);
+  g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 64, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(GError) error = NULL;
@@ -330,7 +303,7 @@ static void
 test_too_long (void)
 {
   g_autofree char *dir = data_dir ("tiny-llama");
-  g_autoptr(AmkModel) model = load_model (dir, 4, 16);
+  g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 16, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GError) error = NULL;
   g_autofree char *text = NULL;
@@ -358,7 +331,7 @@ static void
 test_timing (void)
 {
   g_autofree char *dir = data_dir ("tiny-qwen3");
-  g_autoptr(AmkModel) model = load_model (dir, 4, 64);
+  g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 64, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GError) error = NULL;
   g_autofree char *text = NULL;
