@@ -287,7 +287,9 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * [class@Amk.CpuExecutor]; given as %NULL, the generator makes a CPU executor. The
    * generator loads the model's program on it (an executor runs one program at a time:
    * if something else is loaded on it between two calls, the generator loads its
-   * program again and starts over at position 0).
+   * program again and starts over at position 0). For the model's prefill chunk the
+   * generator makes a second executor of the same kind (a launcher on the same device)
+   * that uses this one's weights and KV cache ([method@Amk.Executor.load_shared]).
    */
   properties[PROP_EXECUTOR] =
     g_param_spec_object ("executor", NULL, NULL, AMK_TYPE_EXECUTOR,
@@ -1527,7 +1529,8 @@ run_sync (AmkGenerator  *self,
  * amk_generator_prefill:
  * @self: a generator
  * @text: the text to feed in
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @error: return location for a #GError
  *
  * Feeds @text to the model without generating: a system prompt, or a document to ask
@@ -1558,7 +1561,8 @@ amk_generator_prefill (AmkGenerator  *self,
  * @self: a generator
  * @prompt: the prompt
  * @max_tokens: the most tokens to generate, or 0 for [property@Amk.Generator:max-tokens]
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @error: return location for a #GError
  *
  * Feeds @prompt to the model after what it has seen so far (with the
@@ -1647,7 +1651,8 @@ generate_thread (GTask        *task,
  * @self: a generator
  * @prompt: the prompt
  * @max_tokens: the most tokens to generate, or 0 for [property@Amk.Generator:max-tokens]
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @callback: (scope async): called when the generation ended
  * @user_data: data for @callback
  *
