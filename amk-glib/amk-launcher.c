@@ -1188,7 +1188,9 @@ amk_launcher_download (AmkLauncher  *self,
  * @error: return location for a #GError
  *
  * Makes the buffer use memory that the caller owns and keeps alive while the program
- * is loaded; the launcher's own allocation of it is freed.
+ * is loaded; the launcher's own allocation of it is freed, unless another launcher
+ * shares it ([method@Amk.Executor.load_shared]): that one keeps it, and the two stop
+ * sharing the buffer.
  *
  * Returns: %TRUE on success
  */
