@@ -38,6 +38,11 @@
 #define ATTN_ROWS_BLOCK       64
 #define ATTN_ROWS_SMALL_BLOCK 16
 
+/* What the GPU takes (kernels/ops-attention-rows.cuh): a lane's share of a head in
+ * registers, 8 elements of 32 lanes; heads counted in 12 bits. */
+#define ROWS_MAX_HEAD_DIM 256
+#define ROWS_MAX_HEADS    4096
+
 /* ---- the op API --------------------------------------------------------------------- */
 
 /* What the operands of both ops say about the shapes. */
@@ -75,11 +80,12 @@ rows_operands_ok (AmkProgram *self, const char *op, gint qkv, gint k_cache, gint
   AmkBufferInfo *qi, *kc, *vc;
   guint64 width, kv;
 
-  if (head_dim < 2 || head_dim % 2 != 0 || n_q == 0 || n_kv == 0 || n_q % n_kv != 0)
+  if (head_dim < 2 || head_dim % 2 != 0 || head_dim > ROWS_MAX_HEAD_DIM || n_q == 0 || n_kv == 0 ||
+      n_q % n_kv != 0 || n_q > ROWS_MAX_HEADS)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("%s: head_dim %u must be even and the %u query heads a multiple of the %u key/value heads"),
-                   op, head_dim, n_q, n_kv);
+                   _("%s: head_dim %u must be even and at most %d, and the %u query heads (at most %d) a multiple of the %u key/value heads"),
+                   op, head_dim, ROWS_MAX_HEAD_DIM, n_q, ROWS_MAX_HEADS, n_kv);
       return FALSE;
     }
   width = ((guint64) n_q + 2ull * n_kv) * head_dim;
@@ -326,11 +332,12 @@ check_rows (const Ctx *c, const amk_attn_shape_t *sh, gint32 row0, gint32 n_rows
   AmkBufferInfo *qkv, *kc, *vc;
   guint64 width, per_seq;
 
-  if (d < 2 || d % 2 != 0 || n_q < 1 || n_kv < 1 || n_q % n_kv != 0)
+  if (d < 2 || d % 2 != 0 || d > ROWS_MAX_HEAD_DIM || n_q < 1 || n_kv < 1 || n_q % n_kv != 0 ||
+      n_q > ROWS_MAX_HEADS)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (%s): head_dim %d must be even and at least 2, and the %d query heads a positive multiple of the %d key/value heads"),
-                   c->queue, c->pos, c->op, d, n_q, n_kv);
+                   _("Queue %u instruction %u (%s): head_dim %d must be even, 2 to %d, and the %d query heads (at most %d) a positive multiple of the %d key/value heads"),
+                   c->queue, c->pos, c->op, d, ROWS_MAX_HEAD_DIM, n_q, ROWS_MAX_HEADS, n_kv);
       return FALSE;
     }
   if (sh->max_ctx < 1)
@@ -665,8 +672,9 @@ store_f32 (AmkCpuBuffer *b, guint64 index, float v)
   amk_dtype_store (b->info->dtype, b->data, index, v);
 }
 
-/* Checks the position and sequence of rows row0 .. row0+n_rows against the caches:
- * CHECK with *detail = the buffer index of pos or seq when one is out of range. */
+/* Checks the positions and sequences of rows row0 .. row0+n_rows against the caches:
+ * CHECK with *detail = the buffer index of pos when a position is out of range, else of
+ * seq when a sequence is (the GPU's order: the rows are checked all at once). */
 static AmkAbortCode
 check_row_slots (const amk_instruction_t *ins, const amk_attn_shape_t *sh, AmkCpuBuffer *b,
                  const RowSlots *s, gint32 row0, gint32 n_rows, gint *detail)
@@ -674,24 +682,20 @@ check_row_slots (const amk_instruction_t *ins, const amk_attn_shape_t *sh, AmkCp
   const guint64 n_seqs = b[ins->buffers[s->k_cache]].info->n_elements /
                          ((guint64) sh->max_ctx * sh->n_kv_heads * sh->head_dim);
   const gboolean has_seq = ins->buffers[s->seq] != AMK_NO_BUFFER;
+  gboolean bad_pos = FALSE, bad_seq = FALSE;
 
   for (gint32 r = row0; r < row0 + n_rows; r++)
     {
       const gint32 p = load_i32 (&b[ins->buffers[s->pos]], r);
       const gint32 q = has_seq ? load_i32 (&b[ins->buffers[s->seq]], r) : 0;
 
-      if (p < 0)
-        continue;
-      if (p >= sh->max_ctx)
-        {
-          *detail = ins->buffers[s->pos];
-          return AMK_ABORT_CODE_CHECK;
-        }
-      if (q < 0 || (guint64) q >= n_seqs)
-        {
-          *detail = ins->buffers[s->seq];
-          return AMK_ABORT_CODE_CHECK;
-        }
+      bad_pos |= p >= sh->max_ctx;
+      bad_seq |= p >= 0 && (q < 0 || (guint64) q >= n_seqs);
+    }
+  if (bad_pos || bad_seq)
+    {
+      *detail = ins->buffers[bad_pos ? s->pos : s->seq];
+      return AMK_ABORT_CODE_CHECK;
     }
   return AMK_ABORT_CODE_NONE;
 }

@@ -245,24 +245,25 @@ def test_chunk_equals_decode_steps(rng, cache, norms):
     assert ex.download(dec.vc).get_data() == to_bytes(vc).get_data()
 
 
-@pytest.mark.parametrize('bad', ['pos', 'seq-high', 'seq-negative'])
+@pytest.mark.parametrize('bad', ['pos', 'seq-high', 'seq-negative', 'both'])
 def test_device_checks(rng, bad):
     """A position past the caches or a sequence outside them aborts with CHECK, the buffer
-    of the positions or of the sequences as the detail; padding rows are not checked."""
+    of the positions (first, as on the GPU) or of the sequences as the detail; the
+    sequence of a padding row is not checked."""
     rows = Rows(4, 2, 32, 4, 16, F32, PLAIN, n_seqs=2, queues=1)
     rows.random_data(rng)
     pos, seq = np.array([0, 15, -20, 3]), np.array([0, 1, 7, 1])
     rows.run(pos, seq)
-    if bad == 'pos':
-        pos[3] = 16
-    else:
-        seq[1] = 2 if bad == 'seq-high' else -1
+    if bad in ('pos', 'both'):
+        pos[3] = 16  # with a bad sequence in an earlier row too, the positions are named
+    if bad != 'pos':
+        seq[1] = -1 if bad == 'seq-negative' else 2
     with pytest.raises(GLib.Error) as info:
         rows.run(pos, seq)
     assert info.value.matches(Amk.launch_error_quark(), Amk.LaunchError.ABORTED), info.value.message
     record = rows.ex.get_last_abort()
     assert record.code == Amk.AbortCode.CHECK
-    assert record.detail == (rows.pos if bad == 'pos' else rows.seq)
+    assert record.detail == (rows.pos if bad in ('pos', 'both') else rows.seq)
 
 
 def test_embed_rows(rng):

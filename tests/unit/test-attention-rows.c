@@ -101,6 +101,7 @@ test_rope_rows_api (void)
 
   EXPECT_ROPE_ERROR (d, 7, AMK_PROGRAM_ERROR_INVALID);
   EXPECT_ROPE_ERROR (nq, 3, AMK_PROGRAM_ERROR_INVALID);
+  EXPECT_ROPE_ERROR (d, 258, AMK_PROGRAM_ERROR_INVALID);
   EXPECT_ROPE_ERROR (qkv, 99, AMK_PROGRAM_ERROR_OUT_OF_RANGE);
   EXPECT_ROPE_ERROR (qkv, odd, AMK_PROGRAM_ERROR_INVALID);
   EXPECT_ROPE_ERROR (pos, pos4, AMK_PROGRAM_ERROR_INVALID);
@@ -266,6 +267,8 @@ info_of (Rig *r, gint buffer)
 }
 
 static void odd_head (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.head_dim = 7; }
+static void wide_head (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.head_dim = 258; }
+static void many_heads (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.n_q_heads = 8192; }
 static void bad_group (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.n_q_heads = 3; }
 static void no_ctx (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.max_ctx = 0; }
 static void wide_rows (Rig *r, amk_instruction_t *i) { i->params.rope_rows.shape.n_q_heads = 6; }
@@ -294,6 +297,8 @@ static void attn_seq_short (Rig *r, amk_instruction_t *i) { i->buffers[5] = r->q
 static const Refusal rope_refusals[] = {
   { "odd head_dim", AMK_PROGRAM_ERROR_INVALID, odd_head, "head_dim 7" },
   { "query heads not a multiple", AMK_PROGRAM_ERROR_INVALID, bad_group, "multiple" },
+  { "head_dim past 256", AMK_PROGRAM_ERROR_INVALID, wide_head, "head_dim 258" },
+  { "more than 4096 query heads", AMK_PROGRAM_ERROR_INVALID, many_heads, "8192 query heads" },
   { "no positions", AMK_PROGRAM_ERROR_OUT_OF_RANGE, no_ctx, "at least one position" },
   { "qkv not whole rows", AMK_PROGRAM_ERROR_INVALID, wide_rows, "multiple of" },
   { "rows past M", AMK_PROGRAM_ERROR_OUT_OF_RANGE, rows_past, "outside the 3 rows" },
@@ -467,6 +472,23 @@ test_lowering (void)
                 g_assert_cmpint (ap->n_rows, ==, MIN ((gint64) cases[c].block, m - ap->row0));
                 for (gint32 r = ap->row0; r < ap->row0 + ap->n_rows; r++)
                   rows[r * nkv + ap->kv_head]++;
+              }
+          }
+        /* the full blocks of the later rows cost more (they attend to more positions),
+         * so each queue runs them first */
+        for (guint q = 0; q < p->queues->len; q++)
+          {
+            GArray *list = g_ptr_array_index (p->queues, q);
+            gint32 last = G_MAXINT32;
+
+            for (guint k = 0; k < list->len; k++)
+              {
+                const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t,
+                                                               g_array_index (list, gint32, k));
+                if (ins->opcode != AMK_ABI_OP_ATTN_ROWS || ins->params.attn_rows.n_rows != (gint32) cases[c].block)
+                  continue;
+                g_assert_cmpint (ins->params.attn_rows.row0, <=, last);
+                last = ins->params.attn_rows.row0;
               }
           }
         for (gint64 r = 0; r < m; r++)

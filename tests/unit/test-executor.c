@@ -622,6 +622,36 @@ test_config_fixed (void)
   g_assert_cmpuint (sm.calls, ==, 0);
 }
 
+/* A MATMUL's tiles need their shared memory and a multiple of 128 threads, with or
+ * without a MATVEC ring beside them; ATTN_ROWS's fast path its key/value buffers. */
+static void
+test_config_many_tokens (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  AmkLaunchNeeds needs = { 132, 0, TRUE, FALSE };
+  guint threads = 0, smem = 0;
+
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, AMK_MATMUL_SMEM_BYTES (512));
+
+  needs.max_matvec_k = 8192;
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (smem, ==, MAX (AMK_MATMUL_SMEM_BYTES (512), 512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192));
+
+  /* four queues per multiprocessor: smaller blocks, still whole MATMUL tiles */
+  needs.max_matvec_k = 0;
+  needs.n_queues = 132 * 4;
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads % 128, ==, 0);
+  g_assert_cmpuint (smem, ==, AMK_MATMUL_SMEM_BYTES (threads));
+
+  needs = (AmkLaunchNeeds) { 132, 0, FALSE, TRUE };
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, AMK_ATTN_ROWS_SMEM_BYTES);
+}
+
 /* The program's needs: its queues and the widest MATVEC tile. */
 static void
 test_config_needs (void)
@@ -666,5 +696,6 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/launcher/config/more-queues", test_config_more_queues);
   g_test_add_func ("/amk/launcher/config/fixed", test_config_fixed);
   g_test_add_func ("/amk/launcher/config/needs", test_config_needs);
+  g_test_add_func ("/amk/launcher/config/many-tokens", test_config_many_tokens);
   return g_test_run ();
 }
