@@ -13,6 +13,7 @@
 
 #include "amk-generator.h"
 #include "amk-cpu-executor.h"
+#include "amk-launcher.h"
 #include "amk-model-private.h"
 #include "amk-sampler-private.h"
 
@@ -22,15 +23,22 @@
  * Generates text with an [class@Amk.Model]: a session that keeps the model's KV cache
  * between calls.
  *
- * Each token is one run of the model's decode step on the generator's
+ * Each generated token is one run of the model's decode step on the generator's
  * [iface@Amk.Executor]: an [class@Amk.Launcher] on a GPU, or the [class@Amk.CpuExecutor]
  * the generator makes when it is given none (it holds its own copy of the weights). The
  * KV cache and the position live with the
  * generator, so a second [method@Amk.Generator.generate] continues where the first
  * ended (a conversation); [method@Amk.Generator.reset] starts over.
  *
- * [method@Amk.Generator.generate] feeds the prompt, one step per token, then chooses
- * each next token from the last step's logits:
+ * [method@Amk.Generator.generate] feeds the prompt in: every token but the last through
+ * the model's prefill chunk, [property@Amk.Model:prefill-chunk] tokens per launch, on a
+ * second executor of the same kind (the same device) that shares the decode step's
+ * weights and KV cache ([method@Amk.Executor.load_shared]), emitting
+ * [signal@Amk.Generator::prefill-progress] after each launch; then the last token
+ * through the decode step, whose logits give the first generated token. (A model
+ * loaded with a prefill chunk of 1, or an executor of a kind the generator cannot make
+ * a second of, feeds every prompt token through the decode step.) Then it chooses each
+ * next token from the last step's logits:
  *
  * - greedy (a [property@Amk.Generator:temperature] of 0, the default): the step's
  *   ARGMAX writes the token where the next step's EMBED reads it, so the token stays
@@ -60,6 +68,7 @@ struct _AmkGenerator
 
   AmkModel       *model;
   AmkExecutor    *executor;      /* given, or a CPU executor made at construction */
+  AmkExecutor    *prefill_executor;  /* one like it for the prefill chunk, or NULL */
 
   gdouble         temperature;
   guint           top_k;
@@ -82,6 +91,7 @@ struct _AmkGenerator
   guint           prompt_tokens;
   gdouble         prefill_tokens_per_second;
   gdouble         tokens_per_second;
+  gdouble         time_to_first_token;
 };
 
 enum {
@@ -98,6 +108,7 @@ enum {
   PROP_GENERATED_TOKENS,
   PROP_PREFILL_TOKENS_PER_SECOND,
   PROP_TOKENS_PER_SECOND,
+  PROP_TIME_TO_FIRST_TOKEN,
   N_PROPS
 };
 
@@ -105,6 +116,7 @@ static GParamSpec *properties[N_PROPS];
 
 enum {
   SIGNAL_TOKEN,
+  SIGNAL_PREFILL_PROGRESS,
   N_SIGNALS
 };
 
@@ -131,6 +143,7 @@ amk_generator_finalize (GObject *object)
 {
   AmkGenerator *self = AMK_GENERATOR (object);
 
+  g_clear_object (&self->prefill_executor);
   g_clear_object (&self->executor);
   g_clear_object (&self->model);
   g_clear_pointer (&self->stop_tokens, g_array_unref);
@@ -186,6 +199,9 @@ amk_generator_get_property (GObject    *object,
       break;
     case PROP_TOKENS_PER_SECOND:
       g_value_set_double (value, self->tokens_per_second);
+      break;
+    case PROP_TIME_TO_FIRST_TOKEN:
+      g_value_set_double (value, self->time_to_first_token);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -271,7 +287,9 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * [class@Amk.CpuExecutor]; given as %NULL, the generator makes a CPU executor. The
    * generator loads the model's program on it (an executor runs one program at a time:
    * if something else is loaded on it between two calls, the generator loads its
-   * program again and starts over at position 0).
+   * program again and starts over at position 0). For the model's prefill chunk the
+   * generator makes a second executor of the same kind (a launcher on the same device)
+   * that uses this one's weights and KV cache ([method@Amk.Executor.load_shared]).
    */
   properties[PROP_EXECUTOR] =
     g_param_spec_object ("executor", NULL, NULL, AMK_TYPE_EXECUTOR,
@@ -366,8 +384,9 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    *
    * The prefill speed of the last successful call: the tokens it fed in before
    * generating ([property@Amk.Generator:prompt-tokens]) per second of wall-clock time
-   * from the first of their decode steps to the end of the last (one launch each). The
-   * prompt's last step computes the first generated token.
+   * from the first of their launches to the end of the last: the prefill chunks (see
+   * [property@Amk.Model:prefill-chunk]), then the decode step of the prompt's last
+   * token, which computes the first generated token.
    */
   properties[PROP_PREFILL_TOKENS_PER_SECOND] =
     g_param_spec_double ("prefill-tokens-per-second", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
@@ -388,6 +407,18 @@ amk_generator_class_init (AmkGeneratorClass *klass)
     g_param_spec_double ("tokens-per-second", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
                          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
+  /**
+   * AmkGenerator:time-to-first-token:
+   *
+   * The seconds the last successful generation took from its start to its first
+   * generated token (known on the host, before [signal@Amk.Generator::token] is
+   * emitted): the prompt's encoding and its prefill. Loading the model, and its
+   * programs on the executor, is left out. 0 before the first generation.
+   */
+  properties[PROP_TIME_TO_FIRST_TOKEN] =
+    g_param_spec_double ("time-to-first-token", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
+                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
   g_object_class_install_properties (object_class, N_PROPS, properties);
 
   /**
@@ -405,6 +436,21 @@ amk_generator_class_init (AmkGeneratorClass *klass)
   signals[SIGNAL_TOKEN] =
     g_signal_new ("token", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                   NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_INT, G_TYPE_STRING);
+
+  /**
+   * AmkGenerator::prefill-progress:
+   * @self: the generator
+   * @fed: the prompt tokens fed in so far by this call
+   * @total: the prompt tokens this call feeds in
+   *
+   * Emitted after each launch of the prefill chunk (see
+   * [property@Amk.Model:prefill-chunk]), to show the progress of a long prompt; the
+   * cancellable of the call is checked before the next one. In the same thread as
+   * [signal@Amk.Generator::token].
+   */
+  signals[SIGNAL_PREFILL_PROGRESS] =
+    g_signal_new ("prefill-progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                  NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_UINT);
 }
 
 static void
@@ -793,6 +839,22 @@ amk_generator_get_tokens_per_second (AmkGenerator *self)
 }
 
 /**
+ * amk_generator_get_time_to_first_token:
+ * @self: a generator
+ *
+ * Gets [property@Amk.Generator:time-to-first-token].
+ *
+ * Returns: the seconds from the start of the last generation to its first token
+ */
+gdouble
+amk_generator_get_time_to_first_token (AmkGenerator *self)
+{
+  g_return_val_if_fail (AMK_IS_GENERATOR (self), 0.0);
+
+  return self->time_to_first_token;
+}
+
+/**
  * amk_generator_get_tokens:
  * @self: a generator
  * @n_tokens: (out): the number of tokens
@@ -863,9 +925,11 @@ typedef struct {
 
   GArray       *tokens;
   guint         prompt_tokens;
-  guint         steps;
-  gint64        prefill_usec;   /* the prompt's steps */
+  guint         steps;          /* decode steps */
+  guint         prompt_steps;   /* of which the prompt's */
+  gint64        prefill_usec;   /* the prompt's chunks and steps */
   gint64        generate_usec;  /* from there to the end of the generation */
+  gint64        first_token_usec;  /* from the start to the first generated token */
   char         *text;
 } Run;
 
@@ -983,7 +1047,110 @@ step (AmkGenerator  *self,
   return TRUE;
 }
 
-/* The model loaded, and its program ready on the executor. */
+/* One emission of ::token or ::prefill-progress. */
+typedef struct {
+  AmkGenerator *self;
+  guint         signal;
+  gint32        token;       /* ::token */
+  char         *piece;
+  guint         fed, total;  /* ::prefill-progress */
+} Emission;
+
+static gboolean
+emission_emit (gpointer data)
+{
+  Emission *e = data;
+
+  if (e->signal == SIGNAL_TOKEN)
+    g_signal_emit (e->self, signals[SIGNAL_TOKEN], 0, (gint) e->token, e->piece);
+  else
+    g_signal_emit (e->self, signals[SIGNAL_PREFILL_PROGRESS], 0, e->fed, e->total);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+emission_free (gpointer data)
+{
+  Emission *e = data;
+
+  g_object_unref (e->self);
+  g_free (e->piece);
+  g_free (e);
+}
+
+/* Emits right away, or for an asynchronous run in the caller's context. */
+static void
+emit (Run      *run,
+      Emission *e)
+{
+  if (run->context == NULL)
+    {
+      emission_emit (e);
+      emission_free (e);
+      return;
+    }
+  /* same priority as the GTask's completion, which is queued after: ordered */
+  g_main_context_invoke_full (run->context, G_PRIORITY_DEFAULT, emission_emit, e,
+                              emission_free);
+}
+
+static void
+emit_token (AmkGenerator *self,
+            Run          *run,
+            gint32        token,
+            const char   *piece)
+{
+  Emission *e = g_new0 (Emission, 1);
+
+  e->self = g_object_ref (self);
+  e->signal = SIGNAL_TOKEN;
+  e->token = token;
+  e->piece = g_strdup (piece);
+  emit (run, e);
+}
+
+static void
+emit_prefill_progress (AmkGenerator *self,
+                       Run          *run,
+                       guint         fed,
+                       guint         total)
+{
+  Emission *e = g_new0 (Emission, 1);
+
+  e->self = g_object_ref (self);
+  e->signal = SIGNAL_PREFILL_PROGRESS;
+  e->fed = fed;
+  e->total = total;
+  emit (run, e);
+}
+
+/* A new executor of the kind of `executor` (the same device), for the prefill chunk;
+ * NULL for a kind the generator does not know how to make. */
+static AmkExecutor *
+new_executor_like (AmkExecutor *executor)
+{
+  if (AMK_IS_CPU_EXECUTOR (executor))
+    {
+      AmkCpuExecutor *cpu = amk_cpu_executor_new_empty ();
+      guint64 seed = 0;
+
+      g_object_get (executor, "seed", &seed, NULL);
+      g_object_set (cpu, "seed", seed, NULL);
+      return AMK_EXECUTOR (cpu);
+    }
+  if (AMK_IS_LAUNCHER (executor))
+    {
+      AmkLauncher *given = AMK_LAUNCHER (executor);
+      AmkLauncher *launcher = amk_launcher_new (amk_launcher_get_device (given));
+
+      amk_launcher_set_watchdog_ms (launcher, amk_launcher_get_watchdog_ms (given));
+      return AMK_EXECUTOR (launcher);
+    }
+  return NULL;
+}
+
+/* The model loaded, its decode step ready on the executor and its prefill chunk, when
+ * it has one, on the prefill executor, sharing the decode step's weights and KV cache. */
 static gboolean
 prepare (AmkGenerator  *self,
          Run           *run,
@@ -1005,54 +1172,58 @@ prepare (AmkGenerator  *self,
       if (!amk_executor_load (self->executor, build->program, error))
         return FALSE;
     }
+  if (build->prefill == NULL)
+    return TRUE;
+  if (self->prefill_executor == NULL &&
+      (self->prefill_executor = new_executor_like (self->executor)) == NULL)
+    return TRUE;   /* every prompt token through the decode step */
+  /* a decode step loaded again has new memory: share that */
+  if (run->reloaded || amk_executor_get_program (self->prefill_executor) != build->prefill)
+    return amk_executor_load_shared (self->prefill_executor, build->prefill, self->executor,
+                                     error);
   return TRUE;
 }
 
-typedef struct {
-  AmkGenerator *self;
-  gint32        token;
-  char         *piece;
-} TokenEmission;
-
+/* Feeds tokens[0 .. n) at run->position and on through the prefill chunk, one launch
+ * per chunk of rows; the rows after the last token get token 0 at position -1 (padding,
+ * which the chunk's ops skip). */
 static gboolean
-emit_token_in_context (gpointer data)
+prefill_chunks (AmkGenerator  *self,
+                Run           *run,
+                const gint32  *tokens,
+                guint          n,
+                GCancellable  *cancellable,
+                GError       **error)
 {
-  TokenEmission *e = data;
+  AmkModelBuild *build = amk_model_get_build (self->model);
+  const guint chunk = build->chunk;
+  g_autofree gint32 *ids = g_new (gint32, chunk);
+  g_autofree gint32 *pos = g_new (gint32, chunk);
 
-  g_signal_emit (e->self, signals[SIGNAL_TOKEN], 0, (gint) e->token, e->piece);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-token_emission_free (gpointer data)
-{
-  TokenEmission *e = data;
-
-  g_object_unref (e->self);
-  g_free (e->piece);
-  g_free (e);
-}
-
-static void
-emit_token (AmkGenerator *self,
-            Run          *run,
-            gint32        token,
-            const char   *piece)
-{
-  TokenEmission *e;
-
-  if (run->context == NULL)
+  for (guint fed = 0; fed < n;)
     {
-      g_signal_emit (self, signals[SIGNAL_TOKEN], 0, (gint) token, piece);
-      return;
+      const guint rows = MIN (chunk, n - fed);
+      g_autoptr(GBytes) ids_bytes = NULL;
+      g_autoptr(GBytes) pos_bytes = NULL;
+
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      for (guint r = 0; r < chunk; r++)
+        {
+          ids[r] = r < rows ? tokens[fed + r] : 0;
+          pos[r] = r < rows ? (gint32) (run->position + r) : -1;
+        }
+      ids_bytes = g_bytes_new (ids, chunk * sizeof (gint32));
+      pos_bytes = g_bytes_new (pos, chunk * sizeof (gint32));
+      if (!amk_executor_upload (self->prefill_executor, (guint) build->prefill_tokens, ids_bytes, error) ||
+          !amk_executor_upload (self->prefill_executor, (guint) build->prefill_pos, pos_bytes, error) ||
+          !amk_executor_run (self->prefill_executor, cancellable, error))
+        return FALSE;
+      run->position += rows;
+      fed += rows;
+      emit_prefill_progress (self, run, fed, n + 1);
     }
-  e = g_new0 (TokenEmission, 1);
-  e->self = g_object_ref (self);
-  e->token = token;
-  e->piece = g_strdup (piece);
-  /* same priority as the GTask's completion, which is queued after: ordered */
-  g_main_context_invoke_full (run->context, G_PRIORITY_DEFAULT, emit_token_in_context,
-                              e, token_emission_free);
+  return TRUE;
 }
 
 static gboolean
@@ -1145,14 +1316,16 @@ run_execute (AmkGenerator  *self,
   g_autoptr(GString) emitted = g_string_new (NULL);
   gsize n_ids = 0;
   guint held_from = 0;   /* the first generated token whose text is not emitted yet */
+  guint from = 0;        /* the first prompt token of the decode steps */
   gssize stop_at = -1;
-  gint64 start;
+  gint64 call_start, prefill_start, start;
 
   if (g_cancellable_set_error_if_cancelled (cancellable, error) ||
       !run_check (run, error) ||
       !prepare (self, run, cancellable, error))
     return FALSE;
   build = amk_model_get_build (self->model);
+  call_start = g_get_monotonic_time ();
 
   /* the tokenizer's BOS only at the start of the session */
   ids = amk_tokenizer_encode (build->tokenizer, run->prompt,
@@ -1179,13 +1352,22 @@ run_execute (AmkGenerator  *self,
     }
   run->prompt_tokens = feed->len;
 
-  start = g_get_monotonic_time ();
-  for (guint i = 0; i < feed->len; i++)
+  /* every token but the last through the prefill chunk where there is one, the last
+   * through the decode step, which computes the logits of the next */
+  prefill_start = g_get_monotonic_time ();
+  if (feed->len > 1 && build->prefill != NULL && self->prefill_executor != NULL)
+    {
+      if (!prefill_chunks (self, run, (const gint32 *) feed->data, feed->len - 1, cancellable, error))
+        return FALSE;
+      from = feed->len - 1;
+    }
+  for (guint i = from; i < feed->len; i++)
     if (!step (self, run, g_array_index (feed, gint32, i), cancellable, error))
       return FALSE;
   run->pending = -1;
-  run->prefill_usec = g_get_monotonic_time () - start;
-  start += run->prefill_usec;
+  run->prompt_steps = run->steps;
+  start = g_get_monotonic_time ();
+  run->prefill_usec = start - prefill_start;
 
   while (run->generate)
     {
@@ -1195,6 +1377,8 @@ run_execute (AmkGenerator  *self,
 
       if (token < 0)
         return FALSE;
+      if (run->first_token_usec == 0)
+        run->first_token_usec = MAX (g_get_monotonic_time () - call_start, 1);
       if (is_stop_token (build, run, token))
         {
           run->pending = token;
@@ -1285,7 +1469,7 @@ run_commit (AmkGenerator *self,
     }
   if (run->generate)
     {
-      const guint generate_steps = run->steps - run->prompt_tokens;
+      const guint generate_steps = run->steps - run->prompt_steps;
 
       g_array_set_size (self->tokens, 0);
       g_array_append_vals (self->tokens, run->tokens->data, run->tokens->len);
@@ -1293,10 +1477,12 @@ run_commit (AmkGenerator *self,
       self->prefill_tokens_per_second = run->prompt_tokens / MAX (run->prefill_usec / 1e6, 1e-9);
       self->tokens_per_second = generate_steps > 0
                                   ? generate_steps / MAX (run->generate_usec / 1e6, 1e-9) : 0.0;
+      self->time_to_first_token = run->first_token_usec / 1e6;
       g_object_notify_by_pspec (object, properties[PROP_PROMPT_TOKENS]);
       g_object_notify_by_pspec (object, properties[PROP_GENERATED_TOKENS]);
       g_object_notify_by_pspec (object, properties[PROP_PREFILL_TOKENS_PER_SECOND]);
       g_object_notify_by_pspec (object, properties[PROP_TOKENS_PER_SECOND]);
+      g_object_notify_by_pspec (object, properties[PROP_TIME_TO_FIRST_TOKEN]);
     }
   g_object_thaw_notify (object);
 }
@@ -1343,7 +1529,8 @@ run_sync (AmkGenerator  *self,
  * amk_generator_prefill:
  * @self: a generator
  * @text: the text to feed in
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @error: return location for a #GError
  *
  * Feeds @text to the model without generating: a system prompt, or a document to ask
@@ -1374,7 +1561,8 @@ amk_generator_prefill (AmkGenerator  *self,
  * @self: a generator
  * @prompt: the prompt
  * @max_tokens: the most tokens to generate, or 0 for [property@Amk.Generator:max-tokens]
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @error: return location for a #GError
  *
  * Feeds @prompt to the model after what it has seen so far (with the
@@ -1463,7 +1651,8 @@ generate_thread (GTask        *task,
  * @self: a generator
  * @prompt: the prompt
  * @max_tokens: the most tokens to generate, or 0 for [property@Amk.Generator:max-tokens]
- * @cancellable: (nullable): a #GCancellable, checked before every step
+ * @cancellable: (nullable): a #GCancellable, checked before every step and every
+ *   prefill chunk
  * @callback: (scope async): called when the generation ended
  * @user_data: data for @callback
  *

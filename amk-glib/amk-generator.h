@@ -111,6 +111,8 @@ gdouble       amk_generator_get_prefill_tokens_per_second (AmkGenerator *self);
 AMK_AVAILABLE_IN_1_0
 gdouble       amk_generator_get_tokens_per_second (AmkGenerator       *self);
 AMK_AVAILABLE_IN_1_0
+gdouble       amk_generator_get_time_to_first_token (AmkGenerator     *self);
+AMK_AVAILABLE_IN_1_0
 const gint32 *amk_generator_get_tokens           (AmkGenerator        *self,
                                                   gsize               *n_tokens);
 

@@ -1,7 +1,7 @@
-/* amk-model-builder-private.h: builds a decode-step program from the neutral
- * description of a model (AmkModelSpec, which a format reader made). Private: the public
- * face is AmkModel (and AmkGenerator, which runs the step); the unit tests link the
- * builder directly (amk-glib-internal).
+/* amk-model-builder-private.h: builds a decode-step program, and the prefill chunk beside
+ * it, from the neutral description of a model (AmkModelSpec, which a format reader
+ * made). Private: the public face is AmkModel (and AmkGenerator, which runs the
+ * programs); the unit tests link the builder directly (amk-glib-internal).
  *
  * The layer graph (the op sequence of one decode step) is written once, in
  * amk_model_build_graph(); it reads no file and knows no file format.
@@ -38,6 +38,11 @@ typedef struct {
   gint32       *eos_ids;        /* every end-of-sequence id the files name, eos_id first */
   guint         n_eos_ids;
   guint         model_context;  /* the context the model was trained for; 0 if unknown */
+  /* the prefill chunk (amk_model_build_prefill()), NULL without one */
+  AmkProgram   *prefill;
+  guint         chunk;          /* its rows */
+  gint          prefill_tokens; /* i32 [chunk] (INPUT): the chunk's tokens */
+  gint          prefill_pos;    /* i32 [chunk] (INPUT): their positions, -1 a padding row */
 } AmkModelBuild;
 
 /* The shared layer graph: adds every weight of `spec` as a bf16 constant and compiles
@@ -46,6 +51,12 @@ typedef struct {
 AmkModelBuild *amk_model_build_graph     (AmkModelSpec   *spec,
                                           guint           n_queues,
                                           guint           context,
+                                          GError        **error);
+/* Adds the prefill chunk program of `chunk` rows (at least 2) beside the decode step,
+ * sharing its weights (the same GBytes) and KV caches by name. */
+gboolean       amk_model_build_prefill   (AmkModelBuild  *build,
+                                          AmkModelSpec   *spec,
+                                          guint           chunk,
                                           GError        **error);
 void           amk_model_build_free      (AmkModelBuild  *build);
 

@@ -123,6 +123,7 @@ amk_model_build_free (AmkModelBuild *build)
   if (build == NULL)
     return;
   g_clear_object (&build->program);
+  g_clear_object (&build->prefill);
   g_clear_object (&build->tokenizer);
   g_free (build->architecture);
   g_free (build->eos_ids);
@@ -141,14 +142,16 @@ amk_model_build_free (AmkModelBuild *build)
  * same element and the logits in the logits buffer; the KV caches are STATE buffers.
  * Every layer is
  *
- *     q, k, v = Wq n(x), Wk n(x), Wv n(x)     (n: RMSNORM fused into the matvecs)
+ *     q, k, v = Wqkv n(x)                      (n: RMSNORM fused into the matvec; the
+ *                                              three matrices stacked, one matvec)
  *     q, k = qn(q), kn(k) per head            (Qwen3 only)
  *     x += Wo attention(rope(q), cache + rope(k), cache + v)
  *     x += Wd (silu(Wg n2(x)) * Wu n2(x))
  *
- * A model without q/k norm gets q, k and v from one matvec over the three matrices
- * stacked, and RoPE inside the attention (amk_program_op_rope_attention()): one stage
- * less per layer.
+ * A model without q/k norm gets RoPE inside the attention
+ * (amk_program_op_rope_attention()): one stage less per layer. Otherwise one row of
+ * ROPE_ROWS normalises, rotates and appends q and k, and the attention reads q from the
+ * front of qkv. The stacked weight is the prefill program's too (amk_model_build_prefill()).
  *
  * Returns: (transfer full) (nullable): the build, free with amk_model_build_free()
  */
@@ -164,7 +167,7 @@ amk_model_build_graph (AmkModelSpec  *spec,
   guint64 q_dim, kv_dim;
   Graph g;
   AmkProgram *p;
-  gint tokens, pos, x, q = -1, k = -1, v = -1, qkv = -1, attn, gate, up, act, logits, table, out_norm, out_w;
+  gint tokens, pos, x, qkv, attn, gate, up, act, logits, table, out_norm, out_w;
   gboolean fuse_rope;
   float scale;
 
@@ -210,11 +213,8 @@ amk_model_build_graph (AmkModelSpec  *spec,
   if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
       (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
       (x = add_buffer (p, "x", AMK_DTYPE_F32, hp->hidden, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
-      (fuse_rope ? (qkv = add_buffer (p, "qkv", AMK_DTYPE_F32, (gint64) (q_dim + 2 * kv_dim), 0,
-                                      AMK_BUFFER_ROLE_SCRATCH, error)) < 0
-                 : ((q = add_buffer (p, "q", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-                    (k = add_buffer (p, "k", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-                    (v = add_buffer (p, "v", AMK_DTYPE_F32, (gint64) kv_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)) ||
+      (qkv = add_buffer (p, "qkv", AMK_DTYPE_F32, (gint64) (q_dim + 2 * kv_dim), 0,
+                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (attn = add_buffer (p, "attn", AMK_DTYPE_F32, (gint64) q_dim, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (gate = add_buffer (p, "gate", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (up = add_buffer (p, "up", AMK_DTYPE_F32, hp->ffn, 0, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
@@ -234,14 +234,10 @@ amk_model_build_graph (AmkModelSpec  *spec,
     {
       g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
       g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
-      gint an, wq = -1, wk = -1, wv = -1, wqkv = -1, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
+      gint an, wqkv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
 
-      if ((an = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_NORM, i, 0, hp->hidden, error)) < 0)
-        return NULL;
-      if (fuse_rope ? (wqkv = add_qkv_weight (&g, i, q_dim, kv_dim, hp->hidden, error)) < 0
-                    : ((wq = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_Q, i, q_dim, hp->hidden, error)) < 0 ||
-                       (wk = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_K, i, kv_dim, hp->hidden, error)) < 0 ||
-                       (wv = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_V, i, kv_dim, hp->hidden, error)) < 0))
+      if ((an = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_NORM, i, 0, hp->hidden, error)) < 0 ||
+          (wqkv = add_qkv_weight (&g, i, q_dim, kv_dim, hp->hidden, error)) < 0)
         return NULL;
       if ((wo = add_weight (&g, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, hp->hidden, q_dim, error)) < 0)
         return NULL;
@@ -257,32 +253,25 @@ amk_model_build_graph (AmkModelSpec  *spec,
           (vc = add_buffer (p, n_vc, AMK_DTYPE_BF16, context, (gint64) kv_dim, AMK_BUFFER_ROLE_STATE, error)) < 0)
         return NULL;
 
+      if (amk_program_op_matvec (p, qkv, wqkv, x, -1, -1, an, hp->eps, error) < 0)
+        return NULL;
       if (fuse_rope)
         {
-          if (amk_program_op_matvec (p, qkv, wqkv, x, -1, -1, an, hp->eps, error) < 0 ||
-              amk_program_op_rope_attention (p, attn, qkv, kc, vc, pos, hp->head_dim, hp->n_heads,
+          if (amk_program_op_rope_attention (p, attn, qkv, kc, vc, pos, hp->head_dim, hp->n_heads,
                                              hp->n_kv_heads, 0, scale, hp->rope_theta, hp->rope_factor,
                                              hp->rope_low_freq_factor, hp->rope_high_freq_factor,
                                              hp->rope_original_context, error) < 0)
             return NULL;
         }
-      else
-        {
-          if (amk_program_op_matvec (p, q, wq, x, -1, -1, an, hp->eps, error) < 0 ||
-              amk_program_op_matvec (p, k, wk, x, -1, -1, an, hp->eps, error) < 0 ||
-              amk_program_op_matvec (p, v, wv, x, -1, -1, an, hp->eps, error) < 0)
-            return NULL;
-          if (hp->qk_norm &&
-              (amk_program_op_rmsnorm (p, q, q, qn, hp->head_dim, hp->eps, error) < 0 ||
-               amk_program_op_rmsnorm (p, k, k, kn, hp->head_dim, hp->eps, error) < 0))
-            return NULL;
-          if (amk_program_op_rope_kv (p, q, k, v, kc, vc, pos, hp->head_dim, hp->n_heads, hp->n_kv_heads,
-                                      hp->rope_theta, hp->rope_factor, hp->rope_low_freq_factor,
-                                      hp->rope_high_freq_factor, hp->rope_original_context, error) < 0 ||
-              amk_program_op_attention (p, attn, q, kc, vc, pos, hp->head_dim, hp->n_heads,
-                                        hp->n_kv_heads, 0, scale, error) < 0)
-            return NULL;
-        }
+      /* one row of ROPE_ROWS (q/k norm, RoPE, the cache append), then the attention
+       * reads the query heads from the front of qkv */
+      else if (amk_program_op_rope_rows (p, qkv, kc, vc, pos, -1, qn, kn, hp->head_dim, hp->n_heads,
+                                         hp->n_kv_heads, hp->eps, hp->rope_theta, hp->rope_factor,
+                                         hp->rope_low_freq_factor, hp->rope_high_freq_factor,
+                                         hp->rope_original_context, error) < 0 ||
+               amk_program_op_attention (p, attn, qkv, kc, vc, pos, hp->head_dim, hp->n_heads,
+                                         hp->n_kv_heads, 0, scale, error) < 0)
+        return NULL;
       if (amk_program_op_matvec (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
           amk_program_op_matvec (p, gate, wg, x, -1, -1, fn, hp->eps, error) < 0 ||
           amk_program_op_matvec (p, up, wu, x, -1, -1, fn, hp->eps, error) < 0 ||
@@ -303,4 +292,165 @@ amk_model_build_graph (AmkModelSpec  *spec,
   if (!amk_program_compile (p, error))
     return NULL;
   return g_steal_pointer (&build);
+}
+
+/* The prefill chunk */
+
+/* Adds the decode step's buffer `name` to the prefill program with the same dtype, shape
+ * and role, and for a constant the same bytes (a reference): amk_executor_load_shared()
+ * then gives it the decode step's memory, a weight or a KV cache, with no copy. */
+static gint
+share_buffer (AmkProgram  *prefill,
+              AmkProgram  *decode,
+              const char  *name,
+              GError     **error)
+{
+  gint b = amk_program_find_buffer (decode, name);
+  const gint64 *shape;
+  GBytes *data;
+  gsize n_dims;
+  gint buf;
+
+  g_return_val_if_fail (b >= 0, -1);
+
+  shape = amk_program_get_buffer_shape (decode, (guint) b, &n_dims);
+  buf = amk_program_add_buffer (prefill, name, amk_program_get_buffer_dtype (decode, (guint) b),
+                                shape, n_dims, amk_program_get_buffer_role (decode, (guint) b), error);
+  if (buf < 0)
+    return -1;
+  data = amk_program_get_buffer_data (decode, (guint) b);
+  if (data != NULL && !amk_program_set_buffer_data (prefill, (guint) buf, data, error))
+    return -1;
+  return buf;
+}
+
+/* share_buffer() of the spec's weight `weight` (of `layer`). */
+static gint
+share_weight (AmkProgram      *prefill,
+              AmkProgram      *decode,
+              AmkModelSpec    *spec,
+              AmkModelWeight   weight,
+              guint            layer,
+              GError         **error)
+{
+  /* named as the decode step named it: as in the file */
+  AmkModelTensor *t = amk_model_spec_tensor (spec, weight, layer);
+
+  g_return_val_if_fail (t != NULL, -1);
+  return share_buffer (prefill, decode, t->name, error);
+}
+
+/**
+ * amk_model_build_prefill:
+ * @build: a decode step built from @spec by amk_model_build_graph()
+ * @spec: the model
+ * @chunk: the rows of the chunk, at least 2
+ * @error: return location for a #GError
+ *
+ * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
+ * "prefill.tokens" at the positions in "prefill.pos" (-1: a padding row) go through
+ * the same layers as in the decode step, M rows at a time, and leave their keys and
+ * values in the KV caches. Every layer is
+ *
+ *     qkv = Wqkv n(x)                              (MATMUL, RMSNORM fused)
+ *     ROPE_ROWS (qkv): q/k norm (Qwen3), RoPE, the cache append
+ *     x += Wo ATTN_ROWS(qkv)
+ *     x += Wd (silu(Wg n2(x)) * Wu n2(x))          (MATMULs, SILU_MUL)
+ *
+ * and the last stops after ROPE_ROWS: a chunk only fills the caches, the decode step
+ * computes the logits of the prompt's last token. The weights and the caches have the
+ * decode step's names, dtypes and shapes, and the constants hold the decode step's
+ * bytes themselves (no second conversion), so that loading the chunk with
+ * amk_executor_load_shared() on the decode step's executor shares them.
+ *
+ * Returns: %TRUE with @build's prefill fields set, or %FALSE with @error set
+ */
+gboolean
+amk_model_build_prefill (AmkModelBuild  *build,
+                         AmkModelSpec   *spec,
+                         guint           chunk,
+                         GError        **error)
+{
+  g_autoptr(AmkProgram) p = NULL;
+  const AmkModelParams *hp;
+  AmkProgram *decode;
+  guint64 q_dim, kv_dim;
+  gint tokens, pos, x, qkv, attn, gate, up, act, table;
+  float scale;
+
+  g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), FALSE);
+  g_return_val_if_fail (build->prefill == NULL, FALSE);
+  g_return_val_if_fail (spec != NULL, FALSE);
+  g_return_val_if_fail (chunk >= 2, FALSE);
+
+  hp = &spec->params;
+  decode = build->program;
+  q_dim = (guint64) hp->n_heads * hp->head_dim;
+  kv_dim = (guint64) hp->n_kv_heads * hp->head_dim;
+  scale = 1.0f / sqrtf ((float) hp->head_dim);
+  p = amk_program_new (amk_program_get_num_queues (decode));
+
+  if ((tokens = add_buffer (p, "prefill.tokens", AMK_DTYPE_I32, chunk, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+      (pos = add_buffer (p, "prefill.pos", AMK_DTYPE_I32, chunk, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+      (x = add_buffer (p, "prefill.x", AMK_DTYPE_F32, chunk, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (qkv = add_buffer (p, "prefill.qkv", AMK_DTYPE_F32, chunk, (gint64) (q_dim + 2 * kv_dim),
+                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (attn = add_buffer (p, "prefill.attn", AMK_DTYPE_F32, chunk, (gint64) q_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (gate = add_buffer (p, "prefill.gate", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (up = add_buffer (p, "prefill.up", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (act = add_buffer (p, "prefill.act", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)
+    return FALSE;
+
+  if ((table = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, error)) < 0 ||
+      amk_program_op_embed_rows (p, x, table, tokens, error) < 0)
+    return FALSE;
+
+  for (guint i = 0; i < hp->n_layers; i++)
+    {
+      g_autofree char *n_qkv = g_strdup_printf ("blk.%u.attn_qkv.weight", i);
+      g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
+      g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
+      const gboolean last = i + 1 == hp->n_layers;
+      gint an, wqkv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
+
+      if ((an = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_NORM, i, error)) < 0 ||
+          (wqkv = share_buffer (p, decode, n_qkv, error)) < 0 ||
+          (kc = share_buffer (p, decode, n_kc, error)) < 0 ||
+          (vc = share_buffer (p, decode, n_vc, error)) < 0)
+        return FALSE;
+      if (hp->qk_norm &&
+          ((qn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, error)) < 0 ||
+           (kn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, error)) < 0))
+        return FALSE;
+      if (amk_program_op_matmul (p, qkv, wqkv, x, -1, -1, an, hp->eps, error) < 0 ||
+          amk_program_op_rope_rows (p, qkv, kc, vc, pos, -1, qn, kn, hp->head_dim, hp->n_heads,
+                                    hp->n_kv_heads, hp->eps, hp->rope_theta, hp->rope_factor,
+                                    hp->rope_low_freq_factor, hp->rope_high_freq_factor,
+                                    hp->rope_original_context, error) < 0)
+        return FALSE;
+      if (last)
+        break;   /* the caches are all a chunk leaves */
+      if ((wo = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, error)) < 0 ||
+          (fn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_NORM, i, error)) < 0 ||
+          (wg = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_GATE, i, error)) < 0 ||
+          (wu = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_UP, i, error)) < 0 ||
+          (wd = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_DOWN, i, error)) < 0)
+        return FALSE;
+      if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, pos, -1, hp->head_dim, hp->n_heads,
+                                         hp->n_kv_heads, scale, error) < 0 ||
+          amk_program_op_matmul (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
+          amk_program_op_matmul (p, gate, wg, x, -1, -1, fn, hp->eps, error) < 0 ||
+          amk_program_op_matmul (p, up, wu, x, -1, -1, fn, hp->eps, error) < 0 ||
+          amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
+          amk_program_op_matmul (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
+        return FALSE;
+    }
+  if (!amk_program_compile (p, error))
+    return FALSE;
+
+  build->prefill = g_steal_pointer (&p);
+  build->chunk = chunk;
+  build->prefill_tokens = tokens;
+  build->prefill_pos = pos;
+  return TRUE;
 }

@@ -37,7 +37,9 @@
  *
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
  * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
- * model is loaded.
+ * model is loaded. Beside it the model builds a prefill program that feeds a chunk of
+ * prompt tokens per launch ([property@Amk.Model:prefill-chunk]) into the same KV cache
+ * with the same weights.
  */
 
 /**
@@ -51,6 +53,8 @@
 
 /* The KV cache length when none is asked for (the model's own when that is smaller). */
 #define DEFAULT_CONTEXT 2048
+/* The prefill chunk's rows when none are asked for (fewer when the context is shorter). */
+#define DEFAULT_PREFILL_CHUNK 256
 
 struct _AmkModel
 {
@@ -59,6 +63,7 @@ struct _AmkModel
   char          *path;
   guint          n_queues;        /* asked for (0: choose), then the program's */
   guint          context_length;  /* asked for (0: choose), then the KV cache's */
+  guint          prefill_chunk;   /* asked for (0: choose, 1: none), then the chunk's rows */
   AmkModelBuild *build;           /* NULL until loaded */
   guint64        weight_bytes;
 };
@@ -68,6 +73,7 @@ enum {
   PROP_PATH,
   PROP_N_QUEUES,
   PROP_CONTEXT_LENGTH,
+  PROP_PREFILL_CHUNK,
   PROP_LOADED,
   PROP_ARCHITECTURE,
   PROP_N_LAYERS,
@@ -121,6 +127,9 @@ amk_model_get_property (GObject    *object,
     case PROP_CONTEXT_LENGTH:
       g_value_set_uint (value, self->context_length);
       break;
+    case PROP_PREFILL_CHUNK:
+      g_value_set_uint (value, self->prefill_chunk);
+      break;
     case PROP_LOADED:
       g_value_set_boolean (value, amk_model_get_loaded (self));
       break;
@@ -173,6 +182,9 @@ amk_model_set_property (GObject      *object,
     case PROP_CONTEXT_LENGTH:
       self->context_length = g_value_get_uint (value);
       break;
+    case PROP_PREFILL_CHUNK:
+      self->prefill_chunk = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -224,6 +236,23 @@ amk_model_class_init (AmkModelClass *klass)
    */
   properties[PROP_CONTEXT_LENGTH] =
     g_param_spec_uint ("context-length", NULL, NULL, 0, 1 << 20, 0,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:prefill-chunk:
+   *
+   * The rows (prompt tokens) of the prefill chunk, the second program a model builds
+   * beside the decode step: a [class@Amk.Generator] feeds a prompt's tokens but the
+   * last through it, this many per launch, and the last through the decode step, which
+   * computes the first generated token. The two programs share the weights and the KV
+   * cache. 0 (the default) chooses when loading: 256, or the context length when that
+   * is smaller. 1 builds no prefill program: every prompt token then takes one decode
+   * step, as a reference or to save the chunk's activations (a few megabytes). Once
+   * loaded, the chunk's rows, or 1 without one.
+   */
+  properties[PROP_PREFILL_CHUNK] =
+    g_param_spec_uint ("prefill-chunk", NULL, NULL, 0, 1 << 16, 0,
                        G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
                        G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
@@ -348,15 +377,19 @@ default_n_queues (AmkExecutor  *executor,
 
 
 /* Reads the model's description, then builds the decode step for a KV cache of
- * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller). */
+ * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller) and
+ * the prefill chunk of `chunk` rows beside it (0: DEFAULT_PREFILL_CHUNK; 1: none; at
+ * most the context). */
 static AmkModelBuild *
 build_model (const char    *path,
              guint          n_queues,
              guint          context,
+             guint          chunk,
              GCancellable  *cancellable,
              GError       **error)
 {
   g_autoptr(AmkModelSpec) spec = NULL;
+  g_autoptr(AmkModelBuild) build = NULL;
 
   spec = amk_model_read_spec (path, error);
   if (spec == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
@@ -367,7 +400,13 @@ build_model (const char    *path,
       if (spec->params.model_context > 0 && spec->params.model_context < context)
         context = spec->params.model_context;
     }
-  return amk_model_build_graph (spec, n_queues, context, error);
+  build = amk_model_build_graph (spec, n_queues, context, error);
+  if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
+    return NULL;
+  chunk = MIN (chunk == 0 ? DEFAULT_PREFILL_CHUNK : chunk, context);
+  if (chunk >= 2 && !amk_model_build_prefill (build, spec, chunk, error))
+    return NULL;
+  return g_steal_pointer (&build);
 }
 
 /* Loads the model unless it is loaded (GInitable's init), with the queue count that
@@ -401,7 +440,8 @@ amk_model_load_for_executor (AmkModel      *self,
   n_queues = self->n_queues;
   if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
     return FALSE;
-  build = build_model (self->path, n_queues, self->context_length, cancellable, error);
+  build = build_model (self->path, n_queues, self->context_length, self->prefill_chunk,
+                       cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 
@@ -412,6 +452,7 @@ amk_model_load_for_executor (AmkModel      *self,
 
   self->n_queues = n_queues;
   self->context_length = build->context;
+  self->prefill_chunk = build->prefill != NULL ? build->chunk : 1;
   self->weight_bytes = weight_bytes;
   self->build = g_steal_pointer (&build);
   return TRUE;
@@ -693,6 +734,23 @@ amk_model_get_n_queues (AmkModel *self)
   g_return_val_if_fail (AMK_IS_MODEL (self), 0);
 
   return self->n_queues;
+}
+
+/**
+ * amk_model_get_prefill_chunk:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:prefill-chunk].
+ *
+ * Returns: the prefill chunk's rows, 1 for none (before loading: the rows asked for, 0
+ *   to choose)
+ */
+guint
+amk_model_get_prefill_chunk (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), 0);
+
+  return self->prefill_chunk;
 }
 
 /**

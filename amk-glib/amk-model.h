@@ -1,4 +1,5 @@
-/* amk-model.h: a language model loaded from a file as one compiled decode step.
+/* amk-model.h: a language model loaded from a file as one compiled decode step (and a
+ * prefill chunk beside it).
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -95,6 +96,8 @@ AMK_AVAILABLE_IN_1_0
 guint         amk_model_get_context_length   (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0
 guint         amk_model_get_n_queues         (AmkModel             *self);
+AMK_AVAILABLE_IN_1_0
+guint         amk_model_get_prefill_chunk    (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0
 AmkDType      amk_model_get_dtype            (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0

@@ -176,11 +176,31 @@ record_attention (AmkProgram *self, gint out, gint q, gint k_cache, gint v_cache
                                                     .n_splits = (gint32) n_splits } });
 }
 
+/* The queries of ATTENTION: f32, at least n elements, the query heads at the front (a
+ * q/k/v projection's output, whose key and value heads ROPE_ROWS already appended). */
+static gboolean
+queries_ok (AmkProgram *self, gint q, guint64 n, GError **error)
+{
+  AmkBufferInfo *info = amk_op_tensor (self, "ATTENTION", _("the queries"), q, error);
+
+  if (info == NULL)
+    return FALSE;
+  if (info->dtype != AMK_DTYPE_F32 || info->n_elements < n)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("ATTENTION: the queries “%s” must be f32 with at least %" PRIu64 " elements"),
+                   info->name, n);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /**
  * amk_program_op_attention:
  * @self: a program
  * @out: the attention output, f32 `[n_q_heads × head_dim]`
- * @q: the (rotated) queries, f32 `[n_q_heads × head_dim]`
+ * @q: the (rotated) queries, f32 `[n_q_heads × head_dim]` at the front of the buffer
+ *   (it may hold more: the key and value heads of a q/k/v projection after them)
  * @k_cache: the key cache, `[positions, n_kv_heads × head_dim]` (bf16 or f32)
  * @v_cache: the value cache, like @k_cache
  * @pos: an i32 buffer whose element 0 is the current position: positions `0 .. pos`
@@ -219,7 +239,7 @@ amk_program_op_attention (AmkProgram  *self,
 
   if (!amk_op_can_record (self, "ATTENTION", error) ||
       !heads_ok (self, "ATTENTION", head_dim, n_q_heads, n_kv_heads, k_cache, v_cache, pos, &max_ctx, error) ||
-      !amk_op_f32_of (self, "ATTENTION", _("the queries"), q, (guint64) n_q_heads * head_dim, error) ||
+      !queries_ok (self, q, (guint64) n_q_heads * head_dim, error) ||
       !amk_op_f32_of (self, "ATTENTION", _("the output"), out, (guint64) n_q_heads * head_dim, error) ||
       !amk_op_writable ("ATTENTION", amk_program_get_buffer_info (self, out), error))
     return -1;

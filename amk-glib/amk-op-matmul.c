@@ -350,6 +350,8 @@ typedef float v4sf __attribute__ ((vector_size (16)));
 
 #define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
 #define MATMUL_CPU_COLS  8u  /* columns of W per block: 2 vectors */
+/* multiply-adds of a tile from which a second thread pays for its start */
+#define MATMUL_CPU_THREAD_MACS  (1 << 20)
 
 /* acc[r][c] = sum over k of x[r][k] wt[k][c] for 4 rows of x and 8 columns. */
 static inline void
@@ -410,22 +412,80 @@ matmul_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, floa
     }
 }
 
+/* One share of a MATMUL tile's columns for one thread: X' (shared, read-only) times the
+ * columns j0 .. j1 of the tile. */
+typedef struct {
+  const amk_instruction_t *ins;
+  AmkCpuBuffer            *buffers;
+  const float             *xs;    /* the tile's rows of X', [m_count, k] */
+  gint32                   j0, j1;
+} MatmulShare;
+
+static gpointer
+matmul_columns (gpointer data)
+{
+  const MatmulShare *s = data;
+  const amk_instruction_t *ins = s->ins;
+  const amk_matmul_params_t *p = &ins->params.matmul;
+  const gint32 m0 = p->m0, mc = p->m_count, n0 = p->n0, k = p->k;
+  AmkCpuBuffer *b = s->buffers;
+  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]];
+  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
+  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  const guint64 n = w->info->shape[0];
+  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
+
+  for (gint32 j0 = s->j0; j0 < s->j1; j0 += MATMUL_CPU_COLS)
+    {
+      const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->j1 - j0);
+
+      matmul_load_columns (w, k, n0 + j0, cols, (float *) wt);
+      for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
+        {
+          const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
+          const float *xr[MATMUL_CPU_ROWS];
+          float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS];
+
+          /* a partial block repeats its last row and stores only its own */
+          for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
+            xr[r] = s->xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
+          matmul_block (xr, wt, k, out);
+          for (gint32 r = 0; r < rows; r++)
+            for (gint32 j = 0; j < cols; j++)
+              {
+                const guint64 at = (guint64) (m0 + r0 + r) * n + n0 + j0 + j;
+                float acc = out[r][j];
+                if (bias != NULL)
+                  acc += amk_dtype_load (bias->info->dtype, bias->data, n0 + j0 + j);
+                if (residual != NULL)
+                  acc += amk_dtype_load (residual->info->dtype, residual->data, at);
+                amk_dtype_store (y->info->dtype, y->data, at, acc);
+              }
+        }
+    }
+  return NULL;
+}
+
 /* Y[m, n] = W[n, :] X'[m] (+ bias[n]) (+ R[m, n]) for the tile's rows and columns; X'[m]
  * is X[m] or X[m] normalised by its RMS and scaled by the norm weight, as MATVEC. Not
- * rounded to W's type as on the GPU: a plain fp32 reference. */
+ * rounded to W's type as on the GPU: a plain fp32 reference. A tile of many rows splits
+ * its columns with a second thread (the CPU executor runs one instruction at a time):
+ * each output is computed the same either way, and the threads write disjoint
+ * elements. */
 static AmkAbortCode
 run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
   const amk_matmul_params_t *p = &ins->params.matmul;
-  const gint32 m0 = p->m0, mc = p->m_count, n0 = p->n0, nc = p->n_count, k = p->k;
-  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
-  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
-  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  const gint32 m0 = p->m0, mc = p->m_count, nc = p->n_count, k = p->k;
+  AmkCpuBuffer *x = &b[ins->buffers[2]];
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
-  const guint64 n = w->info->shape[0];
   g_autofree float *xs = g_new (float, (gsize) mc * k);
-  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
   g_autofree float *gamma = NULL;
+  /* the second thread's columns: whole blocks, none for a small tile */
+  const gint32 half = (double) mc * nc * k >= MATMUL_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
+                      nc / 2 / (gint32) MATMUL_CPU_COLS * (gint32) MATMUL_CPU_COLS : 0;
+  MatmulShare shares[2] = { { ins, b, xs, 0, nc - half }, { ins, b, xs, nc - half, nc } };
+  GThread *helper = NULL;
 
   if (norm != NULL)
     {
@@ -450,34 +510,13 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
         }
     }
 
-  for (gint32 j0 = 0; j0 < nc; j0 += MATMUL_CPU_COLS)
-    {
-      const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, nc - j0);
-
-      matmul_load_columns (w, k, n0 + j0, cols, (float *) wt);
-      for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
-        {
-          const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
-          const float *xr[MATMUL_CPU_ROWS];
-          float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS];
-
-          /* a partial block repeats its last row and stores only its own */
-          for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
-            xr[r] = xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
-          matmul_block (xr, wt, k, out);
-          for (gint32 r = 0; r < rows; r++)
-            for (gint32 j = 0; j < cols; j++)
-              {
-                const guint64 at = (guint64) (m0 + r0 + r) * n + n0 + j0 + j;
-                float acc = out[r][j];
-                if (bias != NULL)
-                  acc += amk_dtype_load (bias->info->dtype, bias->data, n0 + j0 + j);
-                if (residual != NULL)
-                  acc += amk_dtype_load (residual->info->dtype, residual->data, at);
-                amk_dtype_store (y->info->dtype, y->data, at, acc);
-              }
-        }
-    }
+  if (half > 0)
+    helper = g_thread_try_new ("amk-matmul", matmul_columns, &shares[1], NULL);
+  if (helper == NULL)
+    shares[0].j1 = nc;  /* one thread (or none could start): all columns here */
+  matmul_columns (&shares[0]);
+  if (helper != NULL)
+    g_thread_join (helper);
   return AMK_ABORT_CODE_NONE;
 }
 

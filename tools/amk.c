@@ -1012,11 +1012,11 @@ cmd_generate (char ***args)
   g_autofree char *where = NULL;
   GenerateState s = { 0 };
   gboolean force_cpu = FALSE, chat = FALSE;
-  gint max_tokens = 32, top_k = 0;
+  gint max_tokens = 32, top_k = 0, prefill_chunk = 0;
   gdouble temperature = 0.0, top_p = 1.0;
   gint64 seed = 0, generate_start;
   guint queues, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
-  gdouble prefill_rate, rate;
+  gdouble prefill_rate, rate, first_token;
   g_autofree char *generated_part = NULL;
   g_autofree char *prompt_part = NULL;
   const GOptionEntry entries[] = {
@@ -1040,6 +1040,9 @@ cmd_generate (char ***args)
          "stop at the end of the answer"), NULL },
     { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
       N_("Run on the CPU executor even if there is a GPU"), NULL },
+    { "prefill-chunk", 0, 0, G_OPTION_ARG_INT, &prefill_chunk,
+      N_("Feed the prompt in chunks of N tokens, one launch each (default: 0, the model "
+         "chooses); 1 feeds it one decode step per token"), N_("N") },
     G_OPTION_ENTRY_NULL
   };
 
@@ -1063,6 +1066,8 @@ cmd_generate (char ***args)
     return usage_error ("generate", _("--top-p must be above 0 and at most 1"));
   if (seed < 0)
     return usage_error ("generate", _("--seed must be 0 or more"));
+  if (prefill_chunk < 0 || prefill_chunk > 65536)
+    return usage_error ("generate", _("--prefill-chunk must be between 0 and 65536"));
   if (model == NULL && g_getenv ("AMK_MODEL") != NULL && *g_getenv ("AMK_MODEL") != '\0')
     model = g_strdup (g_getenv ("AMK_MODEL"));
   if (model == NULL)
@@ -1108,7 +1113,8 @@ cmd_generate (char ***args)
       progress_id = g_timeout_add (100, show_progress, &s);
     }
   g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable, on_model_loaded, &s,
-                              "path", model, "n-queues", queues, NULL);
+                              "path", model, "n-queues", queues,
+                              "prefill-chunk", (guint) prefill_chunk, NULL);
   g_main_loop_run (loop);
   g_clear_handle_id (&progress_id, g_source_remove);
   if (s.model == NULL)
@@ -1161,12 +1167,14 @@ cmd_generate (char ***args)
     }
   g_free (s.text);
 
-  /* the last line: the tokens and the time of the whole call, then the prefill's and
-   * the generation's speeds apart (one decode step per token each), then what ran it */
+  /* the last line: the tokens and the time of the whole call, then the prefill's speed
+   * (prefill chunks and the last prompt token's decode step), the time to the first
+   * token and the generation's speed (one decode step per token), then what ran it */
   n_generated = amk_generator_get_generated_tokens (generator);
   n_prompt = amk_generator_get_prompt_tokens (generator);
   prefill_rate = amk_generator_get_prefill_tokens_per_second (generator);
   rate = amk_generator_get_tokens_per_second (generator);
+  first_token = amk_generator_get_time_to_first_token (generator);
   /* TRANSLATORS: the start of the last line of amk generate: the tokens generated and
    * the seconds the whole generation took (e.g. "16 tokens in 0.42 s") */
   generated_part = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%u token in %.2f s",
@@ -1178,15 +1186,18 @@ cmd_generate (char ***args)
                                               "prompt %u tokens at %.1f tokens/s", n_prompt),
                                  n_prompt, prefill_rate);
   if (rate > 0.0)
-    /* TRANSLATORS: the last line of amk generate: the two parts above, the speed of the
-     * generation after the prompt and the time of one generated token, then what ran it
-     * ("CPU executor" or "GPU megakernel (NVIDIA H200)") */
-    g_printerr (_("%s: %s, generation at %.1f tokens/s (%.2f ms per token), %s\n"),
-                generated_part, prompt_part, rate, 1000.0 / rate, where);
+    /* TRANSLATORS: the last line of amk generate: the two parts above, the seconds from
+     * the start to the first generated token, the speed of the generation after the
+     * prompt and the time of one generated token, then what ran it ("CPU executor" or
+     * "GPU megakernel (NVIDIA H200)") */
+    g_printerr (_("%s: %s, first token after %.3f s, generation at %.1f tokens/s (%.2f ms per token), %s\n"),
+                generated_part, prompt_part, first_token, rate, 1000.0 / rate, where);
   else
     /* TRANSLATORS: the last line of amk generate when it ran no step after the prompt
-     * (one token or none generated): the two parts above, then what ran it */
-    g_printerr (_("%s: %s, %s\n"), generated_part, prompt_part, where);
+     * (one token or none generated): the two parts above, the seconds from the start to
+     * the first generated token, then what ran it */
+    g_printerr (_("%s: %s, first token after %.3f s, %s\n"), generated_part, prompt_part,
+                first_token, where);
   return 0;
 }
 

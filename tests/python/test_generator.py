@@ -201,3 +201,29 @@ def test_async_load_and_generate():
     assert state['tokens_at_finish'] == 2
     assert state['tokens'] == list(g.get_tokens())
     assert state['text'].startswith(' Paris')
+
+
+# The prefill chunk from Python ----------------------------------------------------------
+
+@needs_model
+def test_prefill_chunk():
+    # chunks of 4 (three launches and a padded one for this prompt) give the tokens that
+    # one decode step per prompt token gives; ::prefill-progress follows the chunks
+    texts = {}
+    for chunk in (1, 4):
+        model = Amk.Model(path=GGUF, context_length=64, prefill_chunk=chunk)
+        model.init(None)
+        assert model.props.prefill_chunk == chunk
+        generator = Amk.Generator.new(model, None)
+        fed = []
+        generator.connect('prefill-progress', lambda gen, n, total: fed.append((n, total)))
+        texts[chunk] = generator.generate(PROMPT + ' Paris, and the capital of Spain is the city of', 4, None)
+        n_prompt = generator.props.prompt_tokens
+        assert 0 < generator.props.time_to_first_token
+        assert generator.props.prefill_tokens_per_second > 0
+        if chunk == 1:
+            assert fed == []
+        else:
+            assert fed == [(min(i, n_prompt - 1), n_prompt) for i in range(4, n_prompt + 3, 4)]
+            assert (n_prompt - 1) % 4 != 0
+    assert texts[4] == texts[1]

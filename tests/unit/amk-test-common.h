@@ -239,3 +239,17 @@ test_dtype_size (AmkDType d)
 {
   return d == AMK_DTYPE_F32 || d == AMK_DTYPE_I32 ? 4 : d == AMK_DTYPE_U8 ? 1 : 2;
 }
+
+/* ||a - b|| / ||b|| over n values: how far two logits vectors are apart, norm-wise */
+static inline double
+test_rel_error (const float *a, const float *b, gsize n)
+{
+  double num = 0, den = 0;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      num += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
+      den += (double) b[i] * b[i];
+    }
+  return sqrt (num / MAX (den, 1e-30));
+}

@@ -40,17 +40,29 @@ test_generate (AmkModel     *model,
 }
 
 /* A model of `path` (a GGUF file or a checkpoint folder) loaded with `n_queues` queues
- * (0: the default) and a KV cache of `context` positions. */
+ * (0: the default), a KV cache of `context` positions and a prefill chunk of
+ * `prefill_chunk` rows (0: the default, 1: none). */
+static inline AmkModel *
+test_load_model_chunked (const char *path,
+                         guint       n_queues,
+                         guint       context,
+                         guint       prefill_chunk)
+{
+  g_autoptr(GError) error = NULL;
+  AmkModel *model = g_initable_new (AMK_TYPE_MODEL, NULL, &error, "path", path,
+                                    "n-queues", n_queues, "context-length", context,
+                                    "prefill-chunk", prefill_chunk, NULL);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (model);
+  return model;
+}
+
+/* test_load_model_chunked() with the default prefill chunk. */
 static inline AmkModel *
 test_load_model (const char *path,
                  guint       n_queues,
                  guint       context)
 {
-  g_autoptr(GError) error = NULL;
-  AmkModel *model = g_initable_new (AMK_TYPE_MODEL, NULL, &error, "path", path,
-                                    "n-queues", n_queues, "context-length", context, NULL);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (model);
-  return model;
+  return test_load_model_chunked (path, n_queues, context, 0);
 }

@@ -188,20 +188,6 @@ run_steps (AmkModelBuild *build, AmkLauncher *launcher, const gint32 *tokens, gs
   return logits;
 }
 
-/* ||a - b|| / ||b|| over n values */
-static double
-rel_error (const float *a, const float *b, gsize n)
-{
-  double num = 0, den = 0;
-
-  for (gsize i = 0; i < n; i++)
-    {
-      num += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
-      den += (double) b[i] * b[i];
-    }
-  return sqrt (num / MAX (den, 1e-30));
-}
-
 /* Builds the checkpoint at `dir` and checks it against its reference.json: the
  * tokenizer's ids, every step's logits (norm-wise within REL_TOL) and argmax, and
  * greedy generation. On `launcher` (GPU) when not NULL. */
@@ -259,7 +245,7 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   for (gsize t = 0; t < ref->n_tokens; t++)
     {
       const float *want = ref->logits + t * ref->vocab;
-      double err = rel_error (logits + t * ref->vocab, want, ref->vocab);
+      double err = test_rel_error (logits + t * ref->vocab, want, ref->vocab);
       gint32 expected = t + 1 < ref->n_tokens ? ref->tokens[t + 1]
                                               : ref->generated[ref->n_generated - 1];
       float max_abs = 0;
@@ -593,7 +579,7 @@ test_dtypes_and_shards (void)
     convert_tensors (tensors, "F16");
     write_tensors (dir, "model.safetensors", tensors, 0, tensors->len);
     logits = logits_of (dir, ref);
-    g_assert_cmpfloat (rel_error (logits, ref->logits, n), <=, REL_TOL);
+    g_assert_cmpfloat (test_rel_error (logits, ref->logits, n), <=, REL_TOL);
     remove_checkpoint (dir);
   }
   /* sharded: two files and an index, the same logits */
