@@ -8,10 +8,11 @@
  *
  * The instruction's rectangle is cut into block tiles of BM x AMK_MM_BN (BM = 8 x warps:
  * the warps form a (warps / 4) x 4 grid, each computing 32 x 32 outputs). A tile walks K
- * in steps of AMK_MM_BK columns through AMK_MATMUL_STAGES shared-memory stages: W's step
- * streams into its stage with cp.async (zero-filled past N and K), and so does X's when
- * it is already of W's type without a norm; otherwise X's step is loaded into registers
- * a step ahead, normalised, converted and stored into its stage. Shared-memory rows
+ * in steps of AMK_MM_BK columns through AMK_MATMUL_STAGES shared-memory stages: W's and
+ * X's steps stream into their stage with cp.async (zero-filled past N, M and K), so no
+ * load waits in registers. X of W's type without a norm feeds the tensor cores from its
+ * stage; F32 X (or a norm) is converted, once its step landed, into one more 16-bit
+ * buffer. Shared-memory rows
  * are padded to AMK_MM_LDS elements, which makes every ldmatrix free of bank conflicts.
  *
  * Loads of operands that another block may have written (X, R, bias, norm, and W unless
@@ -33,13 +34,11 @@
 #define AMK_MM_BN     128 /* columns (W rows) of a block tile */
 #define AMK_MM_BK     64  /* K columns per pipeline step */
 #define AMK_MM_LDS    72  /* 16-bit elements per shared-memory row: BK + 8 of padding */
-#define AMK_MM_XCHUNKS 2  /* X chunks per thread and step (BM = threads / 4 rows of BK / 8) */
 #define AMK_MM_ABSENT 0xfu
 
 static_assert (AMK_MATMUL_SMEM_BYTES (512) ==
-               AMK_MATMUL_STAGES * (AMK_MM_BN + 128) * AMK_MM_LDS * 2 + 128 * 4,
+               AMK_MATMUL_STAGES * (AMK_MM_BN * AMK_MM_LDS * 2 + 128 * AMK_MM_BK * 4) + 128 * (AMK_MM_LDS * 2 + 4),
                "amk-abi.h's shared-memory need of MATMUL matches the tile");
-static_assert ((AMK_MM_BK / 8) * 8 == 4 * AMK_MM_XCHUNKS * 2 * 4, "X chunks: BM = threads / 4 rows");
 
 static __device__ __forceinline__ uint32_t
 amk_mm_dt (uint32_t packed, int slot)
@@ -193,27 +192,40 @@ amk_mm_load_rows (const unsigned char *src, uint32_t K, uint32_t row0, uint32_t 
     }
 }
 
-/* The thread's chunks of X's step `kt` that need converting (f32 X, or a norm): chunk
- * c = tid + i nt is row c / (BK / 8), columns 8 (c % (BK / 8)) .. + 8 of the step,
- * normalised (s_rs: the rows' 1 / rms, norm: the weight) and packed to 16 bits. */
+/* Step `kt` of X as F32 (16-byte chunks of 4 floats, rows of AMK_MM_BK floats) into the
+ * stage at `dst`, zeros past `row_end` and past K. */
+static __device__ __forceinline__ void
+amk_mm_load_rows_f32 (const unsigned char *src, uint32_t K, uint32_t row0, uint32_t row_end, uint32_t rows,
+                      uint32_t kt, uint32_t dst, int tid, int nt)
+{
+  for (int c = tid; c < (int) rows * (AMK_MM_BK / 4); c += nt)
+    {
+      const uint32_t r = (uint32_t) c / (AMK_MM_BK / 4), q = (uint32_t) c % (AMK_MM_BK / 4);
+      const uint32_t row = row0 + r, kc = kt * AMK_MM_BK + q * 4;
+      const bool in = row < row_end && kc < K;
+      amk_mm_cp16 (dst + (r * AMK_MM_BK + q * 4) * 4, in ? src + ((uint64_t) row * K + kc) * 4 : src,
+                   in ? 16u : 0u);
+    }
+}
+
+/* The landed F32 step `kt` of X (or BF16 with a norm, staged as 16-bit) into the 16-bit
+ * buffer the tensor cores read: normalised (s_rs: the rows' 1 / rms, norm: the weight)
+ * and packed, 8 elements per thread and round. */
 template <bool F16>
 static __device__ __forceinline__ void
-amk_mm_load_x (uint4 (&xv)[AMK_MM_XCHUNKS], const unsigned char *x, uint32_t xdt, const unsigned char *norm,
-               uint32_t ndt, const float *s_rs, uint32_t K, const amk_mm_tile &t, uint32_t BM, uint32_t kt,
-               int tid, int nt)
+amk_mm_convert_x (const unsigned char *staged, uint32_t xdt, unsigned char *xb, const unsigned char *norm,
+                  uint32_t ndt, const float *s_rs, uint32_t K, uint32_t BM, uint32_t kt, int tid, int nt)
 {
-#pragma unroll
-  for (int i = 0; i < AMK_MM_XCHUNKS; i++)
+  for (int c = tid; c < (int) BM * (AMK_MM_BK / 8); c += nt)
     {
-      const uint32_t c = (uint32_t) (tid + i * nt);
-      const uint32_t r = c / (AMK_MM_BK / 8), kc = kt * AMK_MM_BK + (c % (AMK_MM_BK / 8)) * 8;
-      const uint32_t m = t.m0 + r;
+      const uint32_t r = (uint32_t) c / (AMK_MM_BK / 8), q = (uint32_t) c % (AMK_MM_BK / 8);
+      const uint32_t kc = kt * AMK_MM_BK + q * 8;
       float v[8];
-      xv[i] = make_uint4 (0u, 0u, 0u, 0u);
-      if (r >= BM || m >= t.m_end || kc >= K)
-        continue;
-      amk_vec_ld8 (x + (uint64_t) m * K * amk_dtype_size (xdt), xdt, kc / 8, v);
-      if (norm != nullptr)
+      if (xdt == AMK_ABI_DTYPE_F32)
+        amk_vec_ld8 (staged + r * AMK_MM_BK * 4, AMK_ABI_DTYPE_F32, q, v);
+      else
+        amk_vec_ld8 (staged + r * AMK_MM_LDS * 2, xdt, q, v);
+      if (norm != nullptr && kc < K)
         {
           float g[8];
           const float rs = s_rs[r];
@@ -222,22 +234,9 @@ amk_mm_load_x (uint4 (&xv)[AMK_MM_XCHUNKS], const unsigned char *x, uint32_t xdt
           for (int e = 0; e < 8; e++)
             v[e] = v[e] * rs * g[e];
         }
-      xv[i] = make_uint4 (amk_mm_pack2<F16> (v[0], v[1]), amk_mm_pack2<F16> (v[2], v[3]),
-                          amk_mm_pack2<F16> (v[4], v[5]), amk_mm_pack2<F16> (v[6], v[7]));
-    }
-}
-
-template <bool F16>
-static __device__ __forceinline__ void
-amk_mm_store_x (const uint4 (&xv)[AMK_MM_XCHUNKS], unsigned char *xs, uint32_t BM, int tid, int nt)
-{
-#pragma unroll
-  for (int i = 0; i < AMK_MM_XCHUNKS; i++)
-    {
-      const uint32_t c = (uint32_t) (tid + i * nt);
-      const uint32_t r = c / (AMK_MM_BK / 8), q = c % (AMK_MM_BK / 8);
-      if (r < BM)
-        *reinterpret_cast<uint4 *> (xs + (r * AMK_MM_LDS + q * 8) * 2) = xv[i];
+      *reinterpret_cast<uint4 *> (xb + (r * AMK_MM_LDS + q * 8) * 2) =
+        make_uint4 (amk_mm_pack2<F16> (v[0], v[1]), amk_mm_pack2<F16> (v[2], v[3]),
+                    amk_mm_pack2<F16> (v[4], v[5]), amk_mm_pack2<F16> (v[6], v[7]));
     }
 }
 
@@ -261,13 +260,17 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const int nw = nt / 32, warp = tid / 32, lane = tid % 32;
   const uint32_t BM = (uint32_t) nw * 8;
   const int wm = warp / 4, wn = warp % 4; /* the warp's 32 x 32 outputs */
-  /* X of W's 16-bit type without a norm streams like W; otherwise through registers */
-  const bool x_async = norm == nullptr && xdt == (F16 ? AMK_ABI_DTYPE_F16 : AMK_ABI_DTYPE_BF16);
+  /* X of W's 16-bit type without a norm goes to the tensor cores from its stage;
+   * otherwise each landed step is converted into one more 16-bit buffer first */
+  const bool x_direct = norm == nullptr && xdt == (F16 ? AMK_ABI_DTYPE_F16 : AMK_ABI_DTYPE_BF16);
+  const bool x_f32 = xdt == AMK_ABI_DTYPE_F32;
 
-  /* shared memory: per stage W's rows then X's rows; then the rows' 1 / rms */
-  const uint32_t w_bytes = AMK_MM_BN * AMK_MM_LDS * 2, stage = w_bytes + BM * AMK_MM_LDS * 2;
+  /* shared memory: per stage W's rows then X's rows (F32: BM x BK floats; 16-bit: BM
+   * padded rows), the 16-bit X buffer, the rows' 1 / rms */
+  const uint32_t w_bytes = AMK_MM_BN * AMK_MM_LDS * 2, stage = w_bytes + BM * AMK_MM_BK * 4;
   const uint32_t s_base = (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
-  float *s_rs = reinterpret_cast<float *> (amk_dyn_smem + AMK_MATMUL_STAGES * stage);
+  unsigned char *xbuf = amk_dyn_smem + AMK_MATMUL_STAGES * stage;
+  float *s_rs = reinterpret_cast<float *> (xbuf + BM * AMK_MM_LDS * 2);
 
   /* the rows' 1 / rms over all K columns, a warp per row */
   if (norm != nullptr)
@@ -305,45 +308,45 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
       for (int e = 0; e < 4; e++)
         acc[i][j][e] = 0.0f;
 
-  /* prologue: steps 0 .. STAGES - 2 in flight (X too when it streams), X's step 0 in
-   * registers otherwise */
+  /* prologue: steps 0 .. STAGES - 2 in flight */
   for (uint32_t s = 0; s < AMK_MATMUL_STAGES - 1; s++)
     {
       if (s < steps)
         {
           amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, s, s_base + s * stage, tid, nt);
-          if (x_async)
+          if (x_f32)
+            amk_mm_load_rows_f32 (x, K, t.m0, t.m_end, BM, s, s_base + s * stage + w_bytes, tid, nt);
+          else
             amk_mm_load_rows (x, K, t.m0, t.m_end, BM, s, s_base + s * stage + w_bytes, tid, nt);
         }
       asm volatile ("cp.async.commit_group;" ::: "memory");
     }
-  uint4 xv[AMK_MM_XCHUNKS];
-  if (!x_async)
-    amk_mm_load_x<F16> (xv, x, xdt, norm, ndt, s_rs, K, t, BM, 0, tid, nt);
 
   for (uint32_t kt = 0; kt < steps; kt++)
     {
       const uint32_t st = s_base + (kt % AMK_MATMUL_STAGES) * stage;
-      if (!x_async)
-        {
-          amk_mm_store_x<F16> (xv, amk_dyn_smem + (kt % AMK_MATMUL_STAGES) * stage + w_bytes, BM, tid, nt);
-          if (kt + 1 < steps)
-            amk_mm_load_x<F16> (xv, x, xdt, norm, ndt, s_rs, K, t, BM, kt + 1, tid, nt);
-        }
       asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MATMUL_STAGES - 2) : "memory");
       __syncthreads ();
-      /* the stage read in step kt - 1 is free for step kt + STAGES - 1 */
+      /* the stage of step kt - 1 is free for step kt + STAGES - 1 */
       const uint32_t next = kt + AMK_MATMUL_STAGES - 1;
       if (next < steps)
         {
           const uint32_t ns = s_base + (next % AMK_MATMUL_STAGES) * stage;
           amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns, tid, nt);
-          if (x_async)
+          if (x_f32)
+            amk_mm_load_rows_f32 (x, K, t.m0, t.m_end, BM, next, ns + w_bytes, tid, nt);
+          else
             amk_mm_load_rows (x, K, t.m0, t.m_end, BM, next, ns + w_bytes, tid, nt);
         }
       asm volatile ("cp.async.commit_group;" ::: "memory");
+      if (!x_direct)
+        {
+          amk_mm_convert_x<F16> (amk_dyn_smem + (kt % AMK_MATMUL_STAGES) * stage + w_bytes, xdt, xbuf, norm,
+                                 ndt, s_rs, K, BM, kt, tid, nt);
+          __syncthreads ();
+        }
 
-      const uint32_t ws = st, xs = st + w_bytes;
+      const uint32_t ws = st, xs = x_direct ? st + w_bytes : s_base + AMK_MATMUL_STAGES * stage;
 #pragma unroll
       for (int kk = 0; kk < AMK_MM_BK; kk += 16)
         {
