@@ -45,7 +45,7 @@ struct _AmkCpuExecutor
   AmkLoadedProgram loaded;      /* the program and its shape, its memory below */
   guint64       seed;
   guint8       *arena;
-  GPtrArray    *storage;        /* owned allocations of the non-scratch buffers */
+  GPtrArray    *storage;        /* CpuMemory of each buffer, NULL in the arena */
   AmkCpuBuffer *buffers;
   AmkAbortRecord last_abort;
 };
@@ -67,6 +67,26 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (AmkCpuExecutor, amk_cpu_executor, G_TYPE_OBJECT,
                                                       amk_cpu_executor_initable_iface_init)
                                G_IMPLEMENT_INTERFACE (AMK_TYPE_EXECUTOR,
                                                       amk_cpu_executor_executor_iface_init))
+
+/* The memory of one buffer outside the arena. amk_executor_load_shared() lets executors
+ * share it, so it is reference-counted: it goes with the last executor that uses it,
+ * whichever loads another program or is finalized first. */
+typedef struct {
+  guint8 *data;
+} CpuMemory;
+
+static void
+cpu_memory_clear (gpointer mem)
+{
+  g_free (((CpuMemory *) mem)->data);
+}
+
+static void
+cpu_memory_release (gpointer mem)
+{
+  if (mem != NULL)
+    g_atomic_rc_box_release_full (mem, cpu_memory_clear);
+}
 
 static void
 release_memory (AmkCpuExecutor *self)
@@ -192,15 +212,24 @@ try_alloc (gsize size, const char *what, GError **error)
   return mem;
 }
 
-/* Verifies program and gives it fresh memory; the old program's goes first. */
+static gboolean ensure_ready (AmkCpuExecutor *self, GError **error);
+
+/* Verifies program and gives it fresh memory, or owner's for the buffers it shares with
+ * owner's program (owner may be NULL); the old program's memory goes first. */
 static gboolean
 cpu_load (AmkCpuExecutor  *self,
           AmkProgram      *program,
+          AmkCpuExecutor  *owner,
           GError         **error)
 {
+  g_autofree gint *shared = NULL;
   guint n_buffers;
 
   if (!amk_program_verify (program, error))
+    return FALSE;
+  if (owner != NULL &&
+      (!ensure_ready (owner, error) ||
+       (shared = amk_loaded_program_match (&owner->loaded, program, error)) == NULL))
     return FALSE;
   release_memory (self);
 
@@ -208,27 +237,38 @@ cpu_load (AmkCpuExecutor  *self,
   self->arena = try_alloc (program->scratch_size, _("the scratch arena"), error);
   if (self->arena == NULL)
     return FALSE;
-  self->storage = g_ptr_array_new_with_free_func (g_free);
+  self->storage = g_ptr_array_new_full (n_buffers, cpu_memory_release);
   self->buffers = g_new0 (AmkCpuBuffer, MAX (n_buffers, 1));
 
   for (guint b = 0; b < n_buffers; b++)
     {
       AmkBufferInfo *info = g_ptr_array_index (program->buffers, b);
+      CpuMemory *mem = NULL;
 
       self->buffers[b].info = info;
       if (info->role == AMK_BUFFER_ROLE_SCRATCH)
         self->buffers[b].data = self->arena + info->arena_offset;
+      else if (shared != NULL && shared[b] >= 0)
+        {
+          /* owner's contents stay: not even the program's default data replaces them */
+          mem = g_atomic_rc_box_acquire (g_ptr_array_index (owner->storage, shared[b]));
+          self->buffers[b].data = mem->data;
+        }
       else
         {
-          self->buffers[b].data = try_alloc (info->size_bytes, info->name, error);
-          if (self->buffers[b].data == NULL)
+          guint8 *data = try_alloc (info->size_bytes, info->name, error);
+
+          if (data == NULL)
             {
               release_memory (self);
               return FALSE;
             }
-          g_ptr_array_add (self->storage, self->buffers[b].data);
+          mem = g_atomic_rc_box_new (CpuMemory);
+          mem->data = data;
+          self->buffers[b].data = data;
           reset_buffer (self, b);
         }
+      g_ptr_array_add (self->storage, mem);
     }
   amk_loaded_program_set (&self->loaded, program);
   g_clear_object (&self->construct_program);
@@ -246,14 +286,14 @@ amk_cpu_executor_initable_init (GInitable     *initable,
   /* without a program the executor waits for amk_executor_load() */
   if (self->construct_program == NULL)
     return TRUE;
-  return cpu_load (self, self->construct_program, error);
+  return cpu_load (self, self->construct_program, NULL, error);
 }
 
 /* Amk.CpuExecutor(program=p) from a binding skips GInitable: load on first use. */
 static gboolean
 ensure_ready (AmkCpuExecutor *self, GError **error)
 {
-  if (self->construct_program != NULL && !cpu_load (self, self->construct_program, error))
+  if (self->construct_program != NULL && !cpu_load (self, self->construct_program, NULL, error))
     return FALSE;
   return amk_loaded_program_require (&self->loaded, error);
 }
@@ -585,7 +625,14 @@ amk_cpu_executor_get_last_abort (AmkCpuExecutor *self)
 static gboolean
 executor_load (AmkExecutor *executor, AmkProgram *program, GError **error)
 {
-  return cpu_load (AMK_CPU_EXECUTOR (executor), program, error);
+  return cpu_load (AMK_CPU_EXECUTOR (executor), program, NULL, error);
+}
+
+static gboolean
+executor_load_shared (AmkExecutor *executor, AmkProgram *program, AmkExecutor *owner,
+                      GError **error)
+{
+  return cpu_load (AMK_CPU_EXECUTOR (executor), program, AMK_CPU_EXECUTOR (owner), error);
 }
 
 static AmkProgram *
@@ -642,4 +689,5 @@ amk_cpu_executor_executor_iface_init (AmkExecutorInterface *iface)
   iface->get_last_abort = executor_get_last_abort;
   iface->get_preferred_queues = executor_get_preferred_queues;
   iface->get_description = executor_get_description;
+  iface->load_shared = executor_load_shared;
 }

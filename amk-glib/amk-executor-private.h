@@ -28,4 +28,11 @@ gboolean amk_loaded_program_require (const AmkLoadedProgram *loaded,
 gboolean amk_loaded_program_check   (const AmkLoadedProgram *loaded,
                                      GError           **error);
 
+/* amk_executor_load_shared(): for each buffer of program, the index of the buffer of
+ * the owner's loaded program whose memory it uses (same name, dtype and size, neither in
+ * the scratch arena), or -1. A name match of another dtype or size is an error. */
+gint    *amk_loaded_program_match   (const AmkLoadedProgram *owner,
+                                     AmkProgram       *program,
+                                     GError           **error);
+
 G_END_DECLS

@@ -10,6 +10,7 @@
 
 #include "amk-executor-private.h"
 #include "amk-program-private.h"
+#include "amk-dtype-private.h"
 #include "amk-error.h"
 
 /**
@@ -33,6 +34,11 @@
  *
  * [method@Amk.Executor.get_preferred_queues] says how many queues a program for this
  * executor should have: one for the CPU executor, one per multiprocessor for a GPU.
+ *
+ * Two programs can share memory: [method@Amk.Executor.load_shared] loads a program on a
+ * second executor of the same kind so that its buffers named like a buffer of the first
+ * executor's program (the weights, a KV cache) use the first executor's memory, with
+ * one copy of the weights and each program seeing what the other wrote.
  */
 
 G_DEFINE_INTERFACE (AmkExecutor, amk_executor, G_TYPE_OBJECT)
@@ -113,6 +119,84 @@ amk_executor_load (AmkExecutor  *self,
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   return AMK_EXECUTOR_GET_IFACE (self)->load (self, program, error);
+}
+
+/**
+ * amk_executor_load_shared:
+ * @self: an executor
+ * @program: the program to run
+ * @owner: (nullable): an executor of the same type as @self with a program loaded, whose
+ *   buffers @program shares; %NULL to load @program alone
+ * @error: return location for a #GError
+ *
+ * Loads @program like [method@Amk.Executor.load], except that each buffer of @program
+ * (outside the scratch arena) whose name is that of a buffer of @owner's loaded program
+ * (outside the scratch arena too), with the same dtype and the same size in bytes, gets
+ * no memory of its own: it uses @owner's. Neither its contents nor the program's default
+ * contents for it are copied; it holds what @owner's buffer holds, and what either
+ * program writes to it, or uploads, the other sees. That is how a prefill program and a
+ * decode step keep one copy of the weights and one KV cache: a shared buffer needs no
+ * data in @program (a constant without data is fine, the data is @owner's). The other
+ * buffers of @program are allocated and filled as by [method@Amk.Executor.load].
+ *
+ * The shared memory lives as long as an executor uses it: when @owner loads another
+ * program or is finalized, @self keeps the memory it shares (the two simply stop
+ * sharing it), and the memory is freed when the last executor using it lets go. A buffer
+ * that @owner's launcher bound to memory of another library
+ * ([method@Amk.Launcher.bind_buffer]) is shared as bound: keep that memory alive while
+ * either program is loaded. Run one program at a time: the two executors do not order
+ * their runs against each other.
+ *
+ * Returns: %TRUE on success; on failure @error is %AMK_PROGRAM_ERROR_INVALID when a
+ *   buffer's name matches with another dtype or size, when @owner is @self or of
+ *   another type, %AMK_PROGRAM_ERROR_NOT_VERIFIED when @owner has no program loaded (or
+ *   it changed since), or as by [method@Amk.Executor.load]
+ */
+gboolean
+amk_executor_load_shared (AmkExecutor  *self,
+                          AmkProgram   *program,
+                          AmkExecutor  *owner,
+                          GError      **error)
+{
+  AmkExecutorInterface *iface;
+
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+  g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
+  g_return_val_if_fail (owner == NULL || AMK_IS_EXECUTOR (owner), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (owner == NULL)
+    return amk_executor_load (self, program, error);
+  if (owner == self)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                           _("An executor cannot share the buffers of its own program; "
+                             "load the second program on another executor of the same type"));
+      return FALSE;
+    }
+  if (G_OBJECT_TYPE (owner) != G_OBJECT_TYPE (self))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("A %s cannot use the buffers of a %s; share buffers only between "
+                     "executors of the same type"),
+                   G_OBJECT_TYPE_NAME (self), G_OBJECT_TYPE_NAME (owner));
+      return FALSE;
+    }
+  if (amk_executor_get_program (owner) == NULL)
+    {
+      g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED,
+                           _("The executor to share buffers with has no program; load one on it first"));
+      return FALSE;
+    }
+  iface = AMK_EXECUTOR_GET_IFACE (self);
+  if (iface->load_shared == NULL)
+    {
+      g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
+                   _("A %s cannot share buffers between programs; load each program alone"),
+                   G_OBJECT_TYPE_NAME (self));
+      return FALSE;
+    }
+  return iface->load_shared (self, program, owner, error);
 }
 
 /**
@@ -359,4 +443,55 @@ amk_loaded_program_check (const AmkLoadedProgram  *loaded,
       return FALSE;
     }
   return TRUE;
+}
+
+/* "[4, 8] bf16", for the message of a name that matches with another layout. */
+static char *
+describe_layout (const AmkBufferInfo *info)
+{
+  GString *s = g_string_new ("[");
+
+  for (guint d = 0; d < info->n_dims; d++)
+    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, d > 0 ? ", " : "", info->shape[d]);
+  g_string_append_printf (s, "] %s", amk_dtype_name (info->dtype));
+  return g_string_free (s, FALSE);
+}
+
+gint *
+amk_loaded_program_match (const AmkLoadedProgram  *owner,
+                          AmkProgram              *program,
+                          GError                 **error)
+{
+  const guint n_buffers = program->buffers->len;
+  g_autofree gint *match = g_new (gint, MAX (n_buffers, 1));
+
+  /* the owner's memory was sized from its program as loaded */
+  if (!amk_loaded_program_check (owner, error))
+    return NULL;
+  for (guint b = 0; b < n_buffers; b++)
+    {
+      const AmkBufferInfo *info = g_ptr_array_index (program->buffers, b);
+      const AmkBufferInfo *theirs;
+      guint o = GPOINTER_TO_UINT (g_hash_table_lookup (owner->program->buffer_names, info->name));
+
+      match[b] = -1;
+      if (o == 0 || o > owner->n_buffers || info->role == AMK_BUFFER_ROLE_SCRATCH)
+        continue;
+      theirs = g_ptr_array_index (owner->program->buffers, o - 1);
+      if (theirs->role == AMK_BUFFER_ROLE_SCRATCH)
+        continue;
+      if (theirs->dtype != info->dtype || theirs->size_bytes != info->size_bytes)
+        {
+          g_autofree char *ours = describe_layout (info);
+          g_autofree char *other = describe_layout (theirs);
+
+          g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                       _("Buffer “%s” is %s here but %s in the program it would share with; "
+                         "give it another name or the same shape and dtype"),
+                       info->name, ours, other);
+          return NULL;
+        }
+      match[b] = (gint) o - 1;
+    }
+  return g_steal_pointer (&match);
 }

@@ -33,6 +33,9 @@ G_DECLARE_INTERFACE (AmkExecutor, amk_executor, AMK, EXECUTOR, GObject)
  * @get_last_abort: the abort record of the last run, or %NULL
  * @get_preferred_queues: the queue count a program for this executor should have
  * @get_description: a short human-readable name of what runs the programs
+ * @load_shared: like @load, with the buffers of the same name as a buffer of @owner's
+ *   program using @owner's memory; @owner is another executor of the same type, with a
+ *   program loaded (the wrapper checks both). %NULL where the executor cannot share.
  *
  * The virtual methods of [iface@Amk.Executor]. Call them through the `amk_executor_*`
  * functions, which check the arguments and the loaded program first.
@@ -66,14 +69,23 @@ struct _AmkExecutorInterface
   guint           (*get_preferred_queues) (AmkExecutor          *self,
                                            GError              **error);
   char           *(*get_description)      (AmkExecutor          *self);
+  gboolean        (*load_shared)          (AmkExecutor          *self,
+                                           AmkProgram           *program,
+                                           AmkExecutor          *owner,
+                                           GError              **error);
 
   /*< private >*/
-  gpointer padding[8];
+  gpointer padding[7];
 };
 
 AMK_AVAILABLE_IN_1_0
 gboolean        amk_executor_load                 (AmkExecutor          *self,
                                                    AmkProgram           *program,
+                                                   GError              **error);
+AMK_AVAILABLE_IN_1_0
+gboolean        amk_executor_load_shared          (AmkExecutor          *self,
+                                                   AmkProgram           *program,
+                                                   AmkExecutor          *owner,
                                                    GError              **error);
 AMK_AVAILABLE_IN_1_0
 AmkProgram     *amk_executor_get_program          (AmkExecutor          *self);

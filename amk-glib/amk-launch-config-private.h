@@ -20,6 +20,8 @@ typedef guint (*AmkOccupancyFunc) (guint     threads,
 typedef struct {
   guint n_queues;       /* one block per queue, all co-resident */
   guint max_matvec_k;   /* the most columns a MATVEC tile stages in shared memory; 0: none */
+  gboolean has_matmul;  /* a MATMUL: threads a multiple of 128, AMK_MATMUL_SMEM_BYTES */
+  gboolean has_attn_rows; /* an ATTN_ROWS: AMK_ATTN_ROWS_SMEM_BYTES for its fast path */
 } AmkLaunchNeeds;
 
 void  amk_launch_needs_from_program (AmkProgram                *program,

@@ -13,12 +13,16 @@ void
 amk_launch_needs_from_program (AmkProgram     *program,
                                AmkLaunchNeeds *needs)
 {
-  *needs = (AmkLaunchNeeds) { program->num_queues, 0 };
+  *needs = (AmkLaunchNeeds) { program->num_queues, 0, FALSE, FALSE };
   for (guint i = 0; i < program->instructions->len; i++)
     {
       const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
       gint32 k;
 
+      if (ins->opcode == AMK_ABI_OP_MATMUL)
+        needs->has_matmul = TRUE;
+      if (ins->opcode == AMK_ABI_OP_ATTN_ROWS)
+        needs->has_attn_rows = TRUE;
       if (ins->opcode != AMK_ABI_OP_MATVEC)
         continue;
       /* a split-K tile stages its k_len columns, a whole row its k (kernels/amk-abi.h) */
@@ -39,6 +43,16 @@ ring_bytes (guint threads, guint max_k, guint64 dynamic_cap)
     return 0;
   bytes = (guint64) threads * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * (guint64) max_k;
   return bytes <= dynamic_cap ? (guint) bytes : 0;
+}
+
+/* The dynamic shared memory MATMUL's tiles take at this many threads, or 0 when the
+ * count is not a multiple of 128 (four warps per 32 rows of a tile) or it does not fit. */
+static guint
+matmul_bytes (guint threads, guint64 dynamic_cap)
+{
+  const guint64 bytes = AMK_MATMUL_SMEM_BYTES ((guint64) threads);
+
+  return threads % 128 == 0 && bytes <= dynamic_cap ? (guint) bytes : 0;
 }
 
 /* Most threads first: MATVEC keeps more loads in flight with more warps; at each count
@@ -81,20 +95,25 @@ amk_launch_config_choose (const AmkKernelAttributes *attributes,
               return;
             }
         }
-      else
+      else if (!needs->has_matmul || matmul_bytes (t, (guint64) dynamic_cap) > 0)
         {
+          /* the many-token ops need their shared memory whether or not the ring fits */
+          guint floor = needs->has_matmul ? matmul_bytes (t, (guint64) dynamic_cap) : 0;
+
+          if (needs->has_attn_rows && AMK_ATTN_ROWS_SMEM_BYTES <= dynamic_cap)
+            floor = MAX (floor, AMK_ATTN_ROWS_SMEM_BYTES);
           guint ring = ring_bytes (t, needs->max_matvec_k, (guint64) dynamic_cap);
 
-          if (ring > 0 && occupancy (t, ring, user_data) >= blocks)
+          if (ring > 0 && occupancy (t, MAX (ring, floor), user_data) >= blocks)
             {
               *threads = t;
-              *dynamic_shared_memory = ring;
+              *dynamic_shared_memory = MAX (ring, floor);
               return;
             }
-          if (occupancy (t, 0, user_data) >= blocks)
+          if (occupancy (t, floor, user_data) >= blocks)
             {
               *threads = t;
-              *dynamic_shared_memory = 0;
+              *dynamic_shared_memory = floor;
               return;
             }
         }

@@ -65,6 +65,30 @@ G_STATIC_ASSERT (AMK_LAUNCHER_MATVEC_SHARED_MEMORY == AMK_MATVEC_SMEM_BYTES);
 #define CONTROL_BARRIER  36
 #define CONTROL_COUNTERS 64
 
+/* The device memory of one buffer that a launcher allocated. amk_executor_load_shared()
+ * lets launchers share it, so it is reference-counted: it goes with the last launcher
+ * that uses it, whichever loads another program or is finalized first. */
+typedef struct {
+  gint    device;
+  guint64 addr;
+} DeviceMemory;
+
+static void
+device_memory_clear (gpointer data)
+{
+  DeviceMemory *mem = data;
+
+  if (mem->addr != 0)
+    amk_cuda_free (mem->device, mem->addr);
+}
+
+static void
+device_memory_release (gpointer mem)
+{
+  if (mem != NULL)
+    g_atomic_rc_box_release_full (mem, device_memory_clear);
+}
+
 struct _AmkLauncher
 {
   GObject parent_instance;
@@ -81,7 +105,7 @@ struct _AmkLauncher
 
   AmkLoadedProgram loaded;   /* the program and its shape when it was loaded */
   guint64    *buffer_addr;   /* device address of each buffer */
-  gboolean   *buffer_owned;  /* allocated by us (not bound, not in the arena) */
+  DeviceMemory **buffer_memory; /* allocated by a launcher (not bound, not in the arena) */
   amk_buffer_t *table;       /* host copy of the device buffer table */
   guint64     d_table, d_instructions, d_flat, d_off, d_len, d_scratch, d_trace;
   gboolean    checked;        /* the records behind d_instructions match the table */
@@ -834,9 +858,8 @@ release_device_state (AmkLauncher *self)
   guint64 *singles[] = { &self->d_table, &self->d_instructions, &self->d_flat, &self->d_off,
                          &self->d_len, &self->d_scratch, &self->d_control, &self->d_trace };
 
-  for (guint b = 0; b < self->loaded.n_buffers && self->buffer_owned != NULL; b++)
-    if (self->buffer_owned[b] && self->buffer_addr[b] != 0)
-      amk_cuda_free (self->device, self->buffer_addr[b]);
+  for (guint b = 0; b < self->loaded.n_buffers && self->buffer_memory != NULL; b++)
+    device_memory_release (self->buffer_memory[b]);
   for (guint i = 0; i < G_N_ELEMENTS (singles); i++)
     {
       if (*singles[i] != 0)
@@ -844,7 +867,7 @@ release_device_state (AmkLauncher *self)
       *singles[i] = 0;
     }
   g_clear_pointer (&self->buffer_addr, g_free);
-  g_clear_pointer (&self->buffer_owned, g_free);
+  g_clear_pointer (&self->buffer_memory, g_free);
   g_clear_pointer (&self->table, g_free);
   self->trace_valid = FALSE;
   self->config_valid = FALSE;
@@ -892,8 +915,14 @@ alloc_instructions (AmkLauncher *self, AmkProgram *program, GError **error)
                                 msg, error));
 }
 
+/* Allocates and uploads program; the buffers that shared names (see
+ * amk_loaded_program_match()) use owner's memory instead, uploading nothing. */
 static gboolean
-upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
+upload_program (AmkLauncher  *self,
+                AmkProgram   *program,
+                AmkLauncher  *owner,
+                const gint   *shared,
+                GError      **error)
 {
   g_autoptr(GArray) flat = NULL;
   g_autoptr(GArray) offsets = NULL;
@@ -903,7 +932,7 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
 
   amk_loaded_program_set (&self->loaded, program);
   self->buffer_addr = g_new0 (guint64, MAX (n_buffers, 1));
-  self->buffer_owned = g_new0 (gboolean, MAX (n_buffers, 1));
+  self->buffer_memory = g_new0 (DeviceMemory *, MAX (n_buffers, 1));
   self->table = g_new0 (amk_buffer_t, MAX (n_buffers, 1));
 
   if (!alloc_upload (self, &self->d_scratch, NULL, program->scratch_size, error))
@@ -926,13 +955,23 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
 
       if (info->role == AMK_BUFFER_ROLE_SCRATCH)
         self->buffer_addr[b] = self->d_scratch + info->arena_offset;
+      else if (shared != NULL && shared[b] >= 0)
+        {
+          /* memory owner bound (no DeviceMemory) stays the binder's to keep alive */
+          DeviceMemory *mem = owner->buffer_memory[shared[b]];
+
+          self->buffer_memory[b] = mem != NULL ? g_atomic_rc_box_acquire (mem) : NULL;
+          self->buffer_addr[b] = owner->buffer_addr[shared[b]];
+        }
       else
         {
-          self->buffer_owned[b] = TRUE;
-          if (!alloc_upload (self, &self->buffer_addr[b],
+          self->buffer_memory[b] = g_atomic_rc_box_new0 (DeviceMemory);
+          self->buffer_memory[b]->device = self->device;
+          if (!alloc_upload (self, &self->buffer_memory[b]->addr,
                              info->data != NULL ? g_bytes_get_data (info->data, NULL) : NULL,
                              info->size_bytes, error))
             return FALSE;
+          self->buffer_addr[b] = self->buffer_memory[b]->addr;
         }
       self->table[b] = (amk_buffer_t) {
         self->buffer_addr[b], info->size_bytes, info->dtype,
@@ -950,6 +989,39 @@ upload_program (AmkLauncher *self, AmkProgram *program, GError **error)
          alloc_upload (self, &self->d_flat, flat->data, flat->len * sizeof (gint32), error) &&
          alloc_upload (self, &self->d_off, offsets->data, offsets->len * sizeof (gint32), error) &&
          alloc_upload (self, &self->d_len, lengths->data, lengths->len * sizeof (gint32), error);
+}
+
+/* Replaces the loaded program with program, sharing owner's buffers of the same names
+ * when owner is not NULL (amk_executor_load_shared()). */
+static gboolean
+load_program (AmkLauncher  *self,
+              AmkProgram   *program,
+              AmkLauncher  *owner,
+              GError      **error)
+{
+  g_autofree gint *shared = NULL;
+
+  if (!require_device (self, error))
+    return FALSE;
+  if (owner != NULL && owner->device != self->device)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("A launcher on CUDA device %d cannot share the buffers of a launcher on "
+                     "device %d; share buffers only between launchers of one device"),
+                   self->device, owner->device);
+      return FALSE;
+    }
+  if (owner != NULL && (shared = amk_loaded_program_match (&owner->loaded, program, error)) == NULL)
+    return FALSE;
+  release_device_state (self);
+  if (!upload_program (self, program, owner, shared, error) || !ensure_config (self, error))
+    {
+      release_device_state (self);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
+      return FALSE;
+    }
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
+  return TRUE;
 }
 
 /**
@@ -973,17 +1045,7 @@ amk_launcher_load_unverified (AmkLauncher  *self,
   g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!require_device (self, error))
-    return FALSE;
-  release_device_state (self);
-  if (!upload_program (self, program, error) || !ensure_config (self, error))
-    {
-      release_device_state (self);
-      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
-      return FALSE;
-    }
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PROGRAM]);
-  return TRUE;
+  return load_program (self, program, NULL, error);
 }
 
 static guint
@@ -1126,7 +1188,9 @@ amk_launcher_download (AmkLauncher  *self,
  * @error: return location for a #GError
  *
  * Makes the buffer use memory that the caller owns and keeps alive while the program
- * is loaded; the launcher's own allocation of it is freed.
+ * is loaded; the launcher's own allocation of it is freed, unless another launcher
+ * shares it ([method@Amk.Executor.load_shared]): that one keeps it, and the two stop
+ * sharing the buffer.
  *
  * Returns: %TRUE on success
  */
@@ -1157,9 +1221,8 @@ amk_launcher_bind_buffer (AmkLauncher  *self,
                    info->name, info->size_bytes, size, device_address);
       return FALSE;
     }
-  if (self->buffer_owned[buffer])
-    amk_cuda_free (self->device, self->buffer_addr[buffer]);
-  self->buffer_owned[buffer] = FALSE;
+  /* memory shared with another launcher stays that launcher's; this one stops sharing */
+  g_clear_pointer (&self->buffer_memory[buffer], device_memory_release);
   self->buffer_addr[buffer] = device_address;
   self->table[buffer].addr = device_address;
   return upload_table (self, error);
@@ -1444,6 +1507,14 @@ executor_load (AmkExecutor *executor, AmkProgram *program, GError **error)
   return amk_launcher_load (AMK_LAUNCHER (executor), program, error);
 }
 
+static gboolean
+executor_load_shared (AmkExecutor *executor, AmkProgram *program, AmkExecutor *owner,
+                      GError **error)
+{
+  return amk_program_verify (program, error) &&
+         load_program (AMK_LAUNCHER (executor), program, AMK_LAUNCHER (owner), error);
+}
+
 static AmkProgram *
 executor_get_program (AmkExecutor *executor)
 {
@@ -1540,4 +1611,5 @@ amk_launcher_executor_iface_init (AmkExecutorInterface *iface)
   iface->get_last_abort = executor_get_last_abort;
   iface->get_preferred_queues = executor_get_preferred_queues;
   iface->get_description = executor_get_description;
+  iface->load_shared = executor_load_shared;
 }

@@ -136,10 +136,12 @@ extern const AmkOpClass amk_op_matmul;
 extern const AmkOpClass amk_op_rmsnorm, amk_op_silu_mul, amk_op_embed, amk_op_argmax_partial,
                         amk_op_argmax_final;
 extern const AmkOpClass amk_op_rope_kv, amk_op_attn_decode, amk_op_attn_reduce;
+extern const AmkOpClass amk_op_rope_rows, amk_op_attn_rows;
 
 /* ---- for the op API (amk-op-record.c) --------------------------------------------- */
 
-/* Appends an op; `buffers` ends at G_MININT32 (or after 6). `params` holds what the op
+/* Appends an op; `buffers` ends at G_MININT32 (or after 6: an op with more operands sets
+ * the others in self->ops itself). `params` holds what the op
  * fixes for all its tiles (lowering fills in each tile's range); NULL for none. Returns
  * the op's index. */
 gint           amk_op_record            (AmkProgram         *self,

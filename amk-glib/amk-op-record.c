@@ -57,15 +57,16 @@ amk_op_can_record (AmkProgram *self, const char *op, GError **error)
   return FALSE;
 }
 
-/* Appends an op; `buffers` ends at G_MININT32 (or after 6). `params` holds what the op
- * fixes for all its tiles (the compiler fills in each tile's range); NULL for none.
- * Returns the op's index. */
+/* Appends an op; `buffers` ends at G_MININT32 (or after 6; an op with more operands sets
+ * the others in the recorded AmkOpInfo). `params` holds what the op fixes for all its
+ * tiles (the compiler fills in each tile's range); NULL for none. Returns the op's index. */
 gint
 amk_op_record (AmkProgram *self, guint opcode, const gint32 *buffers, const amk_params_t *params)
 {
-  AmkOpInfo op = { opcode, { AMK_NO_BUFFER, AMK_NO_BUFFER, AMK_NO_BUFFER,
-                             AMK_NO_BUFFER, AMK_NO_BUFFER, AMK_NO_BUFFER }, { { 0 } } };
+  AmkOpInfo op = { opcode, { 0 }, { { 0 } } };
 
+  for (guint i = 0; i < G_N_ELEMENTS (op.buffers); i++)
+    op.buffers[i] = AMK_NO_BUFFER;
   for (guint i = 0; i < 6 && buffers[i] != G_MININT32; i++)
     op.buffers[i] = buffers[i];
   if (params != NULL)

@@ -30,6 +30,8 @@ static const AmkOpClass *const op_classes[AMK_ABI_N_OPS] = {
   [AMK_ABI_OP_ATTN_DECODE]    = &amk_op_attn_decode,
   [AMK_ABI_OP_ATTN_REDUCE]    = &amk_op_attn_reduce,
   [AMK_ABI_OP_MATMUL]         = &amk_op_matmul,
+  [AMK_ABI_OP_ROPE_ROWS]      = &amk_op_rope_rows,
+  [AMK_ABI_OP_ATTN_ROWS]      = &amk_op_attn_rows,
 };
 
 const AmkOpClass *

@@ -156,6 +156,55 @@ amk_program_op_embed (AmkProgram  *self,
 }
 
 /**
+ * amk_program_op_embed_rows:
+ * @self: a program
+ * @out: the output rows (f32 or bf16), `[M, hidden]`: one row per token
+ * @table: the embedding table, 2-D `[vocab, hidden]` (bf16, f16 or f32)
+ * @tokens: an i32 buffer of M token ids, read on the device
+ * @error: return location for a #GError
+ *
+ * Records `out[j] = table[tokens[j]]` for every element `j` of @tokens: the embedding of
+ * a chunk of a prompt, or of one token of each of several sequences. A token id outside
+ * the table aborts the launch with %AMK_ABORT_CODE_CHECK.
+ *
+ * Returns: the op's index, or -1 with @error set
+ */
+gint
+amk_program_op_embed_rows (AmkProgram  *self,
+                           gint         out,
+                           gint         table,
+                           gint         tokens,
+                           GError     **error)
+{
+  AmkBufferInfo *ti, *tok;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  if (!amk_op_can_record (self, "EMBED", error) ||
+      (ti = amk_op_tensor (self, "EMBED", _("the table"), table, error)) == NULL ||
+      (tok = amk_op_tensor (self, "EMBED", _("the tokens"), tokens, error)) == NULL)
+    return -1;
+  if (ti->n_dims != 2 || ti->dtype == AMK_DTYPE_I32 || ti->dtype == AMK_DTYPE_U8)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("EMBED: the table “%s” must be 2-D bf16, f16 or f32"), ti->name);
+      return -1;
+    }
+  if (tok->dtype != AMK_DTYPE_I32 || tok->n_elements > G_MAXINT32)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("EMBED: the tokens “%s” must be i32 with at most %d elements"), tok->name, G_MAXINT32);
+      return -1;
+    }
+  if (!amk_op_vector_of (self, "EMBED", _("the output"), out, tok->n_elements * ti->shape[1], NULL, error) ||
+      !amk_op_writable ("EMBED", amk_program_get_buffer_info (self, out), error))
+    return -1;
+  return amk_op_record (self, AMK_ABI_OP_EMBED, (gint32[]) { out, table, tokens, G_MININT32 },
+                 &(amk_params_t) { .embed = { .dim = (gint32) ti->shape[1],
+                                              .n_tokens = (gint32) tok->n_elements } });
+}
+
+/**
  * amk_program_op_argmax:
  * @self: a program
  * @out: an i32 buffer that receives the index
@@ -362,12 +411,17 @@ verify_vector (AmkProgram              *self,
          * which must hold at least one row */
         AmkBufferInfo *table = slot_info (self, ins, 1);
         const amk_embed_params_t *e = &p->embed;
-        if (e->token_index < 0 || e->col0 < 0 || e->n_cols < 0 || e->dim < 1 ||
+        /* n_tokens rows j = token_index ..: out[j dim + col0 ..]; n_tokens 0 is one token
+         * into out[col0 ..] */
+        const guint64 rows = MAX (e->n_tokens, 1);
+        const guint64 first = e->n_tokens > 0 ? (guint64) e->token_index * (guint64) e->dim : 0;
+        if (e->token_index < 0 || e->col0 < 0 || e->n_cols < 0 || e->dim < 1 || e->n_tokens < 0 ||
             (gint64) e->col0 + e->n_cols > e->dim)
           return params_out_of_range (queue, pos, ins, error);
-        ops[0] = (Operand) { _("the output"), VEC_DTYPES, (guint64) e->col0, (guint64) e->n_cols };
+        ops[0] = (Operand) { _("the output"), VEC_DTYPES, first + (guint64) e->col0,
+                             (rows - 1) * (guint64) e->dim + (guint64) e->n_cols };
         ops[1] = (Operand) { _("the table"), TABLE_DTYPES, 0, MAX (table->n_elements, (guint64) e->dim) };
-        ops[2] = (Operand) { _("the tokens"), I32_ONLY, (guint64) e->token_index, 1 };
+        ops[2] = (Operand) { _("the tokens"), I32_ONLY, (guint64) e->token_index, rows };
         break;
       }
     case AMK_ABI_OP_ARGMAX_PARTIAL:
@@ -464,10 +518,19 @@ bytes_silu_mul (AmkProgram *self, const amk_instruction_t *ins)
   return 3.0 * 4 * MAX (ins->params.silu_mul.count, 0);
 }
 
-/* columns of the row, at least 256 per tile */
+/* One token: columns of the row, at least 256 per tile. Many tokens (op_embed_rows):
+ * whole rows, about n_tokens / queues per tile. */
 static void
 plan_embed (AmkLowering *lw)
 {
+  const gint32 n_tokens = lw->op->params.embed.n_tokens;
+
+  if (n_tokens > 0)
+    {
+      lw->n = n_tokens;
+      lw->n_tiles = MIN (lw->n, (guint64) lw->program->num_queues);
+      return;
+    }
   lw->n = amk_lower_buffer (lw, lw->op->buffers[1])->shape[1];
   lw->n_tiles = MAX (1, MIN ((guint64) lw->program->num_queues, lw->n / 256));
 }
@@ -476,20 +539,29 @@ static void
 lower_embed (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 {
   const AmkOpInfo *op = lw->op;
-  const gint32 token = op->params.embed.token_index;
+  const gint32 token = op->params.embed.token_index, dim = op->params.embed.dim;
 
   amk_tile_use_buffers (t, op, 3);
+  amk_tile_access (t, op->buffers[1], 0, amk_lower_buffer (lw, op->buffers[1])->n_elements, FALSE);
+  if (op->params.embed.n_tokens > 0)
+    {
+      t->ins.params.embed.token_index = (gint32) t->start;
+      t->ins.params.embed.n_tokens = (gint32) (t->end - t->start);
+      t->ins.params.embed.n_cols = dim;
+      amk_tile_access (t, op->buffers[0], t->start * dim, t->end * dim, TRUE);
+      amk_tile_access (t, op->buffers[2], t->start, t->end, FALSE);
+      return;
+    }
   t->ins.params.embed.col0 = (gint32) t->start;
   t->ins.params.embed.n_cols = (gint32) (t->end - t->start);
   amk_tile_access (t, op->buffers[0], t->start, t->end, TRUE);
-  amk_tile_access (t, op->buffers[1], 0, amk_lower_buffer (lw, op->buffers[1])->n_elements, FALSE);
   amk_tile_access (t, op->buffers[2], token, token + 1, FALSE);
 }
 
 static double
 bytes_embed (AmkProgram *self, const amk_instruction_t *ins)
 {
-  return 2.0 * 4 * MAX (ins->params.embed.n_cols, 0);
+  return 2.0 * 4 * MAX (ins->params.embed.n_cols, 0) * MAX (ins->params.embed.n_tokens, 1);
 }
 
 /* one tile per slot of the partial values and indices */
@@ -618,25 +690,34 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
 {
   const amk_embed_params_t *p = &ins->params.embed;
   const gint32 col = p->col0, count = p->n_cols, row_len = p->dim;
+  const gint64 first = p->token_index, end = first + MAX (p->n_tokens, 1);
   AmkCpuBuffer *out = &b[ins->buffers[0]], *table = &b[ins->buffers[1]], *tokens = &b[ins->buffers[2]];
   const guint64 vocab = table->info->n_elements / (guint64) row_len;
-  const gint32 t = load_i32 (tokens, (guint64) p->token_index);
-  guint64 src;
 
-  if (t < 0 || (guint64) t >= vocab)
+  for (gint64 j = first; j < end; j++)
     {
-      *detail = ins->buffers[2];
-      return AMK_ABORT_CODE_CHECK;
+      const gint32 t = load_i32 (tokens, (guint64) j);
+      if (t < 0 || (guint64) t >= vocab)
+        {
+          *detail = ins->buffers[2];
+          return AMK_ABORT_CODE_CHECK;
+        }
     }
-  src = (guint64) t * (guint64) row_len + (guint64) col;
-  if (out->info->dtype == table->info->dtype)
+  for (gint64 j = first; j < end; j++)
     {
-      guint es = amk_dtype_size (out->info->dtype);
-      memcpy (out->data + (guint64) col * es, table->data + src * es, (gsize) count * es);
+      /* n_tokens 0: one token into out[col0 ..] */
+      const guint64 dst = (p->n_tokens > 0 ? (guint64) j * (guint64) row_len : 0) + (guint64) col;
+      const guint64 src = (guint64) load_i32 (tokens, (guint64) j) * (guint64) row_len + (guint64) col;
+
+      if (out->info->dtype == table->info->dtype)
+        {
+          guint es = amk_dtype_size (out->info->dtype);
+          memcpy (out->data + dst * es, table->data + src * es, (gsize) count * es);
+        }
+      else
+        for (gint32 c = 0; c < count; c++)
+          store (out, dst + c, load (table, src + c));
     }
-  else
-    for (gint32 c = 0; c < count; c++)
-      store (out, (guint64) col + c, load (table, src + c));
   return AMK_ABORT_CODE_NONE;
 }
 
@@ -705,7 +786,7 @@ static const AmkParamField silu_mul_fields[] = {
 };
 static const AmkParamField embed_fields[] = {
   AMK_PARAM_INT (embed, token_index), AMK_PARAM_INT (embed, col0), AMK_PARAM_INT (embed, n_cols),
-  AMK_PARAM_INT (embed, dim),
+  AMK_PARAM_INT (embed, dim), AMK_PARAM_INT (embed, n_tokens),
 };
 static const AmkParamField argmax_partial_fields[] = {
   AMK_PARAM_INT (argmax_partial, offset), AMK_PARAM_INT (argmax_partial, count),

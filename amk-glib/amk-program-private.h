@@ -35,7 +35,7 @@ typedef struct {
 /* An op recorded by the op API, lowered into tile instructions by compile. */
 typedef struct {
   guint16 opcode;      /* AMK_ABI_OP_* of the instructions it becomes */
-  gint32  buffers[6];  /* written buffer first; AMK_NO_BUFFER where absent */
+  gint32  buffers[AMK_MAX_BUFFER_REFS]; /* written buffer first; AMK_NO_BUFFER where absent */
   amk_params_t params; /* what the op fixes for all its tiles; lowering sets the ranges */
 } AmkOpInfo;
 

@@ -367,6 +367,19 @@ amk_abi_rope_attn_fits (int64_t d, int64_t group, int64_t max_ctx, int64_t n_spl
 #define AMK_MATVEC_RING_BYTES_PER_THREAD 256
 #define AMK_MATVEC_SMEM_BYTES            (512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 16384)
 
+/* MATMUL's shared-memory need (kernels/ops-matmul.cuh) for a block of `threads`
+ * threads (a multiple of 128): AMK_MATMUL_STAGES stages of W (128 rows x 40 16-bit
+ * elements), two buffers of X (threads / 4 rows) and the rows' norms. The launcher gives
+ * at least this much to a program with a MATMUL. Tuning constants, not struct layout. */
+#define AMK_MATMUL_STAGES 3
+#define AMK_MATMUL_SMEM_BYTES(threads) \
+  (AMK_MATMUL_STAGES * 128 * 40 * 2 + ((threads) / 4) * (2 * 40 * 2 + 4))
+
+/* ATTN_ROWS's tensor-core path (kernels/ops-attention-rows.cuh): two buffers of 64 key
+ * and 64 value rows of a 64-dimensional head, padded to 72 elements. With less dynamic
+ * shared memory the op takes its warp path. */
+#define AMK_ATTN_ROWS_SMEM_BYTES (2 * 2 * 64 * 72 * 2)
+
 /* amk_buffer_t.flags */
 #define AMK_BUFFER_FLAG_CONSTANT 0x1u /* never written during a launch: loads may run before waits */
 #define AMK_BUFFER_FLAG_SCRATCH  0x2u /* lives in the scratch arena; addr is the arena offset in images */

@@ -48,6 +48,14 @@ static __device__ __forceinline__ int
 amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
                   amk_op_ctx *ctx, int32_t *detail);
 
+/* The many-token ops' checks, in ops-matmul.cuh and ops-attention-rows.cuh. */
+static __device__ __noinline__ int
+amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                  amk_op_ctx *ctx, int32_t *detail);
+static __device__ __noinline__ int
+amk_attention_rows_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                          amk_op_ctx *ctx, int32_t *detail);
+
 static __device__ __forceinline__ uint32_t
 amk_dtype_size (uint32_t dtype)
 {
@@ -242,6 +250,13 @@ amk_utility_check (const amk_instruction_t *ins,
     case AMK_ABI_OP_ATTN_DECODE:
     case AMK_ABI_OP_ATTN_REDUCE:
       return amk_attention_check (ins, buffers, n_buffers, ctx, detail);
+
+    case AMK_ABI_OP_MATMUL:
+      return amk_matmul_check (ins, buffers, n_buffers, ctx, detail);
+
+    case AMK_ABI_OP_ROPE_ROWS:
+    case AMK_ABI_OP_ATTN_ROWS:
+      return amk_attention_rows_check (ins, buffers, n_buffers, ctx, detail);
 
     default:
       *detail = ins->opcode;

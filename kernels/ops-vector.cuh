@@ -59,8 +59,9 @@
  *   RMSNORM:  ptr = out + v0 n, x + v0 n, w; count = vectors; esize = n;
  *             dtype = out | x << 4 | w << 8; pattern = eps as bits
  *   SILU_MUL: ptr = out, gate, up (at offset); count; dtype = out | gate << 4 | up << 8
- *   EMBED:    ptr = out + col0, table + col0, tokens + token_index; count = n_cols;
- *             esize = dim (row length); dtype = out | table << 4 | tokens << 8 (the
+ *   EMBED:    ptr = out + col0 (of the first row), table + col0, tokens + token_index;
+ *             count = n_cols; esize = dim (row length); pattern = tokens (rows);
+ *             dtype = out | table << 4 | tokens << 8 (the
  *             vocabulary is the table's size over dim, taken from the buffer table once
  *             the token is known)
  *   ARGMAX_PARTIAL: ptr = val + slot, idx + slot, x + offset; count; dtype = x;
@@ -91,7 +92,8 @@ amk_vec_params_ok (const amk_instruction_t *ins)
       return p.silu_mul.offset >= 0 && p.silu_mul.count >= 0;
     case AMK_ABI_OP_EMBED:
       return p.embed.token_index >= 0 && p.embed.col0 >= 0 && p.embed.n_cols >= 0 &&
-             p.embed.dim >= 1 && (int64_t) p.embed.col0 + p.embed.n_cols <= p.embed.dim;
+             p.embed.dim >= 1 && (int64_t) p.embed.col0 + p.embed.n_cols <= p.embed.dim &&
+             p.embed.n_tokens >= 0;
     case AMK_ABI_OP_ARGMAX_PARTIAL: /* every index offset + i fits an int32 */
       return p.argmax_partial.offset >= 0 && p.argmax_partial.count >= 1 &&
              p.argmax_partial.slot >= 0 &&
@@ -121,8 +123,15 @@ amk_vec_operand (const amk_instruction_t *ins, int slot, uint64_t &off, uint64_t
       cnt = (uint64_t) p.silu_mul.count;
       break;
     case AMK_ABI_OP_EMBED:
-      off = slot == 0 ? (uint64_t) p.embed.col0 : slot == 1 ? 0 : (uint64_t) p.embed.token_index;
-      cnt = slot == 0 ? (uint64_t) p.embed.n_cols : slot == 1 ? (uint64_t) p.embed.dim : 1;
+      {
+        /* n_tokens > 0: rows token_index .. of out, one per token */
+        const uint64_t rows = p.embed.n_tokens > 0 ? (uint64_t) p.embed.n_tokens : 1;
+        const uint64_t row0 = p.embed.n_tokens > 0 ? (uint64_t) p.embed.token_index : 0;
+        off = slot == 0 ? row0 * (uint32_t) p.embed.dim + (uint64_t) p.embed.col0
+                        : slot == 1 ? 0 : (uint64_t) p.embed.token_index;
+        cnt = slot == 0 ? (rows - 1) * (uint32_t) p.embed.dim + (uint64_t) p.embed.n_cols
+                        : slot == 1 ? (uint64_t) p.embed.dim : rows;
+      }
       mask = slot == 0 ? AMK_VEC_MASK_VEC : slot == 1 ? AMK_VEC_MASK_TABLE : AMK_VEC_MASK_I32;
       break;
     case AMK_ABI_OP_ARGMAX_PARTIAL:
@@ -226,6 +235,7 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
       ctx->ptr[1] += (uint64_t) p.embed.col0 * amk_dtype_size (amk_vec_dt (packed, 1));
       ctx->count = (uint32_t) p.embed.n_cols;
       ctx->esize = (uint32_t) p.embed.dim;
+      ctx->pattern = (uint32_t) max (p.embed.n_tokens, 1);
       break;
     case AMK_ABI_OP_ARGMAX_PARTIAL:
       ctx->count = (uint32_t) p.argmax_partial.count;
@@ -491,19 +501,22 @@ amk_embed_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_d
                 bool run, int tid, int nt, int32_t *detail)
 {
   const uint32_t odt = amk_vec_dt (ctx->dtype, 0), tdt = amk_vec_dt (ctx->dtype, 1);
-  const uint32_t n = ctx->count;
-  int32_t t = 0;
+  const uint32_t n = ctx->count, n_tokens = ctx->pattern;
+  const int32_t *tokens = reinterpret_cast<const int32_t *> (ctx->ptr[2]);
   int bad = 0;
 
-  /* Only the warps that passed their waits may read the token; the barrier hands their
-   * verdict to every thread. */
+  /* Only the warps that passed their waits may read the tokens; the barrier hands their
+   * verdict to every thread. t < vocab = table elements / row, without a 64-bit
+   * division. */
   if (run)
     {
-      /* t < vocab = table elements / row, without a 64-bit division */
       const amk_buffer_t *table = prog.buffers + ins->buffers[1];
       const uint64_t n_table = table->size_bytes >> (amk_dtype_size (tdt) >> 1);
-      t = *reinterpret_cast<const int32_t *> (ctx->ptr[2]);
-      bad = t < 0 || ((uint64_t) t + 1) * ctx->esize > n_table;
+      for (uint32_t j = (uint32_t) tid; j < n_tokens; j += (uint32_t) nt)
+        {
+          const int32_t t = tokens[j];
+          bad |= t < 0 || ((uint64_t) t + 1) * ctx->esize > n_table;
+        }
     }
   if (__syncthreads_or (bad))
     {
@@ -513,34 +526,37 @@ amk_embed_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_d
   if (!run)
     return AMK_ABORT_NONE;
 
-  const uint32_t tes = amk_dtype_size (tdt);
-  const unsigned char *src = ctx->ptr[1] + (uint64_t) (uint32_t) t * ctx->esize * tes;
-  unsigned char *out = ctx->ptr[0];
-
-  if (odt == tdt)
+  const uint32_t tes = amk_dtype_size (tdt), oes = amk_dtype_size (odt);
+  for (uint32_t j = 0; j < n_tokens; j++)
     {
-      /* the same dtype: the bits, as COPY moves them */
-      if (tes == 4)
-        amk_copy_run<4> (out, src, n, tid, nt);
-      else
-        amk_copy_run<2> (out, src, n, tid, nt);
-      return AMK_ABORT_NONE;
-    }
+      const int32_t t = tokens[j];
+      const unsigned char *src = ctx->ptr[1] + (uint64_t) (uint32_t) t * ctx->esize * tes;
+      unsigned char *out = ctx->ptr[0] + (uint64_t) j * ctx->esize * oes;
 
-  uint32_t t0 = 0;
-  if (amk_vec_aligned16 (out, src, out))
-    {
-      const uint32_t chunks = n / 8;
-      for (uint32_t c = (uint32_t) tid; c < chunks; c += (uint32_t) nt)
+      if (odt == tdt)
         {
-          float v[8];
-          amk_vec_ld8 (src, tdt, c, v);
-          amk_vec_st8 (out, odt, c, v);
+          /* the same dtype: the bits, as COPY moves them */
+          if (tes == 4)
+            amk_copy_run<4> (out, src, n, tid, nt);
+          else
+            amk_copy_run<2> (out, src, n, tid, nt);
+          continue;
         }
-      t0 = chunks * 8;
+      uint32_t t0 = 0;
+      if (amk_vec_aligned16 (out, src, out))
+        {
+          const uint32_t chunks = n / 8;
+          for (uint32_t c = (uint32_t) tid; c < chunks; c += (uint32_t) nt)
+            {
+              float v[8];
+              amk_vec_ld8 (src, tdt, c, v);
+              amk_vec_st8 (out, odt, c, v);
+            }
+          t0 = chunks * 8;
+        }
+      for (uint32_t k = t0 + (uint32_t) tid; k < n; k += (uint32_t) nt)
+        amk_vec_st (out, odt, k, amk_vec_ld (src, tdt, k));
     }
-  for (uint32_t k = t0 + (uint32_t) tid; k < n; k += (uint32_t) nt)
-    amk_vec_st (out, odt, k, amk_vec_ld (src, tdt, k));
   return AMK_ABORT_NONE;
 }
 

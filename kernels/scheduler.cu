@@ -16,6 +16,8 @@
 #include "ops-matvec.cuh"
 #include "ops-vector.cuh"
 #include "ops-attention.cuh"
+#include "ops-matmul.cuh"
+#include "ops-attention-rows.cuh"
 #include "l2-prefetch.cuh"
 
 #define AMK_BACKOFF_MIN_NS 32u
@@ -622,14 +624,20 @@ amk_megakernel (amk_device_program launched)
 
       if (opcode == AMK_ABI_OP_MATVEC)
         amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt); /* has barriers: every warp */
-      else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_REDUCE)
+      else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_ROWS)
         {
           /* every warp enters (the ops may have block barriers); checks that need device
            * data (a token id, a position) give the same verdict in every thread */
-          int32_t late_detail = 0;
+          int32_t late_detail = ins->buffers[0];
           const int late = opcode <= AMK_ABI_OP_ARGMAX_FINAL
                              ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
-                             : amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail);
+                           : opcode <= AMK_ABI_OP_ATTN_REDUCE
+                             ? amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail)
+                           : opcode == AMK_ABI_OP_MATMUL
+                             ? amk_matmul_exec (&ctx, ins, prog.buffers, run, tid, nt)
+                           : opcode == AMK_ABI_OP_ROPE_ROWS
+                             ? amk_rope_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
+                             : amk_attn_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail);
           if (late != AMK_ABORT_NONE)
             {
               if (tid == 0)

@@ -212,6 +212,275 @@ test_launcher (void)
   check_executor (AMK_EXECUTOR (launcher));
 }
 
+/* ---- programs that share buffers ------------------------------------------------------ */
+
+static void
+set_floats (AmkProgram *p, gint buffer, float value)
+{
+  float data[N];
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GError) error = NULL;
+
+  for (guint k = 0; k < N; k++)
+    data[k] = value + (float) k;
+  bytes = g_bytes_new (data, sizeof data);
+  g_assert_true (amk_program_set_buffer_data (p, buffer, bytes, &error));
+  g_assert_no_error (error);
+}
+
+/* The decode step's side: FILL cache with 3 each run; the weights "w" hold 1, 2, 3 ... */
+static AmkProgram *
+make_owner_program (void)
+{
+  AmkProgram *p = amk_program_new (1);
+  gint w, cache, fill;
+
+  w = test_add_buffer (p, "w", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_CONSTANT);
+  set_floats (p, w, 1.0f);
+  cache = test_add_buffer (p, "cache", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_STATE);
+  test_add_buffer (p, "scratch", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_SCRATCH);
+  fill = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { cache }, 1, "count", N, NULL);
+  test_set_float (p, fill, "value", 3.0f);
+  return p;
+}
+
+/* The prefill side: out = cache + w, in another buffer order, with "w" without data
+ * (it is the owner's), a default for "cache" that sharing ignores, and buffers of its
+ * own ("bias" with data, "scratch" in its arena although the owner has one too). */
+static AmkProgram *
+make_sharer_program (gint *out, gint *cache, gint *bias)
+{
+  AmkProgram *p = amk_program_new (1);
+  gint w, scratch;
+
+  *out = test_add_buffer (p, "out", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_OUTPUT);
+  *bias = test_add_buffer (p, "bias", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_CONSTANT);
+  set_floats (p, *bias, 100.0f);
+  *cache = test_add_buffer (p, "cache", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_STATE);
+  set_floats (p, *cache, 9.0f);
+  w = test_add_buffer (p, "w", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_CONSTANT);
+  scratch = test_add_buffer (p, "scratch", AMK_DTYPE_F32, N, AMK_BUFFER_ROLE_SCRATCH);
+  test_add (p, 0, AMK_OPCODE_ADD, (gint[]) { scratch, *cache, w }, 3, "count", N, NULL);
+  test_add (p, 0, AMK_OPCODE_COPY, (gint[]) { *out, scratch }, 2, "count", N, NULL);
+  return p;
+}
+
+/* Element k of buffer b of executor e. */
+static float
+element (AmkExecutor *e, gint b, guint k)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = amk_executor_download (e, (guint) b, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_bytes_get_size (bytes), ==, N * sizeof (float));
+  return ((const float *) g_bytes_get_data (bytes, NULL))[k];
+}
+
+static void
+run_ok (AmkExecutor *e)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (amk_executor_run (e, NULL, &error));
+  g_assert_no_error (error);
+}
+
+/* Everything a model does with a decode step and a prefill program that share the
+ * weights and the cache; owner_ref is the caller's only reference to the owner. */
+static void
+check_shared (AmkExecutor *owner_ref, AmkExecutor *sharer)
+{
+  g_autoptr(AmkExecutor) owner = owner_ref;
+  g_autoptr(AmkProgram) a = make_owner_program ();
+  g_autoptr(AmkProgram) b = NULL;
+  g_autoptr(AmkProgram) other = amk_program_new (1);
+  g_autoptr(GBytes) sevens = NULL;
+  g_autoptr(GError) error = NULL;
+  float data[N];
+  gint out, cache, bias, a_cache;
+
+  b = make_sharer_program (&out, &cache, &bias);
+  a_cache = amk_program_find_buffer (a, "cache");
+  g_assert_true (amk_executor_load (owner, a, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_executor_load_shared (sharer, b, owner, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_executor_get_program (sharer) == b);
+
+  /* the owner's contents, not the sharer's defaults; its own buffers get their data */
+  g_assert_cmpfloat (element (sharer, cache, 5), ==, 0.0f);
+  g_assert_cmpfloat (element (sharer, bias, 5), ==, 105.0f);
+  run_ok (sharer);
+  g_assert_cmpfloat (element (sharer, out, 5), ==, 6.0f);        /* 0 + w */
+
+  /* what the owner writes, the sharer reads, and back */
+  run_ok (owner);
+  run_ok (sharer);
+  g_assert_cmpfloat (element (sharer, out, 5), ==, 3.0f + 6.0f); /* cache + w */
+  for (guint k = 0; k < N; k++)
+    data[k] = 7.0f;
+  sevens = g_bytes_new (data, sizeof data);
+  g_assert_true (amk_executor_upload (sharer, (guint) cache, sevens, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (element (owner, a_cache, 5), ==, 7.0f);
+
+  /* the sharer's "program changed after load" check still holds */
+  test_add_buffer (b, "late", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
+  g_assert_true (amk_program_verify (b, NULL));
+  g_assert_false (amk_executor_run (sharer, NULL, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+  g_assert_true (amk_executor_load_shared (sharer, b, owner, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (element (sharer, cache, 5), ==, 7.0f);
+
+  /* the owner loads another program, then goes: the sharer keeps the memory */
+  test_add (other, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  g_assert_true (amk_executor_load (owner, other, &error));
+  g_assert_no_error (error);
+  g_clear_object (&owner);
+  run_ok (sharer);
+  g_assert_cmpfloat (element (sharer, out, 5), ==, 7.0f + 6.0f);
+}
+
+static void
+test_cpu_shared (void)
+{
+  g_autoptr(AmkCpuExecutor) sharer = amk_cpu_executor_new_empty ();
+
+  check_shared (AMK_EXECUTOR (amk_cpu_executor_new_empty ()), AMK_EXECUTOR (sharer));
+}
+
+/* The owner is finalized while the sharer still uses its memory. */
+static void
+test_cpu_shared_owner_gone (void)
+{
+  AmkCpuExecutor *owner = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkCpuExecutor) sharer = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkProgram) a = make_owner_program ();
+  g_autoptr(AmkProgram) b = NULL;
+  g_autoptr(GError) error = NULL;
+  gint out, cache, bias;
+
+  b = make_sharer_program (&out, &cache, &bias);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (owner), a, &error));
+  run_ok (AMK_EXECUTOR (owner));
+  g_assert_true (amk_executor_load_shared (AMK_EXECUTOR (sharer), b, AMK_EXECUTOR (owner), &error));
+  g_assert_no_error (error);
+  g_object_add_weak_pointer (G_OBJECT (owner), (gpointer *) &owner);
+  g_object_unref (owner);
+  g_assert_null (owner);
+  run_ok (AMK_EXECUTOR (sharer));
+  g_assert_cmpfloat (element (AMK_EXECUTOR (sharer), out, 5), ==, 3.0f + 6.0f);
+}
+
+/* A sharer of a sharer uses the first owner's memory. */
+static void
+test_cpu_shared_chain (void)
+{
+  g_autoptr(AmkCpuExecutor) first = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkCpuExecutor) second = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkCpuExecutor) third = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkProgram) a = make_owner_program ();
+  g_autoptr(AmkProgram) b = NULL;
+  g_autoptr(GError) error = NULL;
+  gint out, cache, bias;
+
+  b = make_sharer_program (&out, &cache, &bias);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (first), a, &error));
+  g_assert_true (amk_executor_load_shared (AMK_EXECUTOR (second), b, AMK_EXECUTOR (first), &error));
+  g_assert_true (amk_executor_load_shared (AMK_EXECUTOR (third), b, AMK_EXECUTOR (second), &error));
+  g_assert_no_error (error);
+  run_ok (AMK_EXECUTOR (first));
+  run_ok (AMK_EXECUTOR (third));
+  g_assert_cmpfloat (element (AMK_EXECUTOR (third), out, 5), ==, 3.0f + 6.0f);
+  /* "bias" and "out" are the second's own, shared by the third */
+  g_assert_cmpfloat (element (AMK_EXECUTOR (second), out, 5), ==, 3.0f + 6.0f);
+}
+
+/* Names that match with another dtype or size, and owners that cannot share. Each
+ * failure leaves the program loaded before. */
+static void
+test_cpu_shared_errors (void)
+{
+  g_autoptr(AmkCpuExecutor) owner = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkCpuExecutor) sharer = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkCpuExecutor) empty = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
+  g_autoptr(AmkProgram) a = make_owner_program ();
+  g_autoptr(AmkProgram) before = amk_program_new (1);
+  g_autoptr(AmkProgram) wrong_dtype = amk_program_new (1);
+  g_autoptr(AmkProgram) wrong_size = amk_program_new (1);
+  g_autoptr(AmkProgram) plain = NULL;
+  GError *error = NULL;
+  gint out, cache, bias;
+
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (owner), a, &error));
+  test_add (before, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (sharer), before, &error));
+  g_assert_no_error (error);
+
+  test_add_buffer (wrong_dtype, "cache", AMK_DTYPE_I32, N, AMK_BUFFER_ROLE_STATE);
+  test_add (wrong_dtype, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), wrong_dtype,
+                                            AMK_EXECUTOR (owner), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "cache"));
+  g_assert_nonnull (strstr (error->message, "[16] i32"));
+  g_assert_nonnull (strstr (error->message, "[16] f32"));
+  g_clear_error (&error);
+
+  test_add_buffer (wrong_size, "w", AMK_DTYPE_F32, 2 * N, AMK_BUFFER_ROLE_CONSTANT);
+  test_add (wrong_size, 0, AMK_OPCODE_NOP, NULL, 0, NULL);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), wrong_size,
+                                            AMK_EXECUTOR (owner), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "[32] f32"));
+  g_clear_error (&error);
+
+  plain = make_sharer_program (&out, &cache, &bias);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), plain,
+                                            AMK_EXECUTOR (launcher), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "AmkLauncher"));
+  g_clear_error (&error);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), plain,
+                                            AMK_EXECUTOR (sharer), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), plain,
+                                            AMK_EXECUTOR (empty), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+
+  /* the owner's program changed after it was loaded: its memory no longer fits it */
+  test_add_buffer (a, "late", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
+  g_assert_false (amk_executor_load_shared (AMK_EXECUTOR (sharer), plain,
+                                            AMK_EXECUTOR (owner), &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_NOT_VERIFIED);
+  g_clear_error (&error);
+  g_assert_true (amk_executor_get_program (AMK_EXECUTOR (sharer)) == before);
+
+  /* no owner: a plain load, with the program's own defaults */
+  g_assert_true (amk_executor_load_shared (AMK_EXECUTOR (sharer), plain, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (element (AMK_EXECUTOR (sharer), cache, 5), ==, 14.0f);
+}
+
+static void
+test_launcher_shared (void)
+{
+  g_autoptr(AmkLauncher) sharer = amk_launcher_new (0);
+
+  if (amk_launcher_get_device_count () == 0)
+    {
+      g_test_skip ("no CUDA device");
+      return;
+    }
+  check_shared (AMK_EXECUTOR (amk_launcher_new (0)), AMK_EXECUTOR (sharer));
+}
+
 /* ---- the launcher's configuration ---------------------------------------------------- */
 
 /* A made-up multiprocessor: blocks limited by registers, shared memory and threads. */
@@ -353,6 +622,36 @@ test_config_fixed (void)
   g_assert_cmpuint (sm.calls, ==, 0);
 }
 
+/* A MATMUL's tiles need their shared memory and a multiple of 128 threads, with or
+ * without a MATVEC ring beside them; ATTN_ROWS's fast path its key/value buffers. */
+static void
+test_config_many_tokens (void)
+{
+  FakeSm sm = { 128, 233472, 2000, 0 };
+  AmkLaunchNeeds needs = { 132, 0, TRUE, FALSE };
+  guint threads = 0, smem = 0;
+
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, AMK_MATMUL_SMEM_BYTES (512));
+
+  needs.max_matvec_k = 8192;
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (smem, ==, MAX (AMK_MATMUL_SMEM_BYTES (512), 512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 8192));
+
+  /* four queues per multiprocessor: smaller blocks, still whole MATMUL tiles */
+  needs.max_matvec_k = 0;
+  needs.n_queues = 132 * 4;
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads % 128, ==, 0);
+  g_assert_cmpuint (smem, ==, AMK_MATMUL_SMEM_BYTES (threads));
+
+  needs = (AmkLaunchNeeds) { 132, 0, FALSE, TRUE };
+  amk_launch_config_choose (&h200, &needs, 0, FALSE, 0, fake_occupancy, &sm, &threads, &smem);
+  g_assert_cmpuint (threads, ==, 512);
+  g_assert_cmpuint (smem, ==, AMK_ATTN_ROWS_SMEM_BYTES);
+}
+
 /* The program's needs: its queues and the widest MATVEC tile. */
 static void
 test_config_needs (void)
@@ -384,7 +683,12 @@ main (int argc, char **argv)
   test_init (&argc, &argv);
   g_test_add_func ("/amk/executor/cpu", test_cpu_executor);
   g_test_add_func ("/amk/executor/cpu/load-error", test_cpu_executor_load_error);
+  g_test_add_func ("/amk/executor/cpu/shared", test_cpu_shared);
+  g_test_add_func ("/amk/executor/cpu/shared/owner-gone", test_cpu_shared_owner_gone);
+  g_test_add_func ("/amk/executor/cpu/shared/chain", test_cpu_shared_chain);
+  g_test_add_func ("/amk/executor/cpu/shared/errors", test_cpu_shared_errors);
   g_test_add_func ("/amk/executor/launcher", test_launcher);
+  g_test_add_func ("/amk/executor/launcher/shared", test_launcher_shared);
   g_test_add_func ("/amk/launcher/config/ring", test_config_ring);
   g_test_add_func ("/amk/launcher/config/no-matvec", test_config_no_matvec);
   g_test_add_func ("/amk/launcher/config/cap-too-small", test_config_cap_too_small);
@@ -392,5 +696,6 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/launcher/config/more-queues", test_config_more_queues);
   g_test_add_func ("/amk/launcher/config/fixed", test_config_fixed);
   g_test_add_func ("/amk/launcher/config/needs", test_config_needs);
+  g_test_add_func ("/amk/launcher/config/many-tokens", test_config_many_tokens);
   return g_test_run ();
 }

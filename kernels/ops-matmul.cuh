@@ -1,0 +1,389 @@
+/* ops-matmul.cuh: MATMUL, one tile of a matrix product of many rows on tensor cores (see
+ * the opcode's comment in amk-abi.h):
+ *
+ *   Y[m, n] = sum_c X'[m, c] W[n, c] (+ bias[n]) (+ R[m, n])
+ *
+ * with X' = X or X' = X[m] * rsqrt(mean(X[m]^2) + eps) * norm (a fused RMSNORM per row),
+ * rounded to W's 16-bit type, and fp32 accumulation (mma.sync m16n8k16).
+ *
+ * The instruction's rectangle is cut into block tiles of BM x AMK_MM_BN (BM = 8 x warps:
+ * the warps form a (warps / 4) x 4 grid, each computing 32 x 32 outputs). A tile walks K
+ * in steps of AMK_MM_BK columns: W's step streams into one of AMK_MM_STAGES shared-memory
+ * stages with cp.async (zero-filled past N and K), X's step is loaded into registers a
+ * step ahead, normalised, converted and stored into one of two shared-memory buffers,
+ * so both loads overlap the tensor-core work of the step before. Shared-memory rows
+ * are padded to AMK_MM_LDS elements, which makes every ldmatrix free of bank conflicts.
+ *
+ * Loads of operands that another block may have written (X, R, bias, norm, and W unless
+ * CONSTANT) are ordinary coherent loads after the block's acquire.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_OPS_MATMUL_CUH
+#define AMK_OPS_MATMUL_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include "amk-abi.h"
+#include "ops-utility.cuh"
+#include "ops-vector.cuh"
+
+#define AMK_MM_BN     128 /* columns (W rows) of a block tile */
+#define AMK_MM_BK     32  /* K columns per pipeline step */
+#define AMK_MM_LDS    40  /* 16-bit elements per shared-memory row: BK + 8 of padding */
+#define AMK_MM_ABSENT 0xfu
+
+static_assert (AMK_MATMUL_SMEM_BYTES (512) == 3 * AMK_MM_BN * AMK_MM_LDS * 2 + 128 * (2 * AMK_MM_LDS * 2 + 4),
+               "amk-abi.h's shared-memory need of MATMUL matches the tile");
+
+static __device__ __forceinline__ uint32_t
+amk_mm_dt (uint32_t packed, int slot)
+{
+  return (packed >> (4 * slot)) & 0xfu;
+}
+
+/* ---- check ------------------------------------------------------------------------- */
+
+/* amk_op_ctx for MATMUL: ptr[0] = Y, ptr[1] = W, ptr[2] = X (buffer starts);
+ * count = N; esize = K; pattern = M; dtype = packed dtypes, 4 bits per slot (slot s at
+ * bit 4 s, AMK_MM_ABSENT for a missing bias / residual / norm) | AMK_MV_WCONST-like bit
+ * 31 when W is CONSTANT. */
+static __device__ __noinline__ int
+amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+                  amk_op_ctx *ctx, int32_t *detail)
+{
+  const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
+  const uint32_t mat = (1u << AMK_ABI_DTYPE_BF16) | (1u << AMK_ABI_DTYPE_F16);
+  const amk_matmul_params_t &p = ins->params.matmul;
+  uint64_t elems[6] = { 0, 0, 0, 0, 0, 0 };
+  uint64_t addr[6] = { 0, 0, 0, 0, 0, 0 };
+  uint32_t packed = 0, wflags = 0;
+
+  *detail = ins->buffers[1];
+  if (p.m0 < 0 || p.m_count < 1 || p.n0 < 0 || p.n_count < 1 || p.k < 8 || p.k % 8 != 0 ||
+      !(p.eps >= 0.0f) || !isfinite (p.eps))
+    return AMK_ABORT_CHECK;
+  for (int s = 0; s < 6; s++)
+    {
+      const int32_t ref = ins->buffers[s];
+      *detail = ref;
+      if (s >= 3 && ref == AMK_NO_BUFFER)
+        {
+          packed |= AMK_MM_ABSENT << (4 * s);
+          continue;
+        }
+      if (ref < 0 || ref >= n_buffers)
+        return AMK_ABORT_BAD_INDEX;
+      const amk_buffer_t *b = buffers + ref;
+      const uint32_t dt = b->dtype, es = amk_dtype_size (dt);
+      if (dt >= 32 || (((s == 1 ? mat : vec) >> dt) & 1u) == 0 || (b->addr & 15u) != 0)
+        return AMK_ABORT_CHECK;
+      elems[s] = b->size_bytes / es;
+      addr[s] = b->addr;
+      packed |= dt << (4 * s);
+      if (s == 1)
+        wflags = b->flags;
+    }
+  const uint64_t k = (uint64_t) p.k;
+  const uint64_t n_all = elems[1] / k, m_all = elems[2] / k;
+  *detail = ins->buffers[2];
+  if (n_all * k != elems[1] || m_all * k != elems[2] ||
+      (uint64_t) p.m0 + (uint64_t) p.m_count > m_all || (uint64_t) p.n0 + (uint64_t) p.n_count > n_all ||
+      n_all >= (1ull << 31) || m_all >= (1ull << 31))
+    return AMK_ABORT_CHECK;
+  *detail = ins->buffers[0];
+  if (elems[0] != m_all * n_all)
+    return AMK_ABORT_CHECK;
+  /* bias [N], residual [M, N] (Y itself or clear of it), norm [K]; Y clear of W, X */
+  const uint64_t want[6] = { 0, 0, 0, n_all, m_all * n_all, k };
+  const uint64_t ybytes = elems[0] * amk_dtype_size (amk_mm_dt (packed, 0));
+  for (int s = 1; s < 6; s++)
+    {
+      if (amk_mm_dt (packed, s) == AMK_MM_ABSENT)
+        continue;
+      *detail = ins->buffers[s];
+      if (s >= 3 && elems[s] != want[s])
+        return AMK_ABORT_CHECK;
+      const uint64_t bytes = elems[s] * amk_dtype_size (amk_mm_dt (packed, s));
+      const bool same = s == 4 && addr[s] == addr[0] && amk_mm_dt (packed, 4) == amk_mm_dt (packed, 0);
+      if (!same && addr[s] < addr[0] + ybytes && addr[0] < addr[s] + bytes)
+        return AMK_ABORT_CHECK;
+    }
+
+  ctx->ptr[0] = reinterpret_cast<unsigned char *> (addr[0]);
+  ctx->ptr[1] = reinterpret_cast<unsigned char *> (addr[1]);
+  ctx->ptr[2] = reinterpret_cast<unsigned char *> (addr[2]);
+  ctx->count = (uint32_t) n_all;
+  ctx->esize = (uint32_t) k;
+  ctx->pattern = (uint32_t) m_all;
+  ctx->dtype = packed | ((wflags & AMK_BUFFER_FLAG_CONSTANT) ? 0x80000000u : 0u);
+  return AMK_ABORT_NONE;
+}
+
+/* ---- tensor-core pieces ------------------------------------------------------------ */
+
+template <bool F16>
+static __device__ __forceinline__ uint32_t
+amk_mm_pack2 (float lo, float hi)
+{
+  if (F16)
+    {
+      const __half2 h = __floats2half2_rn (lo, hi);
+      return *reinterpret_cast<const uint32_t *> (&h);
+    }
+  const __nv_bfloat162 h = __floats2bfloat162_rn (lo, hi);
+  return *reinterpret_cast<const uint32_t *> (&h);
+}
+
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_mma (float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+  if (F16)
+    asm volatile ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void
+amk_mm_ldmatrix4 (uint32_t (&r)[4], uint32_t saddr)
+{
+  asm volatile ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr));
+}
+
+/* 16 bytes global -> shared; src_bytes 0 fills zeros (rows past N, columns past K). */
+static __device__ __forceinline__ void
+amk_mm_cp16 (uint32_t saddr, const void *src, uint32_t src_bytes)
+{
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                : : "r"(saddr), "l"(src), "r"(src_bytes) : "memory");
+}
+
+/* ---- exec -------------------------------------------------------------------------- */
+
+struct amk_mm_tile {
+  uint32_t m0, m_end, n0, n_end; /* the block tile, clipped to the instruction */
+};
+
+/* W's step `kt` into stage `st`: AMK_MM_BN rows x AMK_MM_BK columns, 16-byte chunks. */
+static __device__ __forceinline__ void
+amk_mm_load_w (const unsigned char *w, uint32_t K, const amk_mm_tile &t, uint32_t kt,
+               uint32_t ws, int tid, int nt)
+{
+  for (int c = tid; c < AMK_MM_BN * (AMK_MM_BK / 8); c += nt)
+    {
+      const uint32_t r = (uint32_t) c / (AMK_MM_BK / 8), q = (uint32_t) c % (AMK_MM_BK / 8);
+      const uint32_t n = t.n0 + r, kc = kt * AMK_MM_BK + q * 8;
+      const bool in = n < t.n_end && kc < K;
+      const unsigned char *src = in ? w + ((uint64_t) n * K + kc) * 2 : w;
+      amk_mm_cp16 (ws + (r * AMK_MM_LDS + q * 8) * 2, src, in ? 16u : 0u);
+    }
+}
+
+/* The thread's chunk of X's step `kt`: row tid / 4, columns 8 (tid % 4) .. + 8 of the
+ * step, normalised (rs: the row's 1 / rms, norm: the weight) and packed to 16 bits. */
+template <bool F16>
+static __device__ __forceinline__ uint4
+amk_mm_load_x (const unsigned char *x, uint32_t xdt, const unsigned char *norm, uint32_t ndt,
+               float rs, uint32_t K, uint32_t row, bool row_ok, uint32_t kt, int tid)
+{
+  const uint32_t kc = kt * AMK_MM_BK + (uint32_t) (tid % 4) * 8;
+  float v[8];
+  if (!row_ok || kc >= K)
+    return make_uint4 (0u, 0u, 0u, 0u);
+  amk_vec_ld8 (x + (uint64_t) row * K * amk_dtype_size (xdt), xdt, kc / 8, v);
+  if (norm != nullptr)
+    {
+      float g[8];
+      amk_vec_ld8 (norm, ndt, kc / 8, g);
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        v[i] = v[i] * rs * g[i];
+    }
+  return make_uint4 (amk_mm_pack2<F16> (v[0], v[1]), amk_mm_pack2<F16> (v[2], v[3]),
+                     amk_mm_pack2<F16> (v[4], v[5]), amk_mm_pack2<F16> (v[6], v[7]));
+}
+
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
+                   const amk_buffer_t *buffers, const amk_mm_tile &t, int tid, int nt)
+{
+  const uint32_t packed = ctx->dtype;
+  const uint32_t N = ctx->count, K = ctx->esize;
+  const uint32_t ydt = amk_mm_dt (packed, 0), xdt = amk_mm_dt (packed, 2);
+  const uint32_t bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4), ndt = amk_mm_dt (packed, 5);
+  const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
+  unsigned char *y = ctx->ptr[0];
+  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
+                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
+  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
+                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
+  const unsigned char *norm = ndt == AMK_MM_ABSENT ? nullptr
+                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr);
+  const int nw = nt / 32, warp = tid / 32, lane = tid % 32;
+  const uint32_t BM = (uint32_t) nw * 8;
+  const int wm = warp / 4, wn = warp % 4; /* the warp's 32 x 32 outputs */
+
+  /* shared memory: W stages, X buffers, the rows' 1 / rms */
+  const uint32_t s_base = (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
+  const uint32_t w_stage = AMK_MM_BN * AMK_MM_LDS * 2, x_buf = BM * AMK_MM_LDS * 2;
+  const uint32_t s_w = s_base, s_x = s_base + AMK_MATMUL_STAGES * w_stage;
+  float *s_rs = reinterpret_cast<float *> (amk_dyn_smem + AMK_MATMUL_STAGES * w_stage + 2 * x_buf);
+  uint4 *x_smem = reinterpret_cast<uint4 *> (amk_dyn_smem + AMK_MATMUL_STAGES * w_stage);
+
+  /* the rows' 1 / rms over all K columns, a warp per row */
+  if (norm != nullptr)
+    {
+      const float eps = ins->params.matmul.eps;
+      for (uint32_t r = (uint32_t) warp; r < BM; r += (uint32_t) nw)
+        {
+          const uint32_t m = t.m0 + r;
+          float ss = 0.0f;
+          if (m < t.m_end)
+            for (uint32_t c = (uint32_t) lane; c < K / 8; c += 32)
+              {
+                float v[8];
+                amk_vec_ld8 (x + (uint64_t) m * K * amk_dtype_size (xdt), xdt, c, v);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                  ss += v[i] * v[i];
+              }
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1)
+            ss += __shfl_xor_sync (0xffffffffu, ss, o);
+          if (lane == 0)
+            s_rs[r] = rsqrtf (ss / (float) K + eps);
+        }
+      __syncthreads ();
+    }
+
+  const uint32_t xrow = (uint32_t) tid / 4;
+  const uint32_t xm = t.m0 + xrow;
+  const bool xrow_ok = xrow < BM && xm < t.m_end;
+  const float rs = norm != nullptr && xrow < BM ? s_rs[xrow] : 1.0f;
+  const uint32_t steps = (K + AMK_MM_BK - 1) / AMK_MM_BK;
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        acc[i][j][e] = 0.0f;
+
+  /* prologue: W steps 0 and 1 in flight, X step 0 in registers */
+  for (uint32_t s = 0; s < AMK_MATMUL_STAGES - 1; s++)
+    {
+      if (s < steps)
+        amk_mm_load_w (w, K, t, s, s_w + s * w_stage, tid, nt);
+      asm volatile ("cp.async.commit_group;" ::: "memory");
+    }
+  uint4 xv = amk_mm_load_x<F16> (x, xdt, norm, ndt, rs, K, xm, xrow_ok, 0, tid);
+
+  for (uint32_t kt = 0; kt < steps; kt++)
+    {
+      const uint32_t xb = kt % 2;
+      if (xrow < BM)
+        x_smem[(xb * BM * AMK_MM_LDS + xrow * AMK_MM_LDS + (tid % 4) * 8) / 8] = xv;
+      if (kt + 1 < steps)
+        xv = amk_mm_load_x<F16> (x, xdt, norm, ndt, rs, K, xm, xrow_ok, kt + 1, tid);
+      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MATMUL_STAGES - 2) : "memory");
+      __syncthreads ();
+      /* the stage read in step kt - 1 is free for step kt + STAGES - 1 */
+      if (kt + AMK_MATMUL_STAGES - 1 < steps)
+        amk_mm_load_w (w, K, t, kt + AMK_MATMUL_STAGES - 1,
+                       s_w + ((kt + AMK_MATMUL_STAGES - 1) % AMK_MATMUL_STAGES) * w_stage, tid, nt);
+      asm volatile ("cp.async.commit_group;" ::: "memory");
+
+      const uint32_t ws = s_w + (kt % AMK_MATMUL_STAGES) * w_stage;
+      const uint32_t xs = s_x + xb * x_buf;
+#pragma unroll
+      for (int kk = 0; kk < AMK_MM_BK; kk += 16)
+        {
+          uint32_t a[2][4], b[2][4];
+#pragma unroll
+          for (int i = 0; i < 2; i++)
+            {
+              const uint32_t r = (uint32_t) (wm * 32 + i * 16 + lane % 16);
+              amk_mm_ldmatrix4 (a[i], xs + (r * AMK_MM_LDS + kk + (lane / 16) * 8) * 2);
+            }
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+            {
+              const uint32_t r = (uint32_t) (wn * 32 + j * 16 + lane % 8 + (lane / 16) * 8);
+              amk_mm_ldmatrix4 (b[j], ws + (r * AMK_MM_LDS + kk + ((lane / 8) % 2) * 8) * 2);
+            }
+#pragma unroll
+          for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+              amk_mm_mma<F16> (acc[i][j], a[i], b[j / 2][(j % 2) * 2], b[j / 2][(j % 2) * 2 + 1]);
+        }
+    }
+  asm volatile ("cp.async.wait_all;" ::: "memory");
+
+  /* epilogue: bias, residual (read before the store: it may be Y itself), store */
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        {
+          const uint32_t m = t.m0 + (uint32_t) (wm * 32 + i * 16 + lane / 4 + (e / 2) * 8);
+          const uint32_t n = t.n0 + (uint32_t) (wn * 32 + j * 8 + (lane % 4) * 2 + e % 2);
+          if (m >= t.m_end || n >= t.n_end)
+            continue;
+          const uint64_t o = (uint64_t) m * N + n;
+          float v = acc[i][j][e];
+          if (bias != nullptr)
+            v += amk_vec_ld (bias, bdt, n);
+          if (res != nullptr)
+            v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
+          amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
+        }
+  __syncthreads (); /* the next block tile reuses the shared memory */
+}
+
+/* The whole block, after the waits (run is uniform over the block). Returns
+ * AMK_ABORT_CHECK when the launch gave too little dynamic shared memory or a warp count
+ * that is not a multiple of 4 (the launcher's configuration never does). */
+static __device__ __noinline__ int
+amk_matmul_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                 bool run, int tid, int nt)
+{
+  if (nt % 128 != 0 || amk_mv_dyn_smem_bytes () < AMK_MATMUL_SMEM_BYTES (nt))
+    return AMK_ABORT_CHECK;
+  if (!run)
+    return AMK_ABORT_NONE;
+
+  const amk_matmul_params_t &p = ins->params.matmul;
+  const uint32_t BM = (uint32_t) nt / 4;
+  const uint32_t m_end = (uint32_t) p.m0 + (uint32_t) p.m_count;
+  const uint32_t n_end = (uint32_t) p.n0 + (uint32_t) p.n_count;
+  const bool f16 = amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_F16;
+
+  for (uint32_t m = (uint32_t) p.m0; m < m_end; m += BM)
+    for (uint32_t n = (uint32_t) p.n0; n < n_end; n += AMK_MM_BN)
+      {
+        const amk_mm_tile t = { m, min (m + BM, m_end), n, min (n + AMK_MM_BN, n_end) };
+        if (f16)
+          amk_mm_block_tile<true> (ctx, ins, buffers, t, tid, nt);
+        else
+          amk_mm_block_tile<false> (ctx, ins, buffers, t, tid, nt);
+      }
+  return AMK_ABORT_NONE;
+}
+
+#endif /* AMK_OPS_MATMUL_CUH */
