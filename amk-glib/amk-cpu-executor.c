@@ -672,6 +672,25 @@ executor_get_preferred_queues (AmkExecutor *executor, GError **error)
   return 1;
 }
 
+/* MATMUL converts each weight row once per run and uses it for every row: 64 rows make
+ * that conversion cheap while a short prompt pads little. */
+static guint
+executor_get_preferred_rows (AmkExecutor *executor)
+{
+  return 64;
+}
+
+static AmkExecutor *
+executor_new_sibling (AmkExecutor *executor)
+{
+  AmkCpuExecutor *cpu = amk_cpu_executor_new_empty ();
+  guint64 seed = 0;
+
+  g_object_get (executor, "seed", &seed, NULL);
+  g_object_set (cpu, "seed", seed, NULL);
+  return AMK_EXECUTOR (cpu);
+}
+
 static char *
 executor_get_description (AmkExecutor *executor)
 {
@@ -690,4 +709,6 @@ amk_cpu_executor_executor_iface_init (AmkExecutorInterface *iface)
   iface->get_preferred_queues = executor_get_preferred_queues;
   iface->get_description = executor_get_description;
   iface->load_shared = executor_load_shared;
+  iface->get_preferred_rows = executor_get_preferred_rows;
+  iface->new_sibling = executor_new_sibling;
 }

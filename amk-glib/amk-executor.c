@@ -372,6 +372,52 @@ amk_executor_get_preferred_queues (AmkExecutor  *self,
 }
 
 /**
+ * amk_executor_get_preferred_rows:
+ * @self: an executor
+ *
+ * Says how many rows (tokens) a program that reads many tokens per run, such as a
+ * model's prefill chunk, should have on this executor: enough that the weights, read
+ * once per run, are used by many rows, and few enough that a short prompt wastes little
+ * work on padding rows. [class@Amk.Model] builds its prefill chunk with this many rows
+ * unless [property@Amk.Model:prefill-chunk] is set.
+ *
+ * Returns: the row count, at least 2
+ */
+guint
+amk_executor_get_preferred_rows (AmkExecutor *self)
+{
+  AmkExecutorInterface *iface;
+
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), 256);
+
+  iface = AMK_EXECUTOR_GET_IFACE (self);
+  return iface->get_preferred_rows != NULL ? MAX (iface->get_preferred_rows (self), 2) : 256;
+}
+
+/**
+ * amk_executor_new_sibling:
+ * @self: an executor
+ *
+ * Makes a new executor of the same kind as @self, with its settings (the same device
+ * for a launcher, the same seed for the CPU executor) and no program: the one to load a
+ * second program on with [method@Amk.Executor.load_shared], as [class@Amk.Generator]
+ * does for a model's prefill chunk.
+ *
+ * Returns: (transfer full) (nullable): the new executor, or %NULL when @self's kind
+ *   cannot make one
+ */
+AmkExecutor *
+amk_executor_new_sibling (AmkExecutor *self)
+{
+  AmkExecutorInterface *iface;
+
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), NULL);
+
+  iface = AMK_EXECUTOR_GET_IFACE (self);
+  return iface->new_sibling != NULL ? iface->new_sibling (self) : NULL;
+}
+
+/**
  * amk_executor_get_description:
  * @self: an executor
  *

@@ -36,6 +36,11 @@ G_DECLARE_INTERFACE (AmkExecutor, amk_executor, AMK, EXECUTOR, GObject)
  * @load_shared: like @load, with the buffers of the same name as a buffer of @owner's
  *   program using @owner's memory; @owner is another executor of the same type, with a
  *   program loaded (the wrapper checks both). %NULL where the executor cannot share.
+ * @get_preferred_rows: the rows a many-token program (a prefill chunk) for this executor
+ *   should have; %NULL: 256
+ * @new_sibling: a new executor of the same kind and settings (the same device), with no
+ *   program, to load a second program that shares this one's buffers; %NULL where the
+ *   executor cannot make one
  *
  * The virtual methods of [iface@Amk.Executor]. Call them through the `amk_executor_*`
  * functions, which check the arguments and the loaded program first.
@@ -73,9 +78,11 @@ struct _AmkExecutorInterface
                                            AmkProgram           *program,
                                            AmkExecutor          *owner,
                                            GError              **error);
+  guint           (*get_preferred_rows)   (AmkExecutor          *self);
+  AmkExecutor    *(*new_sibling)          (AmkExecutor          *self);
 
   /*< private >*/
-  gpointer padding[7];
+  gpointer padding[5];
 };
 
 AMK_AVAILABLE_IN_1_0
@@ -116,6 +123,10 @@ AmkAbortRecord *amk_executor_get_last_abort       (AmkExecutor          *self);
 AMK_AVAILABLE_IN_1_0
 guint           amk_executor_get_preferred_queues (AmkExecutor          *self,
                                                    GError              **error);
+AMK_AVAILABLE_IN_1_0
+guint           amk_executor_get_preferred_rows   (AmkExecutor          *self);
+AMK_AVAILABLE_IN_1_0
+AmkExecutor    *amk_executor_new_sibling          (AmkExecutor          *self);
 AMK_AVAILABLE_IN_1_0
 char           *amk_executor_get_description      (AmkExecutor          *self);
 

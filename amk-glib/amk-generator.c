@@ -1124,31 +1124,6 @@ emit_prefill_progress (AmkGenerator *self,
   emit (run, e);
 }
 
-/* A new executor of the kind of `executor` (the same device), for the prefill chunk;
- * NULL for a kind the generator does not know how to make. */
-static AmkExecutor *
-new_executor_like (AmkExecutor *executor)
-{
-  if (AMK_IS_CPU_EXECUTOR (executor))
-    {
-      AmkCpuExecutor *cpu = amk_cpu_executor_new_empty ();
-      guint64 seed = 0;
-
-      g_object_get (executor, "seed", &seed, NULL);
-      g_object_set (cpu, "seed", seed, NULL);
-      return AMK_EXECUTOR (cpu);
-    }
-  if (AMK_IS_LAUNCHER (executor))
-    {
-      AmkLauncher *given = AMK_LAUNCHER (executor);
-      AmkLauncher *launcher = amk_launcher_new (amk_launcher_get_device (given));
-
-      amk_launcher_set_watchdog_ms (launcher, amk_launcher_get_watchdog_ms (given));
-      return AMK_EXECUTOR (launcher);
-    }
-  return NULL;
-}
-
 /* The model loaded, its decode step ready on the executor and its prefill chunk, when
  * it has one, on the prefill executor, sharing the decode step's weights and KV cache. */
 static gboolean
@@ -1175,7 +1150,7 @@ prepare (AmkGenerator  *self,
   if (build->prefill == NULL)
     return TRUE;
   if (self->prefill_executor == NULL &&
-      (self->prefill_executor = new_executor_like (self->executor)) == NULL)
+      (self->prefill_executor = amk_executor_new_sibling (self->executor)) == NULL)
     return TRUE;   /* every prompt token through the decode step */
   /* a decode step loaded again has new memory: share that */
   if (run->reloaded || amk_executor_get_program (self->prefill_executor) != build->prefill)

@@ -109,6 +109,7 @@ struct _AmkLauncher
   amk_buffer_t *table;       /* host copy of the device buffer table */
   guint64     d_table, d_instructions, d_flat, d_off, d_len, d_scratch, d_trace;
   gboolean    checked;        /* the records behind d_instructions match the table */
+  gboolean    many_tokens;    /* the program has many-token ops: the kernel's build with them */
   guint64     d_control;     /* abort record, abort flag, grid barrier, counters: see CONTROL_* */
   gboolean    trace_valid;   /* the last launch ran with tracing */
 
@@ -940,10 +941,15 @@ upload_program (AmkLauncher  *self,
   /* A buffer that no instruction writes (the position, say) is as constant during the
    * launch as the weights: its loads may go out before an instruction's waits. */
   written = g_new0 (gboolean, MAX (n_buffers, 1));
+  self->many_tokens = FALSE;
   for (guint i = 0; i < program->instructions->len; i++)
     {
       const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
       const guint slots = amk_abi_written_slots (ins->opcode, ins->n_buffers);
+
+      if (ins->opcode == AMK_ABI_OP_MATMUL || ins->opcode == AMK_ABI_OP_ROPE_ROWS ||
+          ins->opcode == AMK_ABI_OP_ATTN_ROWS)
+        self->many_tokens = TRUE;
 
       for (guint s = 0; s < AMK_MAX_BUFFER_REFS; s++)
         if ((slots >> s) & 1u && ins->buffers[s] >= 0 && (guint) ins->buffers[s] < n_buffers)
@@ -1327,7 +1333,7 @@ amk_launcher_launch (AmkLauncher   *self,
         return FALSE;
       self->checked = TRUE;
     }
-  prog.flags = AMK_PROGRAM_CHECKED;
+  prog.flags = AMK_PROGRAM_CHECKED | (self->many_tokens ? AMK_PROGRAM_MANY_TOKENS : 0u);
 
   memset (&self->last_abort, 0, sizeof self->last_abort);
   if (cancellable != NULL)
@@ -1585,6 +1591,24 @@ executor_get_preferred_queues (AmkExecutor *executor, GError **error)
   return (guint) MAX (attr->num_sms, 1);
 }
 
+/* MATMUL reaches the tensor cores' pace only with thousands of rows per weight read; the
+ * chunk's activations stay a few hundred megabytes for 8B-sized models. */
+static guint
+executor_get_preferred_rows (AmkExecutor *executor)
+{
+  return 2048;
+}
+
+static AmkExecutor *
+executor_new_sibling (AmkExecutor *executor)
+{
+  AmkLauncher *self = AMK_LAUNCHER (executor);
+  AmkLauncher *sibling = amk_launcher_new (self->device);
+
+  amk_launcher_set_watchdog_ms (sibling, amk_launcher_get_watchdog_ms (self));
+  return AMK_EXECUTOR (sibling);
+}
+
 static char *
 executor_get_description (AmkExecutor *executor)
 {
@@ -1610,6 +1634,8 @@ amk_launcher_executor_iface_init (AmkExecutorInterface *iface)
   iface->run_finish = executor_run_finish;
   iface->get_last_abort = executor_get_last_abort;
   iface->get_preferred_queues = executor_get_preferred_queues;
+  iface->get_preferred_rows = executor_get_preferred_rows;
+  iface->new_sibling = executor_new_sibling;
   iface->get_description = executor_get_description;
   iface->load_shared = executor_load_shared;
 }

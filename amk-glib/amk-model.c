@@ -246,8 +246,9 @@ amk_model_class_init (AmkModelClass *klass)
    * beside the decode step: a [class@Amk.Generator] feeds a prompt's tokens but the
    * last through it, this many per launch, and the last through the decode step, which
    * computes the first generated token. The two programs share the weights and the KV
-   * cache. 0 (the default) chooses when loading: 256, or the context length when that
-   * is smaller. 1 builds no prefill program: every prompt token then takes one decode
+   * cache. 0 (the default) chooses when loading: the executor's preferred rows
+   * ([method@Amk.Executor.get_preferred_rows]: 2048 on a GPU, 64 on the CPU), or the
+   * context length when that is smaller. 1 builds no prefill program: every prompt token then takes one decode
    * step, as a reference or to save the chunk's activations (a few megabytes). Once
    * loaded, the chunk's rows, or 1 without one.
    */
@@ -376,6 +377,19 @@ default_n_queues (AmkExecutor  *executor,
 }
 
 
+/* The prefill chunk's rows the executor prefers (NULL: the one default_n_queues()
+ * would ask). */
+static guint
+default_rows (AmkExecutor *executor)
+{
+  g_autoptr(AmkExecutor) own = NULL;
+
+  if (executor == NULL)
+    executor = own = amk_launcher_get_device_count () > 0 ? AMK_EXECUTOR (amk_launcher_new (0))
+                                                         : AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+  return amk_executor_get_preferred_rows (executor);
+}
+
 /* Reads the model's description, then builds the decode step for a KV cache of
  * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller) and
  * the prefill chunk of `chunk` rows beside it (0: DEFAULT_PREFILL_CHUNK; 1: none; at
@@ -440,7 +454,8 @@ amk_model_load_for_executor (AmkModel      *self,
   n_queues = self->n_queues;
   if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
     return FALSE;
-  build = build_model (self->path, n_queues, self->context_length, self->prefill_chunk,
+  build = build_model (self->path, n_queues, self->context_length,
+                       self->prefill_chunk != 0 ? self->prefill_chunk : default_rows (executor),
                        cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;

@@ -19,6 +19,7 @@
 
 /* the kernel, defined in scheduler.cu */
 extern "C" __global__ void amk_megakernel (amk_device_program prog);
+extern "C" __global__ void amk_megakernel_many (amk_device_program prog);
 extern "C" __global__ void amk_check_program (amk_device_program prog);
 
 /* baseline for the launch-overhead bench */
@@ -296,18 +297,24 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
                threads, attr.maxThreadsPerBlock);
       return AMK_CUDA_REJECTED;
     }
-  if (dyn_smem > 0)
+  /* both builds of the kernel (scheduler.cu): the configuration must suit either */
+  const void *builds[2] = { (const void *) amk_megakernel, (const void *) amk_megakernel_many };
+  blocks_per_sm = 1 << 30;
+  for (int b = 0; b < 2; b++)
     {
-      e = cudaFuncSetAttribute ((const void *) amk_megakernel,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem);
+      int n = 0;
+      if (dyn_smem > 0)
+        {
+          e = cudaFuncSetAttribute (builds[b], cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem);
+          if (e != cudaSuccess)
+            return amk_fail (e, msg, msg_len,
+                             "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)");
+        }
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, builds[b], threads, (size_t) dyn_smem);
       if (e != cudaSuccess)
-        return amk_fail (e, msg, msg_len,
-                         "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)");
+        return amk_fail (e, msg, msg_len, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      blocks_per_sm = n < blocks_per_sm ? n : blocks_per_sm;
     }
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor (&blocks_per_sm, (const void *) amk_megakernel,
-                                                     threads, (size_t) dyn_smem);
-  if (e != cudaSuccess)
-    return amk_fail (e, msg, msg_len, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
 
   out->blocks_per_sm = blocks_per_sm;
   out->max_grid = blocks_per_sm * sms;
@@ -649,7 +656,9 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
   /* (c) launch */
   amk_device_program copy = *prog;
   void *args[] = { &copy };
-  e = cudaLaunchCooperativeKernel ((const void *) amk_megakernel, dim3 ((unsigned) grid),
+  const void *kernel = (prog->flags & AMK_PROGRAM_MANY_TOKENS) != 0 ? (const void *) amk_megakernel_many
+                                                                  : (const void *) amk_megakernel;
+  e = cudaLaunchCooperativeKernel (kernel, dim3 ((unsigned) grid),
                                    dim3 ((unsigned) threads), args, (size_t) dyn_smem, st->stream);
   if (e != cudaSuccess)
     {

@@ -158,7 +158,7 @@ amk_fill_pattern (uint32_t dtype, float v)
 static __device__ __forceinline__ int
 amk_utility_check (const amk_instruction_t *ins,
                    const amk_buffer_t *buffers, int32_t n_buffers,
-                   amk_op_ctx *ctx, int32_t *detail)
+                   amk_op_ctx *ctx, int32_t *detail, bool many)
 {
   const amk_params_t *p = &ins->params;
   uint32_t dt = 0;
@@ -252,16 +252,22 @@ amk_utility_check (const amk_instruction_t *ins,
       return amk_attention_check (ins, buffers, n_buffers, ctx, detail);
 
     case AMK_ABI_OP_MATMUL:
-      return amk_matmul_check (ins, buffers, n_buffers, ctx, detail);
+      if (many)
+        return amk_matmul_check (ins, buffers, n_buffers, ctx, detail);
+      break;
 
     case AMK_ABI_OP_ROPE_ROWS:
     case AMK_ABI_OP_ATTN_ROWS:
-      return amk_attention_rows_check (ins, buffers, n_buffers, ctx, detail);
+      if (many)
+        return amk_attention_rows_check (ins, buffers, n_buffers, ctx, detail);
+      break;
 
     default:
-      *detail = ins->opcode;
-      return AMK_ABORT_BAD_OPCODE;
+      break;
     }
+  /* an unknown opcode, or a many-token op in the build without them */
+  *detail = ins->opcode;
+  return AMK_ABORT_BAD_OPCODE;
 }
 
 /* ---- element helpers ------------------------------------------------------------ */

@@ -385,7 +385,7 @@ amk_run_waits_warp (const amk_device_program &prog, const amk_instruction_t *ins
  * without a barrier. */
 static __device__ __forceinline__ int
 amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t idx,
-           amk_op_ctx *ctx, int32_t *detail)
+           amk_op_ctx *ctx, int32_t *detail, bool many)
 {
   if (idx < 0 || idx >= prog.n_instructions)
     {
@@ -409,7 +409,7 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
         *detail = ins->waits[w].counter;
         return AMK_ABORT_BAD_INDEX;
       }
-  return amk_utility_check (ins, prog.buffers, prog.n_buffers, ctx, detail);
+  return amk_utility_check (ins, prog.buffers, prog.n_buffers, ctx, detail, many);
 }
 
 /* ---- the check kernel ------------------------------------------------------------------- */
@@ -426,14 +426,19 @@ amk_check_program (amk_device_program prog)
   if (i >= prog.n_instructions)
     return;
   amk_checked_t r = {};
-  r.code = amk_check (prog, prog.instructions + i, i, &r.ctx, &r.detail);
+  r.code = amk_check (prog, prog.instructions + i, i, &r.ctx, &r.detail, true);
   const_cast<amk_checked_t *> (amk_checked_table (prog))[i] = r;
 }
 
 /* ---- the kernel ----------------------------------------------------------------------- */
 
-extern "C" __global__ void __launch_bounds__ (512)
-amk_megakernel (amk_device_program launched)
+/* The kernel's body, in two builds: MANY runs the many-token ops (MATMUL, ROPE_ROWS,
+ * ATTN_ROWS) as well. Their out-of-line call makes the loop keep fewer registers, which
+ * slowed the decode step, so a program without them runs the build without it (the
+ * launcher chooses: AMK_PROGRAM_MANY_TOKENS). */
+template <bool MANY>
+static __device__ __forceinline__ void
+amk_megakernel_run (const amk_device_program &launched)
 {
   __shared__ __align__ (16) amk_buffer_t s_buffers[AMK_SMEM_BUFFERS]; /* the buffer table */
   __shared__ __align__ (16) amk_instruction_t s_ins[AMK_RING]; /* ring of fetched instructions */
@@ -537,7 +542,7 @@ amk_megakernel (amk_device_program launched)
           detail = s_chk[cur].detail;
         }
       else
-        code = amk_check (prog, ins, s_idx[cur], &ctx, &detail);
+        code = amk_check (prog, ins, s_idx[cur], &ctx, &detail, MANY);
       uint64_t t_start = 0;
 
       if (code == AMK_ABORT_NONE && opcode == AMK_ABI_OP_TRAP)
@@ -633,11 +638,11 @@ amk_megakernel (amk_device_program launched)
                              ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
                            : opcode <= AMK_ABI_OP_ATTN_REDUCE
                              ? amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail)
-                           : opcode == AMK_ABI_OP_MATMUL
-                             ? amk_matmul_exec (&ctx, ins, prog.buffers, run, tid, nt)
-                           : opcode == AMK_ABI_OP_ROPE_ROWS
-                             ? amk_rope_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
-                             : amk_attn_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail);
+                           : MANY
+                             ? amk_many_tokens_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
+                             : AMK_ABORT_BAD_OPCODE;
+          if (!MANY && opcode > AMK_ABI_OP_ATTN_REDUCE)
+            late_detail = (int32_t) opcode;
           if (late != AMK_ABORT_NONE)
             {
               if (tid == 0)
@@ -677,4 +682,16 @@ amk_megakernel (amk_device_program launched)
 
   if (fetching)
     amk_fetch_wait (); /* leave no copy in flight */
+}
+
+extern "C" __global__ void __launch_bounds__ (512)
+amk_megakernel (amk_device_program launched)
+{
+  amk_megakernel_run<false> (launched);
+}
+
+extern "C" __global__ void __launch_bounds__ (512)
+amk_megakernel_many (amk_device_program launched)
+{
+  amk_megakernel_run<true> (launched);
 }

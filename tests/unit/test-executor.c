@@ -157,6 +157,20 @@ test_cpu_executor (void)
   g_assert_true (AMK_IS_EXECUTOR (cpu));
   g_assert_cmpstr (description, ==, "CPU executor");
   g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (cpu), &error), ==, 1);
+  /* many rows per run on the CPU too, but fewer than on a GPU */
+  g_assert_cmpuint (amk_executor_get_preferred_rows (AMK_EXECUTOR (cpu)), ==, 64);
+  {
+    g_autoptr(AmkExecutor) sibling = NULL;
+    guint64 seed = 0;
+
+    g_object_set (cpu, "seed", (guint64) 7, NULL);
+    sibling = amk_executor_new_sibling (AMK_EXECUTOR (cpu));
+    g_assert_true (AMK_IS_CPU_EXECUTOR (sibling));
+    g_assert_null (amk_executor_get_program (sibling));
+    g_object_get (sibling, "seed", &seed, NULL);
+    g_assert_cmpuint (seed, ==, 7);
+    g_object_set (cpu, "seed", (guint64) 0, NULL);
+  }
   g_assert_no_error (error);
   check_executor (AMK_EXECUTOR (cpu));
 }
@@ -199,6 +213,14 @@ test_launcher (void)
                       amk_launcher_get_have_cuda () ? AMK_LAUNCH_ERROR_NO_DEVICE
                                                     : AMK_LAUNCH_ERROR_UNSUPPORTED);
       g_clear_error (&error);
+      g_assert_cmpuint (amk_executor_get_preferred_rows (AMK_EXECUTOR (launcher)), ==, 2048);
+      {
+        g_autoptr(AmkExecutor) sibling = amk_executor_new_sibling (AMK_EXECUTOR (launcher));
+
+        g_assert_true (AMK_IS_LAUNCHER (sibling));
+        g_assert_cmpint (amk_launcher_get_device (AMK_LAUNCHER (sibling)), ==,
+                         amk_launcher_get_device (launcher));
+      }
       g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (launcher), &error), ==, 0);
       g_assert_error (error, AMK_LAUNCH_ERROR,
                       amk_launcher_get_have_cuda () ? AMK_LAUNCH_ERROR_NO_DEVICE
