@@ -418,6 +418,28 @@ amk_executor_new_sibling (AmkExecutor *self)
 }
 
 /**
+ * amk_executor_get_activation_dtype:
+ * @self: an executor
+ *
+ * Says in which type a program that reads many tokens per run (a model's prefill chunk)
+ * should keep the activations its MATMULs read: %AMK_DTYPE_BF16 for a launcher, whose
+ * tensor cores take 16-bit inputs (an F32 input is converted in every tile),
+ * %AMK_DTYPE_F32 for the CPU executor, which computes in fp32 from either.
+ *
+ * Returns: %AMK_DTYPE_F32 or %AMK_DTYPE_BF16
+ */
+AmkDType
+amk_executor_get_activation_dtype (AmkExecutor *self)
+{
+  AmkExecutorInterface *iface;
+
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), AMK_DTYPE_F32);
+
+  iface = AMK_EXECUTOR_GET_IFACE (self);
+  return iface->get_activation_dtype != NULL ? iface->get_activation_dtype (self) : AMK_DTYPE_F32;
+}
+
+/**
  * amk_executor_get_description:
  * @self: an executor
  *

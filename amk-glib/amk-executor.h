@@ -41,6 +41,8 @@ G_DECLARE_INTERFACE (AmkExecutor, amk_executor, AMK, EXECUTOR, GObject)
  * @new_sibling: a new executor of the same kind and settings (the same device), with no
  *   program, to load a second program that shares this one's buffers; %NULL where the
  *   executor cannot make one
+ * @get_activation_dtype: the type a many-token program should keep MATMUL's inputs in;
+ *   %NULL: %AMK_DTYPE_F32
  *
  * The virtual methods of [iface@Amk.Executor]. Call them through the `amk_executor_*`
  * functions, which check the arguments and the loaded program first.
@@ -80,9 +82,10 @@ struct _AmkExecutorInterface
                                            GError              **error);
   guint           (*get_preferred_rows)   (AmkExecutor          *self);
   AmkExecutor    *(*new_sibling)          (AmkExecutor          *self);
+  AmkDType        (*get_activation_dtype) (AmkExecutor          *self);
 
   /*< private >*/
-  gpointer padding[5];
+  gpointer padding[4];
 };
 
 AMK_AVAILABLE_IN_1_0
@@ -127,6 +130,8 @@ AMK_AVAILABLE_IN_1_0
 guint           amk_executor_get_preferred_rows   (AmkExecutor          *self);
 AMK_AVAILABLE_IN_1_0
 AmkExecutor    *amk_executor_new_sibling          (AmkExecutor          *self);
+AMK_AVAILABLE_IN_1_0
+AmkDType        amk_executor_get_activation_dtype (AmkExecutor          *self);
 AMK_AVAILABLE_IN_1_0
 char           *amk_executor_get_description      (AmkExecutor          *self);
 

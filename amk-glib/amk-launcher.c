@@ -110,6 +110,7 @@ struct _AmkLauncher
   guint64     d_table, d_instructions, d_flat, d_off, d_len, d_scratch, d_trace;
   gboolean    checked;        /* the records behind d_instructions match the table */
   gboolean    many_tokens;    /* the program has many-token ops: the kernel's build with them */
+  gboolean    has_matmul;     /* ... among them a MATMUL, which needs its configuration */
   guint64     d_control;     /* abort record, abort flag, grid barrier, counters: see CONTROL_* */
   gboolean    trace_valid;   /* the last launch ran with tracing */
 
@@ -942,14 +943,16 @@ upload_program (AmkLauncher  *self,
    * launch as the weights: its loads may go out before an instruction's waits. */
   written = g_new0 (gboolean, MAX (n_buffers, 1));
   self->many_tokens = FALSE;
+  self->has_matmul = FALSE;
   for (guint i = 0; i < program->instructions->len; i++)
     {
       const amk_instruction_t *ins = &g_array_index (program->instructions, amk_instruction_t, i);
       const guint slots = amk_abi_written_slots (ins->opcode, ins->n_buffers);
 
-      if (ins->opcode == AMK_ABI_OP_MATMUL || ins->opcode == AMK_ABI_OP_ROPE_ROWS ||
-          ins->opcode == AMK_ABI_OP_ATTN_ROWS)
+      if (ins->opcode == AMK_ABI_OP_MATMUL || ins->opcode == AMK_ABI_OP_ATTN_ROWS)
         self->many_tokens = TRUE;
+      if (ins->opcode == AMK_ABI_OP_MATMUL)
+        self->has_matmul = TRUE;
 
       for (guint s = 0; s < AMK_MAX_BUFFER_REFS; s++)
         if ((slots >> s) & 1u && ins->buffers[s] >= 0 && (guint) ins->buffers[s] < n_buffers)
@@ -1098,6 +1101,24 @@ ensure_config (AmkLauncher *self, GError **error)
   if (amk_launcher_get_dynamic_shared_memory (self) != old_smem)
     g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_DYNAMIC_SHARED_MEMORY]);
   return TRUE;
+}
+
+/* A configuration set by hand may not suit MATMUL's tiles (kernels/amk-abi.h): say so
+ * before the launch rather than let each MATMUL abort it. */
+static gboolean
+config_runs_program (AmkLauncher *self, GError **error)
+{
+  const guint threads = amk_launcher_get_threads_per_block (self);
+  const guint smem = amk_launcher_get_dynamic_shared_memory (self);
+
+  if (!self->has_matmul || (threads % 128 == 0 && smem >= AMK_MATMUL_SMEM_BYTES ((guint64) threads)))
+    return TRUE;
+  g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_REJECTED,
+               _("The program’s MATMUL needs a multiple of 128 threads per block and %u bytes of "
+                 "dynamic shared memory at %u threads; the launcher is set to %u threads and %u "
+                 "bytes: leave threads-per-block and dynamic-shared-memory at 0 to let it choose"),
+               (guint) AMK_MATMUL_SMEM_BYTES ((guint64) threads), threads, threads, smem);
+  return FALSE;
 }
 
 static AmkBufferInfo *
@@ -1295,7 +1316,7 @@ amk_launcher_launch (AmkLauncher   *self,
   if (!require_device (self, error) || !amk_loaded_program_check (&self->loaded, error))
     return FALSE;
   if (g_cancellable_set_error_if_cancelled (cancellable, error) ||
-      !ensure_config (self, error))
+      !ensure_config (self, error) || !config_runs_program (self, error))
     return FALSE;
 
   program = self->loaded.program;
@@ -1599,6 +1620,13 @@ executor_get_preferred_rows (AmkExecutor *executor)
   return 2048;
 }
 
+/* MATMUL's tensor cores read 16-bit inputs: F32 ones are converted in every tile. */
+static AmkDType
+executor_get_activation_dtype (AmkExecutor *executor)
+{
+  return AMK_DTYPE_BF16;
+}
+
 static AmkExecutor *
 executor_new_sibling (AmkExecutor *executor)
 {
@@ -1636,6 +1664,7 @@ amk_launcher_executor_iface_init (AmkExecutorInterface *iface)
   iface->get_preferred_queues = executor_get_preferred_queues;
   iface->get_preferred_rows = executor_get_preferred_rows;
   iface->new_sibling = executor_new_sibling;
+  iface->get_activation_dtype = executor_get_activation_dtype;
   iface->get_description = executor_get_description;
   iface->load_shared = executor_load_shared;
 }

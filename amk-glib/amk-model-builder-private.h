@@ -57,7 +57,11 @@ AmkModelBuild *amk_model_build_graph     (AmkModelSpec   *spec,
 gboolean       amk_model_build_prefill   (AmkModelBuild  *build,
                                           AmkModelSpec   *spec,
                                           guint           chunk,
+                                          AmkDType        activations,
                                           GError        **error);
+/* The model's shapes suit the prefill chunk's ops: rows of a multiple of 8 elements for
+ * MATMUL, even heads of at most 256 elements for ROPE_ROWS and ATTN_ROWS. */
+gboolean       amk_model_prefill_fits    (const AmkModelSpec *spec);
 void           amk_model_build_free      (AmkModelBuild  *build);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkModelBuild, amk_model_build_free)

@@ -345,6 +345,9 @@ share_weight (AmkProgram      *prefill,
  * @build: a decode step built from @spec by amk_model_build_graph()
  * @spec: the model
  * @chunk: the rows of the chunk, at least 2
+ * @activations: the type of the MATMULs' inputs: F32 (the norm fused into the MATMUL),
+ *   or BF16 (a RMSNORM into a BF16 buffer first, and SILU_MUL's output in BF16), which
+ *   the tensor cores read without a conversion (amk_executor_get_activation_dtype())
  * @error: return location for a #GError
  *
  * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
@@ -352,7 +355,7 @@ share_weight (AmkProgram      *prefill,
  * the same layers as in the decode step, M rows at a time, and leave their keys and
  * values in the KV caches. Every layer is
  *
- *     qkv = Wqkv n(x)                              (MATMUL, RMSNORM fused)
+ *     qkv = Wqkv n(x)                              (MATMUL, RMSNORM fused or before it)
  *     ROPE_ROWS (qkv): q/k norm (Qwen3), RoPE, the cache append
  *     x += Wo ATTN_ROWS(qkv)
  *     x += Wd (silu(Wg n2(x)) * Wu n2(x))          (MATMULs, SILU_MUL)
@@ -366,16 +369,44 @@ share_weight (AmkProgram      *prefill,
  * Returns: %TRUE with @build's prefill fields set, or %FALSE with @error set
  */
 gboolean
+amk_model_prefill_fits (const AmkModelSpec *spec)
+{
+  const AmkModelParams *hp = &spec->params;
+
+  return hp->hidden % 8 == 0 && ((guint64) hp->n_heads * hp->head_dim) % 8 == 0 && hp->ffn % 8 == 0 &&
+         hp->head_dim % 2 == 0 && hp->head_dim <= 256;
+}
+
+/* A MATMUL of the chunk whose input is x normalised with `norm`: fused, or through the
+ * BF16 buffer xn (xn >= 0). */
+static gboolean
+normed_matmul (AmkProgram  *p,
+               gint         y,
+               gint         w,
+               gint         x,
+               gint         xn,
+               gint         norm,
+               float        eps,
+               GError     **error)
+{
+  if (xn < 0)
+    return amk_program_op_matmul (p, y, w, x, -1, -1, norm, eps, error) >= 0;
+  return amk_program_op_matmul (p, y, w, xn, -1, -1, -1, 0.0f, error) >= 0;
+}
+
+gboolean
 amk_model_build_prefill (AmkModelBuild  *build,
                          AmkModelSpec   *spec,
                          guint           chunk,
+                         AmkDType        activations,
                          GError        **error)
 {
   g_autoptr(AmkProgram) p = NULL;
   const AmkModelParams *hp;
   AmkProgram *decode;
   guint64 q_dim, kv_dim;
-  gint tokens, pos, x, qkv, attn, gate, up, act, table;
+  gint tokens, pos, x, xn = -1, qkv, attn, gate, up, act, table;
+  const gboolean bf16 = activations == AMK_DTYPE_BF16;
   float scale;
 
   g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), FALSE);
@@ -398,7 +429,10 @@ amk_model_build_prefill (AmkModelBuild  *build,
       (attn = add_buffer (p, "prefill.attn", AMK_DTYPE_F32, chunk, (gint64) q_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (gate = add_buffer (p, "prefill.gate", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (up = add_buffer (p, "prefill.up", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (act = add_buffer (p, "prefill.act", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0)
+      (act = add_buffer (p, "prefill.act", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, chunk, hp->ffn,
+                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (bf16 && (xn = add_buffer (p, "prefill.xn", AMK_DTYPE_BF16, chunk, hp->hidden,
+                                 AMK_BUFFER_ROLE_SCRATCH, error)) < 0))
     return FALSE;
 
   if ((table = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, error)) < 0 ||
@@ -422,7 +456,8 @@ amk_model_build_prefill (AmkModelBuild  *build,
           ((qn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, error)) < 0 ||
            (kn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, error)) < 0))
         return FALSE;
-      if (amk_program_op_matmul (p, qkv, wqkv, x, -1, -1, an, hp->eps, error) < 0 ||
+      if ((xn >= 0 && amk_program_op_rmsnorm (p, xn, x, an, hp->hidden, hp->eps, error) < 0) ||
+          !normed_matmul (p, qkv, wqkv, x, xn, an, hp->eps, error) ||
           amk_program_op_rope_rows (p, qkv, kc, vc, pos, -1, qn, kn, hp->head_dim, hp->n_heads,
                                     hp->n_kv_heads, hp->eps, hp->rope_theta, hp->rope_factor,
                                     hp->rope_low_freq_factor, hp->rope_high_freq_factor,
@@ -439,8 +474,9 @@ amk_model_build_prefill (AmkModelBuild  *build,
       if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, pos, -1, hp->head_dim, hp->n_heads,
                                          hp->n_kv_heads, scale, error) < 0 ||
           amk_program_op_matmul (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
-          amk_program_op_matmul (p, gate, wg, x, -1, -1, fn, hp->eps, error) < 0 ||
-          amk_program_op_matmul (p, up, wu, x, -1, -1, fn, hp->eps, error) < 0 ||
+          (xn >= 0 && amk_program_op_rmsnorm (p, xn, x, fn, hp->hidden, hp->eps, error) < 0) ||
+          !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, error) ||
+          !normed_matmul (p, up, wu, x, xn, fn, hp->eps, error) ||
           amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
           amk_program_op_matmul (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
         return FALSE;

@@ -54,7 +54,6 @@
 /* The KV cache length when none is asked for (the model's own when that is smaller). */
 #define DEFAULT_CONTEXT 2048
 /* The prefill chunk's rows when none are asked for (fewer when the context is shorter). */
-#define DEFAULT_PREFILL_CHUNK 256
 
 struct _AmkModel
 {
@@ -377,28 +376,29 @@ default_n_queues (AmkExecutor  *executor,
 }
 
 
-/* The prefill chunk's rows the executor prefers (NULL: the one default_n_queues()
- * would ask). */
-static guint
-default_rows (AmkExecutor *executor)
+/* The executor whose preferences a load follows: the given one, or the one
+ * default_n_queues() would ask. */
+static AmkExecutor *
+preferred_executor (AmkExecutor *executor)
 {
-  g_autoptr(AmkExecutor) own = NULL;
-
-  if (executor == NULL)
-    executor = own = amk_launcher_get_device_count () > 0 ? AMK_EXECUTOR (amk_launcher_new (0))
-                                                         : AMK_EXECUTOR (amk_cpu_executor_new_empty ());
-  return amk_executor_get_preferred_rows (executor);
+  if (executor != NULL)
+    return g_object_ref (executor);
+  return amk_launcher_get_device_count () > 0 ? AMK_EXECUTOR (amk_launcher_new (0))
+                                              : AMK_EXECUTOR (amk_cpu_executor_new_empty ());
 }
 
 /* Reads the model's description, then builds the decode step for a KV cache of
  * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller) and
- * the prefill chunk of `chunk` rows beside it (0: DEFAULT_PREFILL_CHUNK; 1: none; at
- * most the context). */
+ * the prefill chunk of `chunk` rows beside it (1: none; at most the context), whose
+ * MATMULs read their inputs as `activations`. A model whose shapes the many-token ops
+ * do not take (rows of a multiple of 8 elements, heads of at most 256) gets no chunk:
+ * its prompts go through the decode step. */
 static AmkModelBuild *
 build_model (const char    *path,
              guint          n_queues,
              guint          context,
              guint          chunk,
+             AmkDType       activations,
              GCancellable  *cancellable,
              GError       **error)
 {
@@ -417,8 +417,14 @@ build_model (const char    *path,
   build = amk_model_build_graph (spec, n_queues, context, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
-  chunk = MIN (chunk == 0 ? DEFAULT_PREFILL_CHUNK : chunk, context);
-  if (chunk >= 2 && !amk_model_build_prefill (build, spec, chunk, error))
+  chunk = MIN (chunk, context);
+  if (chunk >= 2 && !amk_model_prefill_fits (spec))
+    {
+      g_debug ("%s: shapes the many-token ops do not take; every prompt token goes through "
+               "the decode step", path);
+      chunk = 1;
+    }
+  if (chunk >= 2 && !amk_model_build_prefill (build, spec, chunk, activations, error))
     return NULL;
   return g_steal_pointer (&build);
 }
@@ -432,6 +438,7 @@ amk_model_load_for_executor (AmkModel      *self,
                              GError       **error)
 {
   g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(AmkExecutor) prefs = NULL;
   AmkProgram *program;
   guint n_queues;
   guint64 weight_bytes = 0;
@@ -454,9 +461,10 @@ amk_model_load_for_executor (AmkModel      *self,
   n_queues = self->n_queues;
   if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
     return FALSE;
+  prefs = preferred_executor (executor);
   build = build_model (self->path, n_queues, self->context_length,
-                       self->prefill_chunk != 0 ? self->prefill_chunk : default_rows (executor),
-                       cancellable, error);
+                       self->prefill_chunk != 0 ? self->prefill_chunk : amk_executor_get_preferred_rows (prefs),
+                       amk_executor_get_activation_dtype (prefs), cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 

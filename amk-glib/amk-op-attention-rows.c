@@ -323,6 +323,45 @@ slot_info (const Ctx *c, guint slot)
   return amk_verify_slot_buffer (c->self, c->ins, slot);
 }
 
+/* Whether two operands share a byte (whole buffers, as the device check sees them). */
+static gboolean
+slots_overlap (const Ctx *c, guint a, guint b)
+{
+  AmkBufferInfo *ia = slot_info (c, a), *ib = slot_info (c, b);
+  gint64 ra, rb;
+  guint64 sa, sb, la, lb;
+
+  amk_verify_operand_bytes (c->self, c->ins, a, 0, 0, &ra, &sa, &la);
+  amk_verify_operand_bytes (c->self, c->ins, b, 0, 0, &rb, &sb, &lb);
+  la = ia->size_bytes;
+  lb = ib->size_bytes;
+  return ra == rb && la != 0 && lb != 0 && sa < sb + lb && sb < sa + la;
+}
+
+/* The rows and the two caches are pairwise apart: the device check refuses them
+ * otherwise, for ATTN_ROWS too, which writes none of them. */
+static gboolean
+check_caches_apart (const Ctx *c, const RowSlots *s, GError **error)
+{
+  const struct { guint a, b; const char *what_a, *what_b; } pairs[] = {
+    { s->k_cache, s->v_cache, _("the key cache"), _("the value cache") },
+    { s->k_cache, s->qkv, _("the key cache"), _("the rows") },
+    { s->v_cache, s->qkv, _("the value cache"), _("the rows") },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (pairs); i++)
+    if (slots_overlap (c, pairs[i].a, pairs[i].b))
+      {
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                     _("Queue %u instruction %u (%s): %s, buffer %d “%s”, shares memory with %s, buffer %d “%s”; use separate buffers"),
+                     c->queue, c->pos, c->op, pairs[i].what_a, c->ins->buffers[pairs[i].a],
+                     slot_info (c, pairs[i].a)->name, pairs[i].what_b, c->ins->buffers[pairs[i].b],
+                     slot_info (c, pairs[i].b)->name);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 /* The shape, the qkv rows (*m of them), the row range, the caches, pos and seq. */
 static gboolean
 check_rows (const Ctx *c, const amk_attn_shape_t *sh, gint32 row0, gint32 n_rows,
@@ -358,6 +397,13 @@ check_rows (const Ctx *c, const amk_attn_shape_t *sh, gint32 row0, gint32 n_rows
       return FALSE;
     }
   *m = qkv->n_elements / width;
+  if (*m > G_MAXINT32)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): the rows, buffer %d “%s”, hold %" PRIu64 " rows; the device takes fewer than 2^31"),
+                   c->queue, c->pos, c->op, c->ins->buffers[s->qkv], qkv->name, *m);
+      return FALSE;
+    }
   if (row0 < 0 || n_rows < 0 || (guint64) row0 + (guint64) n_rows > *m)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
@@ -377,6 +423,15 @@ check_rows (const Ctx *c, const amk_attn_shape_t *sh, gint32 row0, gint32 n_rows
                    c->queue, c->pos, c->op, kc->name, vc->name, sh->max_ctx, n_kv, d);
       return FALSE;
     }
+  if (kc->n_elements / per_seq > G_MAXINT32)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (%s): the caches “%s” and “%s” hold %" PRIu64 " sequences; the device takes fewer than 2^31"),
+                   c->queue, c->pos, c->op, kc->name, vc->name, kc->n_elements / per_seq);
+      return FALSE;
+    }
+  if (!check_caches_apart (c, s, error))
+    return FALSE;
 
   for (guint i = 0; i < 2; i++)
     {
@@ -408,16 +463,8 @@ check_writes (const Ctx *c, GError **error)
     for (guint b = 0; b < c->ins->n_buffers; b++)
       {
         AmkBufferInfo *ia = slot_info (c, a), *ib = slot_info (c, b);
-        gint64 ra, rb;
-        guint64 sa, sb, la, lb;
 
-        if (a == b || !((written >> a) & 1u) || ia == NULL || ib == NULL)
-          continue;
-        amk_verify_operand_bytes (c->self, c->ins, a, 0, 0, &ra, &sa, &la);
-        amk_verify_operand_bytes (c->self, c->ins, b, 0, 0, &rb, &sb, &lb);
-        la = ia->size_bytes;
-        lb = ib->size_bytes;
-        if (ra != rb || la == 0 || lb == 0 || sa + la <= sb || sb + lb <= sa)
+        if (a == b || !((written >> a) & 1u) || ia == NULL || ib == NULL || !slots_overlap (c, a, b))
           continue;
         g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                      _("Queue %u instruction %u (%s): buffer %d “%s”, which it writes, shares memory with buffer %d “%s”; use separate buffers"),

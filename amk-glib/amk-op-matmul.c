@@ -19,6 +19,14 @@
 #define MATMUL_TILE       128u /* rows and columns of a full tile of the device kernel */
 #define MATMUL_MIN_COLS    16u /* a column tile is a whole number of tensor-core tiles */
 #define MATMUL_K_MULTIPLE   8u /* 16 bytes of a 16-bit row of W */
+/* M and N are int32 in the instruction; the device refuses 2^31 or more of either */
+#define MATMUL_MAX_DIM     ((guint64) G_MAXINT32)
+
+static gboolean
+eps_ok (float eps)
+{
+  return eps >= 0.0f && isfinite (eps);
+}
 
 /* ---- the op API --------------------------------------------------------------------- */
 
@@ -32,7 +40,7 @@
  * @residual: `M × N` elements added to the product, or -1; may be @y (`Y += X W^T`)
  * @norm: the weight of an RMSNORM fused before the product (K elements), applied to
  *   each row of @x, or -1
- * @eps: the RMSNORM epsilon (used with @norm)
+ * @eps: the RMSNORM epsilon, used with @norm; finite and not negative even without it
  * @error: return location for a #GError
  *
  * Records `Y[m] = W X'[m] + bias + residual[m]` for every row m of @x, with fp32
@@ -104,6 +112,13 @@ amk_program_op_matmul (AmkProgram  *self,
       return -1;
     }
   m = xi->n_elements / k;
+  if (m > MATMUL_MAX_DIM || n > MATMUL_MAX_DIM)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("MATMUL: M = %" PRIu64 " rows of “%s” by N = %" PRIu64 " rows of “%s”: each must be below 2^31"),
+                   m, xi->name, n, wi->name);
+      return -1;
+    }
   if (!amk_op_vector_of (self, "MATMUL", _("the output"), y, m * n, NULL, error) ||
       (bias != -1 && !amk_op_vector_of (self, "MATMUL", _("the bias"), bias, n, NULL, error)) ||
       (residual != -1 && !amk_op_vector_of (self, "MATMUL", _("the residual"), residual, m * n, NULL, error)) ||
@@ -116,10 +131,12 @@ amk_program_op_matmul (AmkProgram  *self,
                    yi->name);
       return -1;
     }
-  if (norm != -1 && !(eps >= 0.0f && eps < G_MAXFLOAT))
+  /* the device checks eps with or without a norm */
+  if (!eps_ok (eps))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("MATMUL: the RMSNORM epsilon must be finite and not negative"));
+                   _("MATMUL: the RMSNORM epsilon %g must be finite and not negative, even without a norm weight"),
+                   eps);
       return -1;
     }
   return amk_op_record (self, AMK_ABI_OP_MATMUL, (gint32[]) { y, w, x, bias, residual, norm },
@@ -128,7 +145,8 @@ amk_program_op_matmul (AmkProgram  *self,
 
 /* ---- verifier ----------------------------------------------------------------------- */
 
-/* One operand of MATMUL: the dtypes it may have and the elements it must hold. */
+/* One operand of MATMUL: the dtypes it may have and the elements it must hold exactly
+ * (needed 0: any), as the device check asks. */
 static gboolean
 check_matmul_operand (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
                       guint slot, const char *what, guint dtypes, guint64 needed, GError **error)
@@ -144,14 +162,23 @@ check_matmul_operand (AmkProgram *self, guint queue, guint pos, const amk_instru
                    queue, pos, what, info->name, amk_dtype_name (info->dtype));
       return FALSE;
     }
-  if (info->n_elements < needed)
+  if (needed != 0 && info->n_elements != needed)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
-                   _("Queue %u instruction %u (MATMUL): %s “%s” has %" PRIu64 " elements; the tile needs %" PRIu64),
+                   _("Queue %u instruction %u (MATMUL): %s “%s” has %" PRIu64 " elements; it must have exactly %" PRIu64),
                    queue, pos, what, info->name, info->n_elements, needed);
       return FALSE;
     }
   return TRUE;
+}
+
+/* amk_verify_operand_bytes for a count of 64 bits: its own count is an int32. */
+static void
+matmul_operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, guint64 count,
+                      gint64 *region, guint64 *start, guint64 *length)
+{
+  amk_verify_operand_bytes (self, ins, slot, 0, 0, region, start, length);
+  *length = count * amk_instruction_elem_size (self, ins, slot);
 }
 
 /* Y must not share memory with anything the op reads, except the residual, which may be
@@ -159,20 +186,20 @@ check_matmul_operand (AmkProgram *self, guint queue, guint pos, const amk_instru
  * tile's output must not overlap what any other tile reads either. */
 static gboolean
 check_matmul_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
-                       gint32 m, gint32 n, GError **error)
+                       guint64 m, guint64 n, GError **error)
 {
-  const gint32 k = ins->params.matmul.k;
-  /* run after the operand checks: every count fits its buffer, so an int32 */
-  const gint32 counts[6] = { m * n, n * k, m * k, n, m * n, k };
+  const guint64 k = (guint64) ins->params.matmul.k;
+  /* 64-bit: M × N or N × K may pass 2^31 */
+  const guint64 counts[6] = { m * n, n * k, m * k, n, m * n, k };
   gint64 ry, rs;
   guint64 sy, ss, ly, ls;
 
-  amk_verify_operand_bytes (self, ins, 0, 0, counts[0], &ry, &sy, &ly);
+  matmul_operand_bytes (self, ins, 0, counts[0], &ry, &sy, &ly);
   for (guint slot = 1; slot < 6; slot++)
     {
       if (ins->buffers[slot] == AMK_NO_BUFFER)
         continue;
-      amk_verify_operand_bytes (self, ins, slot, 0, counts[slot], &rs, &ss, &ls);
+      matmul_operand_bytes (self, ins, slot, counts[slot], &rs, &ss, &ls);
       if (rs != ry || sy + ly <= ss || ss + ls <= sy)
         continue;
       if (slot == 4 && ss == sy && ls == ly)
@@ -219,6 +246,13 @@ check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
     }
   n = w->shape[0];
   m = x->n_elements / p->k;
+  if (m > MATMUL_MAX_DIM || n > MATMUL_MAX_DIM)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_OUT_OF_RANGE,
+                   _("Queue %u instruction %u (MATMUL): M = %" PRIu64 " rows of “%s” by N = %" PRIu64 " rows of “%s”: each must be below 2^31"),
+                   queue, pos, m, x->name, n, w->name);
+      return FALSE;
+    }
   if (p->m0 < 0 || p->m_count < 1 || (guint64) p->m0 + p->m_count > m ||
       p->n0 < 0 || p->n_count < 1 || (guint64) p->n0 + p->n_count > n)
     {
@@ -227,11 +261,12 @@ check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
                    queue, pos, p->m0, p->m_count, p->n0, p->n_count, m, n);
       return FALSE;
     }
-  if (ins->buffers[5] != AMK_NO_BUFFER && !(p->eps >= 0.0f && p->eps < G_MAXFLOAT))
+  /* the device checks eps with or without a norm */
+  if (!eps_ok (p->eps))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATMUL): the RMSNORM epsilon must be finite and not negative"),
-                   queue, pos);
+                   _("Queue %u instruction %u (MATMUL): the RMSNORM epsilon %g must be finite and not negative, even without a norm weight"),
+                   queue, pos, p->eps);
       return FALSE;
     }
   return check_matmul_operand (self, queue, pos, ins, 0, _("the output"), vec, m * n, error) &&
@@ -240,7 +275,7 @@ check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
          check_matmul_operand (self, queue, pos, ins, 3, _("the bias"), vec, n, error) &&
          check_matmul_operand (self, queue, pos, ins, 4, _("the residual"), vec, m * n, error) &&
          check_matmul_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, p->k, error) &&
-         check_matmul_aliasing (self, queue, pos, ins, (gint32) m, (gint32) n, error);
+         check_matmul_aliasing (self, queue, pos, ins, m, n, error);
 }
 
 static gboolean

@@ -501,8 +501,8 @@ typedef struct {
  * instruction again in every launch; the verdicts are the same, so a bad instruction
  * still aborts the launch when its queue reaches it. */
 #define AMK_PROGRAM_CHECKED      1u
-/* MANY_TOKENS: the program has MATMUL, ROPE_ROWS or ATTN_ROWS: it runs on the kernel's
- * build with them (amk_megakernel_many); the other build aborts with BAD_OPCODE there. */
+/* MANY_TOKENS: the program has MATMUL or ATTN_ROWS: it runs on the kernel's build with
+ * them (amk_megakernel_many); the other build aborts with BAD_OPCODE there. */
 #define AMK_PROGRAM_MANY_TOKENS  2u
 #define AMK_CHECKED_RECORD_BYTES 48
 

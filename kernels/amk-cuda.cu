@@ -264,6 +264,18 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
   memset (&attr, 0, sizeof attr);
   if ((e = cudaFuncGetAttributes (&attr, (const void *) amk_megakernel)) != cudaSuccess)
     return amk_fail (e, msg, msg_len, "cudaFuncGetAttributes(amk_megakernel)");
+  {
+    /* the configuration must suit both builds of the kernel (scheduler.cu) */
+    struct cudaFuncAttributes many;
+    memset (&many, 0, sizeof many);
+    if ((e = cudaFuncGetAttributes (&many, (const void *) amk_megakernel_many)) != cudaSuccess)
+      return amk_fail (e, msg, msg_len, "cudaFuncGetAttributes(amk_megakernel_many)");
+    attr.numRegs = attr.numRegs > many.numRegs ? attr.numRegs : many.numRegs;
+    attr.sharedSizeBytes = attr.sharedSizeBytes > many.sharedSizeBytes ? attr.sharedSizeBytes : many.sharedSizeBytes;
+    attr.localSizeBytes = attr.localSizeBytes > many.localSizeBytes ? attr.localSizeBytes : many.localSizeBytes;
+    attr.maxThreadsPerBlock = attr.maxThreadsPerBlock < many.maxThreadsPerBlock ? attr.maxThreadsPerBlock
+                                                                                : many.maxThreadsPerBlock;
+  }
   if ((e = cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
     return amk_fail (e, msg, msg_len, "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)");
   if ((e = cudaDeviceGetAttribute (&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) !=
@@ -297,7 +309,6 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
                threads, attr.maxThreadsPerBlock);
       return AMK_CUDA_REJECTED;
     }
-  /* both builds of the kernel (scheduler.cu): the configuration must suit either */
   const void *builds[2] = { (const void *) amk_megakernel, (const void *) amk_megakernel_many };
   blocks_per_sm = 1 << 30;
   for (int b = 0; b < 2; b++)

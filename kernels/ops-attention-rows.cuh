@@ -187,7 +187,7 @@ amk_rows_ld (const unsigned char *p, uint32_t dt, uint64_t i)
 
 /* ---- ROPE_ROWS ------------------------------------------------------------------------ */
 
-static __device__ __noinline__ int
+static __device__ __forceinline__ int
 amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                     bool run, int tid, int nt, int32_t *detail)
 {
@@ -670,8 +670,8 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
 
 /* ---- the many-token ops' entry ---------------------------------------------------------- */
 
-/* MATMUL, ROPE_ROWS and ATTN_ROWS behind one call, out of line: the decode step's loop
- * keeps its registers for the ops it runs. */
+/* MATMUL and ATTN_ROWS behind one call, out of line: the decode step's loop keeps its
+ * registers for the ops it runs. */
 static __device__ __noinline__ int
 amk_many_tokens_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                       bool run, int tid, int nt, int32_t *detail)
@@ -680,8 +680,6 @@ amk_many_tokens_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const
     {
     case AMK_ABI_OP_MATMUL:
       return amk_matmul_exec (ctx, ins, buffers, run, tid, nt);
-    case AMK_ABI_OP_ROPE_ROWS:
-      return amk_rope_rows_exec (ctx, ins, buffers, run, tid, nt, detail);
     default:
       return amk_attn_rows_exec (ctx, ins, buffers, run, tid, nt, detail);
     }

@@ -257,6 +257,8 @@ amk_utility_check (const amk_instruction_t *ins,
       break;
 
     case AMK_ABI_OP_ROPE_ROWS:
+      return amk_attention_rows_check (ins, buffers, n_buffers, ctx, detail);
+
     case AMK_ABI_OP_ATTN_ROWS:
       if (many)
         return amk_attention_rows_check (ins, buffers, n_buffers, ctx, detail);

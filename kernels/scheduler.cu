@@ -432,10 +432,11 @@ amk_check_program (amk_device_program prog)
 
 /* ---- the kernel ----------------------------------------------------------------------- */
 
-/* The kernel's body, in two builds: MANY runs the many-token ops (MATMUL, ROPE_ROWS,
- * ATTN_ROWS) as well. Their out-of-line call makes the loop keep fewer registers, which
- * slowed the decode step, so a program without them runs the build without it (the
- * launcher chooses: AMK_PROGRAM_MANY_TOKENS). */
+/* The kernel's body, in two builds: MANY runs MATMUL and ATTN_ROWS as well. Their
+ * out-of-line call makes the loop keep fewer registers, which slowed the decode step, so
+ * a program without them runs the build without it (the launcher chooses:
+ * AMK_PROGRAM_MANY_TOKENS). ROPE_ROWS, small and inline, runs in both (Qwen3's decode
+ * step has one). */
 template <bool MANY>
 static __device__ __forceinline__ void
 amk_megakernel_run (const amk_device_program &launched)
@@ -638,6 +639,8 @@ amk_megakernel_run (const amk_device_program &launched)
                              ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
                            : opcode <= AMK_ABI_OP_ATTN_REDUCE
                              ? amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail)
+                           : opcode == AMK_ABI_OP_ROPE_ROWS
+                             ? amk_rope_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
                            : MANY
                              ? amk_many_tokens_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
                              : AMK_ABORT_BAD_OPCODE;

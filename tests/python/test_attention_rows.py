@@ -4,13 +4,14 @@ for prompt chunks of 1, 7 and 100 rows at positions from 0 and from 37 (earlier 
 filled at random), GQA and plain heads, Llama-3 scaling on and off, Qwen3's q/k norm on
 and off, padding rows, two sequences in a 3-D cache (batched decode), bf16 and f32 caches;
 a chunk against the decode ops run token by token; the device-side position and sequence
-checks; EMBED of many tokens (op_embed_rows)."""
+checks and the refusal of caches that share memory; EMBED of many tokens
+(op_embed_rows)."""
 import math
 
 import numpy as np
 import pytest
 
-from amktest import Amk, GLib, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
+from amktest import Amk, GLib, add_op, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
 from attention_ref import ref_attention, ref_inv_freq, ref_rope
 
 F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
@@ -264,6 +265,36 @@ def test_device_checks(rng, bad):
     record = rows.ex.get_last_abort()
     assert record.code == Amk.AbortCode.CHECK
     assert record.detail == (rows.pos if bad in ('pos', 'both') else rows.seq)
+
+
+def raw_rows_program(opcode, same_caches):
+    """A program of one raw ROPE_ROWS or ATTN_ROWS instruction over 2 rows, its value
+    cache the key cache itself when same_caches."""
+    p = Amk.Program.new(1)
+    d, n_q, n_kv, m, ctx = 8, 4, 2, 2, 4
+    qkv = p.add_buffer("qkv", F32, [m, (n_q + 2 * n_kv) * d], IN)
+    kc = p.add_buffer("kc", F32, [ctx, n_kv * d], IN)
+    vc = kc if same_caches else p.add_buffer("vc", F32, [ctx, n_kv * d], IN)
+    pos = p.add_buffer("pos", I32, [m], IN)
+    params = {'shape.head_dim': d, 'shape.n_q_heads': n_q, 'shape.n_kv_heads': n_kv,
+              'shape.max_ctx': ctx, 'n_rows': m}
+    if opcode == Amk.Opcode.ROPE_ROWS:
+        add_op(p, 0, opcode, [qkv, kc, vc, pos, -1], {**params, 'freq.theta': 10000.0})
+    else:
+        out = p.add_buffer("out", F32, [m, n_q * d], OUT)
+        add_op(p, 0, opcode, [out, qkv, kc, vc, pos, -1], {**params, 'scale': 0.25})
+    return p
+
+
+@pytest.mark.parametrize('opcode', [Amk.Opcode.ROPE_ROWS, Amk.Opcode.ATTN_ROWS], ids=['rope', 'attn'])
+def test_verify_one_buffer_for_both_caches(opcode):
+    """Key and value caches that are one buffer are refused by the verifier, as by the
+    GPU's check: for ATTN_ROWS too, which writes neither."""
+    assert raw_rows_program(opcode, False).verify()
+    with pytest.raises(GLib.Error) as info:
+        raw_rows_program(opcode, True).verify()
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+    assert "the key cache, buffer 1 “kc”, shares memory with the value cache" in info.value.message
 
 
 def test_embed_rows(rng):

@@ -11,7 +11,7 @@ rounding (2^-9 relative per element): 1e-2."""
 import numpy as np
 import pytest
 
-from amktest import Amk, GLib, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
+from amktest import Amk, GLib, add_op, from_bytes, from_f32, make_rng, poison, to_bytes, to_f32
 
 NONE = -1
 VEC = (Amk.DType.F32, Amk.DType.BF16)
@@ -218,6 +218,40 @@ def test_op_errors():
     assert e.matches(*invalid) and "y_small" in e.message and "18" in e.message
     e = op_error(p.op_matmul, y, w, x, -1, -1, 99, 0.0)
     assert e.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE)
+    for eps in (float('nan'), float('inf'), -1.0):  # the GPU checks it even without a norm
+        e = op_error(p.op_matmul, y, w, x, -1, -1, -1, eps)
+        assert e.matches(*invalid) and "epsilon" in e.message
     assert p.get_n_ops() == 0
     p.op_matmul(y, w, x, -1, y, -1, 0.0)  # y += X W^T is fine
     assert p.get_n_ops() == 1
+
+
+def raw_matmul_error(bias_len, eps):
+    """verify's error for one raw MATMUL tile of y [3, 6] = x [3, 16] w [6, 16]^T with a
+    bias of bias_len elements, or None when it verifies."""
+    p = Amk.Program.new(1)
+    w = p.add_buffer("w", Amk.DType.BF16, [6, 16], Amk.BufferRole.CONSTANT)
+    x = p.add_buffer("x", Amk.DType.F32, [3, 16], Amk.BufferRole.INPUT)
+    y = p.add_buffer("y", Amk.DType.F32, [3, 6], Amk.BufferRole.OUTPUT)
+    b = p.add_buffer("b", Amk.DType.F32, [bias_len], Amk.BufferRole.INPUT)
+    add_op(p, 0, Amk.Opcode.MATMUL, [y, w, x, b, NONE, NONE],
+           dict(m_count=3, n_count=6, k=16, eps=float(eps)))
+    try:
+        p.verify()
+    except GLib.Error as e:
+        return e
+    return None
+
+
+def test_verify_as_the_gpu():
+    """The verifier refuses what the GPU's check refuses: a bias of other than N
+    elements (more too), an epsilon that is NaN, infinite or negative even without a
+    norm."""
+    assert raw_matmul_error(6, 0.0) is None
+    e = raw_matmul_error(16, 0.0)
+    assert e.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE)
+    assert "“b” has 16 elements; it must have exactly 6" in e.message
+    for eps in (float('nan'), float('inf'), -1.0):
+        e = raw_matmul_error(6, eps)
+        assert e.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+        assert "epsilon" in e.message

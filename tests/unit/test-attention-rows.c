@@ -286,6 +286,20 @@ static void bad_theta (Rig *r, amk_instruction_t *i) { i->params.rope_rows.freq.
 static void bad_llama3 (Rig *r, amk_instruction_t *i) { i->params.rope_rows.freq.high_freq_factor = 0.5f; }
 static void const_cache (Rig *r, amk_instruction_t *i) { info_of (r, r->kc)->role = AMK_BUFFER_ROLE_CONSTANT; }
 static void same_caches (Rig *r, amk_instruction_t *i) { i->buffers[2] = r->kc; }
+/* no buffer that large can be declared: the infos are made to claim it */
+static void
+claim_elements (Rig *r, gint buffer, guint64 n)
+{
+  info_of (r, buffer)->n_elements = n;
+  info_of (r, buffer)->size_bytes = n * test_dtype_size (info_of (r, buffer)->dtype);
+}
+static void huge_rows (Rig *r, amk_instruction_t *i) { claim_elements (r, r->qkv, (guint64) W << 31); }
+static void
+huge_caches (Rig *r, amk_instruction_t *i)
+{
+  claim_elements (r, r->kc, (guint64) CTX * NKV * D << 31);
+  claim_elements (r, r->vc, (guint64) CTX * NKV * D << 31);
+}
 
 static void kv_head_past (Rig *r, amk_instruction_t *i) { i->params.attn_rows.kv_head = NKV; }
 static void bad_scale (Rig *r, amk_instruction_t *i) { i->params.attn_rows.scale = NAN; }
@@ -293,6 +307,7 @@ static void out_short (Rig *r, amk_instruction_t *i) { i->buffers[0] = r->qn; }
 static void const_out (Rig *r, amk_instruction_t *i) { info_of (r, r->out)->role = AMK_BUFFER_ROLE_CONSTANT; }
 static void attn_rows_past (Rig *r, amk_instruction_t *i) { i->params.attn_rows.row0 = 1; }
 static void attn_seq_short (Rig *r, amk_instruction_t *i) { i->buffers[5] = r->qn; }
+static void attn_same_caches (Rig *r, amk_instruction_t *i) { i->buffers[3] = r->kc; }
 
 static const Refusal rope_refusals[] = {
   { "odd head_dim", AMK_PROGRAM_ERROR_INVALID, odd_head, "head_dim 7" },
@@ -314,7 +329,10 @@ static const Refusal rope_refusals[] = {
   { "infinite theta", AMK_PROGRAM_ERROR_INVALID, bad_theta, "theta" },
   { "high < low frequency factor", AMK_PROGRAM_ERROR_INVALID, bad_llama3, "Llama-3" },
   { "constant cache", AMK_PROGRAM_ERROR_INVALID, const_cache, "constant" },
-  { "one buffer for both caches", AMK_PROGRAM_ERROR_INVALID, same_caches, "shares memory" },
+  { "one buffer for both caches", AMK_PROGRAM_ERROR_INVALID, same_caches,
+    "the key cache, buffer 1 “k cache”, shares memory with the value cache, buffer 1 “k cache”" },
+  { "2^31 rows", AMK_PROGRAM_ERROR_OUT_OF_RANGE, huge_rows, "2147483648 rows" },
+  { "2^31 sequences", AMK_PROGRAM_ERROR_OUT_OF_RANGE, huge_caches, "2147483648 sequences" },
 };
 
 static const Refusal attn_refusals[] = {
@@ -324,6 +342,9 @@ static const Refusal attn_refusals[] = {
   { "constant output", AMK_PROGRAM_ERROR_INVALID, const_out, "constant" },
   { "rows past M", AMK_PROGRAM_ERROR_OUT_OF_RANGE, attn_rows_past, "outside the 3 rows" },
   { "seq of the wrong size", AMK_PROGRAM_ERROR_INVALID, attn_seq_short, "the sequences" },
+  /* read, not written, but the device refuses it */
+  { "one buffer for both caches", AMK_PROGRAM_ERROR_INVALID, attn_same_caches,
+    "the key cache, buffer 1 “k cache”, shares memory with the value cache, buffer 1 “k cache”" },
 };
 
 static void
@@ -382,6 +403,71 @@ test_verify_attn_rows_alias (void)
   g_assert_false (amk_program_verify (p, &error));
   g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
   test_assert_message_has (error, "shares memory");
+}
+
+/* The rows and the caches as scratch buffers placed in the arena so that two of them
+ * overlap: the device refuses that in both ops, ATTN_ROWS included, which writes none
+ * of them; placed apart they verify. */
+static void
+test_verify_caches_apart (void)
+{
+  /* arena offsets of qkv (512 bytes), the k and the v cache (256 bytes each) */
+  const struct { guint64 qkv, kc, vc; const char *first, *second; } cases[] = {
+    { 0, 512, 768, NULL, NULL },
+    { 512, 0, 0, "the key cache, buffer 1 “k cache”", "the value cache, buffer 2 “v cache”" },
+    { 0, 256, 512, "the key cache, buffer 1 “k cache”", "the rows, buffer 0 “qkv”" },
+    { 0, 512, 256, "the value cache, buffer 2 “v cache”", "the rows, buffer 0 “qkv”" },
+  };
+
+  for (guint attn = 0; attn < 2; attn++)
+    for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+      {
+        g_autoptr(AmkProgram) p = amk_program_new (1);
+        g_autoptr(GError) error = NULL;
+        amk_instruction_t ins = test_raw (attn ? AMK_ABI_OP_ATTN_ROWS : AMK_ABI_OP_ROPE_ROWS);
+        gint qkv = add_2d (p, "qkv", AMK_DTYPE_F32, 2, W, AMK_BUFFER_ROLE_SCRATCH);
+        gint kc = add_2d (p, "k cache", AMK_DTYPE_F32, 4, NKV * D, AMK_BUFFER_ROLE_SCRATCH);
+        gint vc = add_2d (p, "v cache", AMK_DTYPE_F32, 4, NKV * D, AMK_BUFFER_ROLE_SCRATCH);
+        gint pos = test_add_buffer (p, "pos", AMK_DTYPE_I32, 2, AMK_BUFFER_ROLE_INPUT);
+        gint out = add_2d (p, "out", AMK_DTYPE_F32, 2, NQ * D, AMK_BUFFER_ROLE_OUTPUT);
+        const amk_attn_shape_t shape = { D, NQ, NKV, 4 };
+        const gint placed[3] = { qkv, kc, vc };
+        const guint64 offsets[3] = { cases[c].qkv, cases[c].kc, cases[c].vc };
+
+        p->scratch_size = 0;
+        for (guint b = 0; b < 3; b++)
+          {
+            AmkBufferInfo *info = g_ptr_array_index (p->buffers, placed[b]);
+
+            info->arena_offset = offsets[b];
+            p->scratch_size = MAX (p->scratch_size, offsets[b] + info->size_bytes);
+          }
+        if (attn)
+          {
+            ins.n_buffers = 6;
+            memcpy (ins.buffers, (gint32[]) { out, qkv, kc, vc, pos, AMK_NO_BUFFER }, 6 * sizeof (gint32));
+            ins.params.attn_rows = (amk_attn_rows_params_t) { .shape = shape, .n_rows = 2, .scale = 1.0f };
+          }
+        else
+          {
+            ins.n_buffers = 5;
+            memcpy (ins.buffers, (gint32[]) { qkv, kc, vc, pos, AMK_NO_BUFFER }, 5 * sizeof (gint32));
+            ins.params.rope_rows = (amk_rope_rows_params_t) { .shape = shape, .n_rows = 2,
+                                                              .freq = { .theta = 10000.0f } };
+          }
+        test_append_raw (p, 0, &ins);
+        g_test_message ("%s, case %u", attn ? "ATTN_ROWS" : "ROPE_ROWS", c);
+        if (cases[c].first == NULL)
+          {
+            g_assert_true (amk_program_verify (p, &error));
+            g_assert_no_error (error);
+            continue;
+          }
+        g_assert_false (amk_program_verify (p, &error));
+        g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID);
+        test_assert_message_has (error, cases[c].first);
+        test_assert_message_has (error, cases[c].second);
+      }
 }
 
 /* EMBED of many tokens: n_tokens negative, rows past the output or the tokens. */
@@ -512,6 +598,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/attention-rows/verify/rope-rows", test_verify_rope_rows);
   g_test_add_func ("/amk/attention-rows/verify/attn-rows", test_verify_attn_rows);
   g_test_add_func ("/amk/attention-rows/verify/attn-rows-alias", test_verify_attn_rows_alias);
+  g_test_add_func ("/amk/attention-rows/verify/caches-apart", test_verify_caches_apart);
   g_test_add_func ("/amk/attention-rows/verify/embed-rows", test_verify_embed_rows);
   g_test_add_func ("/amk/attention-rows/lowering", test_lowering);
   return g_test_run ();

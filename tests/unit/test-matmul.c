@@ -83,6 +83,13 @@ test_op_errors (void)
                    AMK_PROGRAM_ERROR_INVALID, "constant");
   assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, NORM, -1.0f, &e_),
                    AMK_PROGRAM_ERROR_INVALID, "epsilon");
+  /* the device checks eps without a norm too */
+  assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, -1, NAN, &e_),
+                   AMK_PROGRAM_ERROR_INVALID, "epsilon");
+  assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, -1, INFINITY, &e_),
+                   AMK_PROGRAM_ERROR_INVALID, "epsilon");
+  assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, -1, -1e-6f, &e_),
+                   AMK_PROGRAM_ERROR_INVALID, "epsilon");
   assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, N_BUFFERS, 0.0f, &e_),
                    AMK_PROGRAM_ERROR_OUT_OF_RANGE, "norm");
   assert_op_error (amk_program_op_matmul (p, N_BUFFERS, W, X, -1, -1, -1, 0.0f, &e_),
@@ -179,17 +186,24 @@ test_verify_invalid (void)
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "cannot be f16");
   g_object_unref (p);
 
-  /* a write to a constant, an output that is an input, a bad epsilon */
+  /* a write to a constant, a bad epsilon (an output that is an input: below) */
   p = raw_tile ((gint[]) { WC, W, X, -1, -1, -1 }, &i);
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "constant");
-  g_object_unref (p);
-  p = raw_tile ((gint[]) { X, W, X, -1, -1, -1 }, &i);
-  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "overlaps input 2");
   g_object_unref (p);
   p = raw_tile ((gint[]) { Y, W, X, -1, -1, NORM }, &i);
   test_set_float (p, i, "eps", -1.0f);
   assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "epsilon");
   g_object_unref (p);
+
+  /* the device refuses a bad epsilon even without a norm */
+  const float bad_eps[] = { NAN, INFINITY, -1e-6f };
+  for (guint c = 0; c < G_N_ELEMENTS (bad_eps); c++)
+    {
+      p = raw_tile ((gint[]) { Y, W, X, -1, -1, -1 }, &i);
+      test_set_float (p, i, "eps", bad_eps[c]);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "epsilon");
+      g_object_unref (p);
+    }
 }
 
 static void
@@ -198,36 +212,73 @@ test_verify_sizes (void)
   gint i;
   AmkProgram *p;
 
-  /* an output or residual smaller than M × N, a bias shorter than N */
+  /* the device wants exactly M × N elements of the output and residual, N of the bias
+   * and K of the norm weight: fewer or more are refused */
   p = raw_tile ((gint[]) { Y_SMALL, W, X, -1, -1, -1 }, &i);
-  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "y_small");
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "“y_small” has 6 elements; it must have exactly 18");
   g_object_unref (p);
   p = raw_tile ((gint[]) { Y, W, X, -1, Y_SMALL, -1 }, &i);
-  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "y_small");
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "“y_small” has 6 elements; it must have exactly 18");
   g_object_unref (p);
-  p = raw_tile ((gint[]) { Y, W, X, NORM, -1, -1 }, &i);  /* 16 bf16, fine as a bias */
-  g_assert_true (amk_program_verify (p, NULL));
+  p = raw_tile ((gint[]) { X, W, X, -1, -1, -1 }, &i);  /* 48 elements, not 18 */
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "the output “x” has 48 elements; it must have exactly 18");
+  g_object_unref (p);
+  p = raw_tile ((gint[]) { Y, W, X, -1, X, -1 }, &i);
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "the residual “x” has 48 elements; it must have exactly 18");
+  g_object_unref (p);
+  p = raw_tile ((gint[]) { Y, W, X, NORM, -1, -1 }, &i);  /* 16 elements, not N */
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "the bias “norm” has 16 elements; it must have exactly 6");
   g_object_unref (p);
   p = raw_tile ((gint[]) { Y, W, X, -1, -1, BIAS }, &i);  /* 6 elements, not K */
-  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "norm weight");
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "the norm weight “bias” has 6 elements; it must have exactly 16");
+  g_object_unref (p);
+  p = raw_tile ((gint[]) { Y, W, X, -1, -1, X }, &i);  /* 48 elements, not K */
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "the norm weight “x” has 48 elements; it must have exactly 16");
   g_object_unref (p);
 }
 
-/* Two scratch buffers over the same arena bytes: a residual that starts where y starts
- * but is shorter overlaps y partly. */
+/* M or N of 2^31 or more, which the device refuses (and whose element counts pass
+ * int32): no buffer that large can be declared, so W's info is made to claim it. */
+static void
+test_huge (void)
+{
+  gint i;
+  g_autoptr(AmkProgram) p = raw_tile ((gint[]) { Y, W, X, -1, -1, -1 }, &i);
+  AmkBufferInfo *w = g_ptr_array_index (p->buffers, W);
+
+  w->shape[0] = (gint64) G_MAXINT32 + 1;
+  w->n_elements = (guint64) w->shape[0] * K;
+  w->size_bytes = w->n_elements * 2;
+  assert_verify_error (p, AMK_PROGRAM_ERROR_OUT_OF_RANGE, "N = 2147483648 rows of “w”: each must be below 2^31");
+  assert_op_error (amk_program_op_matmul (p, Y, W, X, -1, -1, -1, 0.0f, &e_),
+                   AMK_PROGRAM_ERROR_OUT_OF_RANGE, "below 2^31");
+}
+
+/* Scratch buffers over the same arena bytes: a residual that starts where y starts but
+ * is shorter overlaps y partly; input rows there overlap it too. */
 static void
 test_verify_partial_overlap (void)
 {
-  g_autoptr(AmkProgram) p = matmul_program ();
-  gint ys = test_add_buffer (p, "ys", AMK_DTYPE_F32, M * N, AMK_BUFFER_ROLE_SCRATCH);
-  gint rs = test_add_buffer (p, "rs", AMK_DTYPE_BF16, M * N, AMK_BUFFER_ROLE_SCRATCH);
+  for (guint slot = 2; slot <= 4; slot += 2)
+    {
+      g_autoptr(AmkProgram) p = matmul_program ();
+      gint ys = test_add_buffer (p, "ys", AMK_DTYPE_F32, M * N, AMK_BUFFER_ROLE_SCRATCH);
+      gint rs = test_add_buffer (p, "rs", AMK_DTYPE_BF16, M * N, AMK_BUFFER_ROLE_SCRATCH);
+      gint xs = test_add_buffer (p, "xs", AMK_DTYPE_F32, M * K, AMK_BUFFER_ROLE_SCRATCH);
+      g_autofree char *needle = g_strdup_printf ("overlaps input %u", slot);
 
-  ((AmkBufferInfo *) g_ptr_array_index (p->buffers, ys))->arena_offset = 0;
-  ((AmkBufferInfo *) g_ptr_array_index (p->buffers, rs))->arena_offset = 0;
-  p->scratch_size = AMK_ARENA_ALIGNMENT;
-  test_add (p, 0, AMK_OPCODE_MATMUL, (gint[]) { ys, W, X, -1, rs, -1 }, 6,
-            "m_count", M, "n_count", N, "k", K, NULL);
-  assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, "overlaps input 4");
+      ((AmkBufferInfo *) g_ptr_array_index (p->buffers, ys))->arena_offset = 0;
+      ((AmkBufferInfo *) g_ptr_array_index (p->buffers, rs))->arena_offset = 0;
+      ((AmkBufferInfo *) g_ptr_array_index (p->buffers, xs))->arena_offset = 0;
+      p->scratch_size = AMK_ARENA_ALIGNMENT;
+      if (slot == 4)
+        test_add (p, 0, AMK_OPCODE_MATMUL, (gint[]) { ys, W, X, -1, rs, -1 }, 6,
+                  "m_count", M, "n_count", N, "k", K, NULL);
+      else
+        test_add (p, 0, AMK_OPCODE_MATMUL, (gint[]) { ys, W, xs, -1, -1, -1 }, 6,
+                  "m_count", M, "n_count", N, "k", K, NULL);
+      assert_verify_error (p, AMK_PROGRAM_ERROR_INVALID, needle);
+    }
 }
 
 int
@@ -239,6 +290,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/matmul/verify/ranges", test_verify_ranges);
   g_test_add_func ("/amk/matmul/verify/invalid", test_verify_invalid);
   g_test_add_func ("/amk/matmul/verify/sizes", test_verify_sizes);
+  g_test_add_func ("/amk/matmul/verify/huge", test_huge);
   g_test_add_func ("/amk/matmul/verify/partial-overlap", test_verify_partial_overlap);
   return g_test_run ();
 }

@@ -87,7 +87,7 @@ assert_shares_weights (const char *path,
   g_assert_no_error (error);
   build = amk_model_build_graph (spec, 1, 64, &error);
   g_assert_no_error (error);
-  g_assert_true (amk_model_build_prefill (build, spec, chunk, &error));
+  g_assert_true (amk_model_build_prefill (build, spec, chunk, AMK_DTYPE_F32, &error));
   g_assert_no_error (error);
   g_assert_nonnull (build->prefill);
   g_assert_cmpuint (build->chunk, ==, chunk);
@@ -219,19 +219,24 @@ test_smollm2 (void)
   check_prefill (path, GGUF_PROMPT, 4);
 }
 
-/* The chunk: 256 rows by default, never more than the context. */
+/* The chunk: by default the preferred rows of the executor the model is loaded for (the
+ * CPU executor's here: no GPU in a test of the CPU path), never more than the context. */
 static void
 test_chunk_default (void)
 {
   g_autofree char *dir = data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", dir, "context-length", 300, NULL);
+  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
+  g_autoptr(AmkGenerator) gen = NULL;
   g_autoptr(AmkModel) small = NULL;
   g_autoptr(GError) error = NULL;
 
   g_assert_cmpuint (amk_model_get_prefill_chunk (model), ==, 0);
-  g_assert_true (g_initable_init (G_INITABLE (model), NULL, &error));
+  gen = amk_generator_new (model, AMK_EXECUTOR (cpu));
+  g_assert_true (amk_generator_prefill (gen, "Hi", NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (amk_model_get_prefill_chunk (model), ==, 256);
+  g_assert_cmpuint (amk_model_get_prefill_chunk (model), ==,
+                    amk_executor_get_preferred_rows (AMK_EXECUTOR (cpu)));
 
   small = test_load_model_chunked (dir, 0, 16, 0);
   g_assert_cmpuint (amk_model_get_prefill_chunk (small), ==, 16);
