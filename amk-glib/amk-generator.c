@@ -445,7 +445,9 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    *
    * Emitted after each launch of the prefill chunk (see
    * [property@Amk.Model:prefill-chunk]), to show the progress of a long prompt; the
-   * cancellable of the call is checked before the next one. In the same thread as
+   * cancellable of the call is checked before the next one. @fed stops one short of
+   * the total, as the prompt's last token goes through the decode step, and the first
+   * [signal@Amk.Generator::token] follows it. In the same thread as
    * [signal@Amk.Generator::token].
    */
   signals[SIGNAL_PREFILL_PROGRESS] =

@@ -248,7 +248,8 @@ amk_model_class_init (AmkModelClass *klass)
    * cache. 0 (the default) chooses when loading: the executor's preferred rows
    * ([method@Amk.Executor.get_preferred_rows]: 2048 on a GPU, 64 on the CPU), or the
    * context length when that is smaller. 1 builds no prefill program: every prompt token then takes one decode
-   * step, as a reference or to save the chunk's activations (a few megabytes). Once
+   * step, as a reference or to save the chunk's activations (hundreds of megabytes at
+   * 2048 rows of a 1B model). Once
    * loaded, the chunk's rows, or 1 without one.
    */
   properties[PROP_PREFILL_CHUNK] =

@@ -5,10 +5,11 @@ decode step), and the time to the first generated token.
 
     bash .gpu/run.sh python3 bench/prefill.py MODEL [TOKENS] [ROUNDS]
 
-MODEL is a GGUF file or a Hugging Face folder; the prompt is TOKENS tokens of text (a
-sentence repeated, cut to length). Prints "AMK prefill N tokens: S s, R tokens/s, time
-to first token T s" per round and the median. bench/prefill.sh runs transformers' eager
-prefill of the same checkpoint in the same session.
+MODEL is a GGUF file or a Hugging Face folder; the prompt is at most TOKENS tokens with
+the BOS the generator adds (a sentence repeated, cut to length). Prints "AMK round R:
+..." per round (wall time, prefill tokens/s, time to first token) and a median line
+"AMK prefill N tokens: ...". bench/prefill.sh runs transformers' eager prefill of the
+same checkpoint in the same session.
 
 SPDX-License-Identifier: LGPL-2.1-or-later
 """
@@ -37,7 +38,7 @@ def main(path, n, rounds):
     executor = Amk.Launcher(device=0) if Amk.Launcher.get_device_count() > 0 else Amk.CpuExecutor.new_empty()
     model = Amk.Model.new_from_file(path, None)
     generator = Amk.Generator.new(model, executor)
-    text, n_tok = prompt_of(model.get_tokenizer(), n)
+    text, n_tok = prompt_of(model.get_tokenizer(), n - 1)  # the generator adds BOS
     generator.generate("Hello", 1, None)  # loads the programs
     rates, ttfts = [], []
     for r in range(rounds):

@@ -32,40 +32,38 @@ def add(prog, name, dtype, shape, role=Amk.BufferRole.INPUT):
     return prog.add_buffer(name, dtype, list(shape), role)
 
 
-def run_both(prog, inputs, outputs):
+def run_both(prog, inputs, outputs, poisoned=True):
     """Runs prog on the CPU executor and the launcher with the same inputs (buffer ->
-    (dtype, array)) and poisoned outputs; returns {buffer: (cpu, gpu)} as float32."""
-    results = {}
-    executors = [Amk.CpuExecutor.new(prog), Amk.Launcher(device=0)]
-    executors[1].load(prog)
+    (dtype, array)) and the outputs (buffer -> (dtype, n)) poisoned first unless an input
+    gives them; returns {buffer: (cpu, gpu)} as float32."""
     got = []
-    for ex in executors:
+    for ex in (Amk.CpuExecutor.new(prog), Amk.Launcher(device=0)):
+        if isinstance(ex, Amk.Launcher):
+            ex.load(prog)
         for buf, (dtype, array) in inputs.items():
             upload(ex, buf, dtype, array)
         for buf, (dtype, n) in outputs.items():
-            upload(ex, buf, dtype, poison(dtype, n))
-        if isinstance(ex, Amk.Launcher):
-            ex.launch(None)
-        else:
-            ex.run()
+            if poisoned and buf not in inputs:
+                upload(ex, buf, dtype, poison(dtype, n))
+        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
         got.append({buf: to_f32(dtype, download(ex, buf, dtype)) for buf, (dtype, n) in outputs.items()})
-    for buf in outputs:
-        results[buf] = (got[0][buf], got[1][buf])
-    return results
+    return {buf: (got[0][buf], got[1][buf]) for buf in outputs}
 
 
-@pytest.mark.parametrize("wdt", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("wdt,xdt,ydt", [(BF16, F32, F32), (F16, F32, F32), (BF16, BF16, F32),
+                                         (F16, BF16, BF16), (BF16, BF16, BF16)],
+                         ids=["bf16-w", "f16-w", "bf16-x", "f16-w-bf16-x-y", "bf16-all"])
 @pytest.mark.parametrize("m,n,k,fused", [
     (1, 200, 64, "none"), (7, 136, 72, "norm"), (100, 300, 264, "bias+residual"),
     (256, 520, 1032, "norm+residual-in-place"), (300, 64, 128, "norm+bias"),
 ])
-def test_matmul_gpu_matches_cpu(wdt, m, n, k, fused):
+def test_matmul_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused):
     rng = make_rng()
     prog = Amk.Program.new(queues())
-    x = add(prog, "x", F32, (m, k))
+    x = add(prog, "x", xdt, (m, k))
     w = add(prog, "w", wdt, (n, k), Amk.BufferRole.CONSTANT)
     in_place = "in-place" in fused
-    y = add(prog, "y", F32, (m, n), Amk.BufferRole.OUTPUT)
+    y = add(prog, "y", ydt, (m, n), Amk.BufferRole.OUTPUT)
     bias = add(prog, "bias", F32, (n,)) if "bias" in fused else -1
     res = y if in_place else (add(prog, "res", F32, (m, n)) if "residual" in fused else -1)
     norm = add(prog, "norm", BF16, (k,)) if "norm" in fused else -1
@@ -73,7 +71,7 @@ def test_matmul_gpu_matches_cpu(wdt, m, n, k, fused):
     prog.set_buffer_data(w, GLib.Bytes.new(wv.tobytes()))
     prog.op_matmul(y, w, x, bias, res, norm, 1e-5)
     prog.compile()
-    inputs = {x: (F32, rng.standard_normal(m * k).astype(np.float32))}
+    inputs = {x: (xdt, from_f32(xdt, rng.standard_normal(m * k).astype(np.float32)))}
     if bias >= 0:
         inputs[bias] = (F32, rng.standard_normal(n).astype(np.float32))
     if norm >= 0:
@@ -81,13 +79,8 @@ def test_matmul_gpu_matches_cpu(wdt, m, n, k, fused):
     if res >= 0 and not in_place:
         inputs[res] = (F32, rng.standard_normal(m * n).astype(np.float32))
     if in_place:
-        inputs[y] = (F32, rng.standard_normal(m * n).astype(np.float32))
-        outputs = {}
-        results = run_both_in_place(prog, inputs, y, m * n)
-    else:
-        outputs = {y: (F32, m * n)}
-        results = run_both(prog, inputs, outputs)[y]
-    cpu, gpu = results
+        inputs[y] = (ydt, from_f32(ydt, rng.standard_normal(m * n).astype(np.float32)))
+    cpu, gpu = run_both(prog, inputs, {y: (ydt, m * n)})[y]
     err = rel_err(gpu, cpu)
     print(f"# MATMUL {m}x{n}x{k} {fused}: GPU vs CPU executor {err:.2e}")
     # the GPU rounds X' to W's 16-bit type before the tensor cores, the CPU does not
@@ -95,16 +88,24 @@ def test_matmul_gpu_matches_cpu(wdt, m, n, k, fused):
     assert err <= 1e-2
 
 
-def run_both_in_place(prog, inputs, y, n):
-    got = []
-    for ex in (Amk.CpuExecutor.new(prog), Amk.Launcher(device=0)):
-        if isinstance(ex, Amk.Launcher):
-            ex.load(prog)
-        for buf, (dtype, array) in inputs.items():
-            upload(ex, buf, dtype, array)
-        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
-        got.append(download(ex, y, F32))
-    return got[0], got[1]
+def test_matmul_refuses_a_hand_set_configuration():
+    """MATMUL's tiles need a multiple of 128 threads and their shared memory: a launcher
+    set by hand below that says so before the launch."""
+    prog = Amk.Program.new(queues())
+    x = add(prog, "x", F32, (4, 64))
+    w = add(prog, "w", BF16, (16, 64), Amk.BufferRole.CONSTANT)
+    y = add(prog, "y", F32, (4, 16), Amk.BufferRole.OUTPUT)
+    prog.set_buffer_data(w, GLib.Bytes.new(np.zeros(16 * 64, np.uint16).tobytes()))
+    prog.op_matmul(y, w, x, -1, -1, -1, 0.0)
+    prog.compile()
+    gpu = Amk.Launcher(device=0)
+    gpu.props.threads_per_block = 512
+    gpu.props.dynamic_shared_memory = 1024
+    gpu.load(prog)
+    with pytest.raises(GLib.Error) as e:
+        gpu.launch(None)
+    assert e.value.matches(Amk.launch_error_quark(), Amk.LaunchError.REJECTED)
+    assert "MATMUL" in e.value.message
 
 
 def test_embed_rows_gpu_matches_cpu():
@@ -177,19 +178,9 @@ def test_attention_rows_gpu_matches_cpu(cache_dt, name, n_q, n_kv, d, rows_kind,
         rows = [(s, int(p)) for s, p in zip(range(n_seq), rng.integers(0, max_ctx, n_seq))]
     prog, inputs, outputs, out, kc = attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt,
                                                     qk_norm, rope)
-    # the caches keep their random earlier rows: upload them, do not poison them
-    outputs_poisoned = {out: outputs[out]}
-    got = []
-    for ex in (Amk.CpuExecutor.new(prog), Amk.Launcher(device=0)):
-        if isinstance(ex, Amk.Launcher):
-            ex.load(prog)
-        for buf, (dtype, array) in inputs.items():
-            upload(ex, buf, dtype, array)
-        for buf, (dtype, n) in outputs_poisoned.items():
-            upload(ex, buf, dtype, poison(dtype, n))
-        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
-        got.append((download(ex, out, F32), to_f32(cache_dt, download(ex, kc, cache_dt))))
-    (cpu_out, cpu_k), (gpu_out, gpu_k) = got
+    # the caches keep their random earlier rows: uploaded as inputs, not poisoned
+    r = run_both(prog, inputs, outputs)
+    (cpu_out, gpu_out), (cpu_k, gpu_k) = r[out], r[kc]
     tol = 1e-4 if cache_dt == F32 else 2e-2
     err_out, err_k = rel_err(gpu_out, cpu_out), rel_err(gpu_k, cpu_k)
     print(f"# {name}: out {err_out:.2e}, k cache {err_k:.2e}")

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""prefill-ops.py: where a Llama-3.2-1B prefill chunk's time goes, op by op: each op of
+one layer alone in a program of its own over M rows at positions 0 .. M-1 (the shapes
+of a whole-prompt chunk), with the launcher's own configuration; the device time of a
+launch (AmkLauncher.get_last_launch_time), median of the repeats. A layer's sum times
+16 layers approximates a chunk.
+
+    bash .gpu/run.sh python3 bench/prefill-ops.py [M] [REPEATS]
+
+SPDX-License-Identifier: LGPL-2.1-or-later
+"""
+import statistics
+import sys
+
+import gi
+import numpy as np
+
+gi.require_version("Amk", "1.0")
+from gi.repository import Amk, GLib  # noqa: E402
+
+HIDDEN, NQ, NKV, D, FFN = 2048, 32, 8, 64, 8192
+F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
+
+
+def bf16(a):
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def timed(name, build, inputs, repeats, flops=0.0):
+    launcher = Amk.Launcher(device=0)
+    prog = Amk.Program.new(launcher.get_preferred_queues())
+    bufs = build(prog)
+    prog.compile()
+    launcher.load(prog)
+    for key, array in inputs(bufs).items():
+        launcher.upload(key, GLib.Bytes.new(np.ascontiguousarray(array).tobytes()))
+    times = []
+    for _ in range(repeats + 2):
+        launcher.launch(None)
+        times.append(launcher.get_last_launch_time())
+    ms = statistics.median(times[2:])
+    extra = f", {flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s" if flops else ""
+    print(f"OP {name}: {ms:.4f} ms{extra}")
+    sys.stdout.flush()
+    return ms
+
+
+def main(m, repeats):
+    rng = np.random.default_rng(0)
+    width = (NQ + 2 * NKV) * D
+    pos = np.arange(m, dtype=np.int32)
+
+    def attention(rope):
+        def build(p):
+            qkv = p.add_buffer("qkv", F32, [m, width], Amk.BufferRole.STATE)
+            kc = p.add_buffer("kc", BF16, [m, NKV * D], Amk.BufferRole.STATE)
+            vc = p.add_buffer("vc", BF16, [m, NKV * D], Amk.BufferRole.STATE)
+            ps = p.add_buffer("pos", I32, [m], Amk.BufferRole.INPUT)
+            out = p.add_buffer("out", F32, [m, NQ * D], Amk.BufferRole.OUTPUT)
+            if rope:
+                p.op_rope_rows(qkv, kc, vc, ps, -1, -1, -1, D, NQ, NKV, 1e-5, 500000.0, 32.0, 1.0, 4.0, 8192)
+            else:
+                p.op_attention_rows(out, qkv, kc, vc, ps, -1, D, NQ, NKV, 1.0 / np.sqrt(D))
+            return qkv, kc, vc, ps
+
+        def inputs(b):
+            qkv, kc, vc, ps = b
+            return {qkv: rng.standard_normal(m * width, dtype=np.float32),
+                    kc: bf16(rng.standard_normal(m * NKV * D, dtype=np.float32)),
+                    vc: bf16(rng.standard_normal(m * NKV * D, dtype=np.float32)), ps: pos}
+        return build, inputs
+
+    def matmul(n, k, xdt, norm):
+        def build(p):
+            x = p.add_buffer("x", xdt, [m, k], Amk.BufferRole.INPUT)
+            w = p.add_buffer("w", BF16, [n, k], Amk.BufferRole.CONSTANT)
+            y = p.add_buffer("y", F32, [m, n], Amk.BufferRole.OUTPUT)
+            g = p.add_buffer("g", F32, [k], Amk.BufferRole.INPUT) if norm else -1
+            p.set_buffer_data(w, GLib.Bytes.new(bf16(rng.standard_normal(n * k, dtype=np.float32) * 0.05).tobytes()))
+            p.op_matmul(y, w, x, -1, -1, g, 1e-5)
+            return x, g
+
+        def inputs(b):
+            x, g = b
+            xv = rng.standard_normal(m * k, dtype=np.float32)
+            d = {x: xv if xdt == F32 else bf16(xv)}
+            if g >= 0:
+                d[g] = np.ones(k, np.float32)
+            return d
+        return build, inputs
+
+    total = 0.0
+    total += timed("ROPE_ROWS", *attention(True), repeats)
+    # causal: about m^2 / 2 scores of 2 D flops each, twice (scores and values), per query head
+    total += timed("ATTN_ROWS", *attention(False), repeats, flops=2.0 * 2 * D * NQ * m * m / 2)
+    for name, n, k, norm in (("qkv", width, HIDDEN, True), ("o", HIDDEN, NQ * D, False),
+                             ("gate", FFN, HIDDEN, True), ("up", FFN, HIDDEN, True),
+                             ("down", HIDDEN, FFN, False)):
+        total += timed(f"MATMUL {name} (f32 X{', norm' if norm else ''})", *matmul(n, k, F32, norm), repeats,
+                       flops=2.0 * m * n * k)
+    timed("MATMUL gate (bf16 X, no norm: straight from its stage)", *matmul(FFN, HIDDEN, BF16, False), repeats,
+          flops=2.0 * m * FFN * HIDDEN)
+    print(f"LAYER sum {total:.3f} ms, x16 layers {16 * total:.1f} ms (M = {m})")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2048, int(sys.argv[2]) if len(sys.argv) > 2 else 5)
