@@ -125,23 +125,6 @@ rows_operands_ok (AmkProgram *self, const char *op, gint qkv, gint k_cache, gint
   return TRUE;
 }
 
-static gboolean
-rope_freq_ok (const char *op, gfloat theta, gfloat factor, gfloat low_freq_factor,
-              gfloat high_freq_factor, guint original_context, GError **error)
-{
-  if (!(theta > 0.0f && theta < G_MAXFLOAT) || !(factor >= 0.0f && factor < G_MAXFLOAT) ||
-      (factor > 0.0f && !(low_freq_factor > 0.0f && high_freq_factor > low_freq_factor &&
-                          high_freq_factor < G_MAXFLOAT && original_context > 0 &&
-                          original_context <= G_MAXINT32)))
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("%s: theta must be positive, and Llama-3 scaling needs 0 < low < high frequency factors and an original context"),
-                   op);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /**
  * amk_program_op_rope_rows:
  * @self: a program
@@ -228,7 +211,7 @@ amk_program_op_rope_rows (AmkProgram  *self,
                    _("ROPE_ROWS: the epsilon must be finite and not negative"));
       return -1;
     }
-  if (!rope_freq_ok ("ROPE_ROWS", theta, factor, low_freq_factor, high_freq_factor, original_context, error))
+  if (!amk_op_rope_freq_ok ("ROPE_ROWS", theta, factor, low_freq_factor, high_freq_factor, original_context, error))
     return -1;
   index = amk_op_record (self, AMK_ABI_OP_ROPE_ROWS, (gint32[]) { qkv, k_cache, v_cache, pos, seq, q_norm },
                   &(amk_params_t) { .rope_rows = {

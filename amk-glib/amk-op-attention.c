@@ -72,21 +72,6 @@ heads_ok (AmkProgram *self, const char *op, guint head_dim, guint n_q, guint n_k
   return TRUE;
 }
 
-static gboolean
-rope_params_ok (const char *op, gfloat theta, gfloat factor, gfloat low_freq_factor,
-                gfloat high_freq_factor, guint original_context, GError **error)
-{
-  if (!(theta > 0.0f && theta < G_MAXFLOAT) || factor < 0.0f ||
-      (factor > 0.0f && !(low_freq_factor > 0.0f && high_freq_factor > low_freq_factor && original_context > 0)))
-    {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("%s: theta must be positive, and Llama-3 scaling needs 0 < low < high frequency factors and an original context"),
-                   op);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /**
  * amk_program_op_rope_kv:
  * @self: a program
@@ -144,7 +129,7 @@ amk_program_op_rope_kv (AmkProgram  *self,
       !amk_op_writable ("ROPE_KV", amk_program_get_buffer_info (self, k_cache), error) ||
       !amk_op_writable ("ROPE_KV", amk_program_get_buffer_info (self, v_cache), error))
     return -1;
-  if (!rope_params_ok ("ROPE_KV", theta, factor, low_freq_factor, high_freq_factor, original_context, error))
+  if (!amk_op_rope_freq_ok ("ROPE_KV", theta, factor, low_freq_factor, high_freq_factor, original_context, error))
     return -1;
   return amk_op_record (self, AMK_ABI_OP_ROPE_KV, (gint32[]) { q, k, v, k_cache, v_cache, pos },
                  &(amk_params_t) { .rope_kv = {
@@ -323,7 +308,7 @@ amk_program_op_rope_attention (AmkProgram  *self,
       !amk_op_writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, out), error) ||
       !amk_op_writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, k_cache), error) ||
       !amk_op_writable ("ROPE_ATTENTION", amk_program_get_buffer_info (self, v_cache), error) ||
-      !rope_params_ok ("ROPE_ATTENTION", theta, factor, low_freq_factor, high_freq_factor,
+      !amk_op_rope_freq_ok ("ROPE_ATTENTION", theta, factor, low_freq_factor, high_freq_factor,
                        original_context, error))
     return -1;
   if (out == qkv || !(scale > 0.0f && scale < G_MAXFLOAT))

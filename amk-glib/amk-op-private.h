@@ -167,6 +167,10 @@ gboolean       amk_op_int_tensor        (AmkProgram *self, const char *op, const
 /* An F32 tensor of exactly `n` elements. */
 gboolean       amk_op_f32_of            (AmkProgram *self, const char *op, const char *what,
                                          gint buffer, guint64 n, GError **error);
+/* RoPE's frequency parameters (theta, and Llama-3 scaling's when factor > 0) are sane. */
+gboolean       amk_op_rope_freq_ok      (const char *op, gfloat theta, gfloat factor,
+                                         gfloat low_freq_factor, gfloat high_freq_factor,
+                                         guint original_context, GError **error);
 /* A scratch buffer of the program's own (partials of argmax and attention). */
 gint           amk_op_internal_scratch  (AmkProgram *self, const char *what, AmkDType dtype,
                                          guint64 n, GError **error);

@@ -161,3 +161,20 @@ amk_program_get_n_ops (AmkProgram *self)
   g_return_val_if_fail (AMK_IS_PROGRAM (self), 0);
   return self->ops->len;
 }
+
+gboolean
+amk_op_rope_freq_ok (const char *op, gfloat theta, gfloat factor, gfloat low_freq_factor,
+                     gfloat high_freq_factor, guint original_context, GError **error)
+{
+  if (!(theta > 0.0f && theta < G_MAXFLOAT) || !(factor >= 0.0f && factor < G_MAXFLOAT) ||
+      (factor > 0.0f && !(low_freq_factor > 0.0f && high_freq_factor > low_freq_factor &&
+                          high_freq_factor < G_MAXFLOAT && original_context > 0 &&
+                          original_context <= G_MAXINT32)))
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("%s: theta must be positive, and Llama-3 scaling needs 0 < low < high frequency factors and an original context"),
+                   op);
+      return FALSE;
+    }
+  return TRUE;
+}
