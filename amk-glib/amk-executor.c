@@ -177,8 +177,8 @@ amk_executor_load_shared (AmkExecutor  *self,
   if (G_OBJECT_TYPE (owner) != G_OBJECT_TYPE (self))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("A %s cannot use the buffers of a %s; share buffers only between "
-                     "executors of the same type"),
+                   _("An executor of type %s cannot use the buffers of one of type %s; share "
+                     "buffers only between executors of the same type"),
                    G_OBJECT_TYPE_NAME (self), G_OBJECT_TYPE_NAME (owner));
       return FALSE;
     }
@@ -192,7 +192,8 @@ amk_executor_load_shared (AmkExecutor  *self,
   if (iface->load_shared == NULL)
     {
       g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
-                   _("A %s cannot share buffers between programs; load each program alone"),
+                   _("An executor of type %s cannot share buffers between programs; load each "
+                     "program alone"),
                    G_OBJECT_TYPE_NAME (self));
       return FALSE;
     }
@@ -555,7 +556,7 @@ amk_loaded_program_match (const AmkLoadedProgram  *owner,
 
           g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                        _("Buffer “%s” is %s here but %s in the program it would share with; "
-                         "give it another name or the same shape and dtype"),
+                         "give it another name or the same dtype and size"),
                        info->name, ours, other);
           return NULL;
         }

@@ -682,25 +682,8 @@ bytes_attn_rows (AmkProgram *self, const amk_instruction_t *ins)
 
 /* ---- CPU reference ------------------------------------------------------------------ */
 
-static gint32
-load_i32 (const AmkCpuBuffer *b, guint64 index)
-{
-  gint32 v;
-  memcpy (&v, b->data + index * 4, 4);
-  return v;
-}
 
-static float
-load_f32 (const AmkCpuBuffer *b, guint64 index)
-{
-  return amk_dtype_load (b->info->dtype, b->data, index);
-}
 
-static void
-store_f32 (AmkCpuBuffer *b, guint64 index, float v)
-{
-  amk_dtype_store (b->info->dtype, b->data, index, v);
-}
 
 /* Checks the positions and sequences of rows row0 .. row0+n_rows against the caches:
  * CHECK with *detail = the buffer index of pos when a position is out of range, else of
@@ -716,8 +699,8 @@ check_row_slots (const amk_instruction_t *ins, const amk_attn_shape_t *sh, AmkCp
 
   for (gint32 r = row0; r < row0 + n_rows; r++)
     {
-      const gint32 p = load_i32 (&b[ins->buffers[s->pos]], r);
-      const gint32 q = has_seq ? load_i32 (&b[ins->buffers[s->seq]], r) : 0;
+      const gint32 p = amk_cpu_load_i32 (&b[ins->buffers[s->pos]], r);
+      const gint32 q = has_seq ? amk_cpu_load_i32 (&b[ins->buffers[s->seq]], r) : 0;
 
       bad_pos |= p >= sh->max_ctx;
       bad_seq |= p >= 0 && (q < 0 || (guint64) q >= n_seqs);
@@ -745,12 +728,12 @@ norm_head (AmkCpuBuffer *x, guint64 base, gint32 d, AmkCpuBuffer *w, float eps)
 
   for (gint32 c = 0; c < d; c++)
     {
-      float e = load_f32 (x, base + c);
+      float e = amk_cpu_load (x, base + c);
       sum += e * e;
     }
   scale = 1.0f / sqrtf (sum / (float) d + eps);
   for (gint32 c = 0; c < d; c++)
-    store_f32 (x, base + c, load_f32 (x, base + c) * scale * load_f32 (w, c));
+    amk_cpu_store (x, base + c, amk_cpu_load (x, base + c) * scale * amk_cpu_load (w, c));
 }
 
 /* ROPE_KV's rotate-half step of one head of x at pos, in place, each fp32 product and
@@ -766,7 +749,7 @@ rotate_head (AmkCpuBuffer *x, guint64 base, gint32 d, gint32 pos, const amk_rope
     {
       const float inv_freq = amk_rope_inv_freq (c, d, f->theta, f->factor, f->low_freq_factor,
                                                 f->high_freq_factor, f->original_context);
-      const float x1 = load_f32 (x, base + c), x2 = load_f32 (x, base + c + half);
+      const float x1 = amk_cpu_load (x, base + c), x2 = amk_cpu_load (x, base + c + half);
       float cs, sn, x1c, x2s, x2c, x1s;
 
       amk_rope_cos_sin (pos, inv_freq, &cs, &sn);
@@ -774,12 +757,12 @@ rotate_head (AmkCpuBuffer *x, guint64 base, gint32 d, gint32 pos, const amk_rope
       x2s = x2 * sn;
       x2c = x2 * cs;
       x1s = x1 * sn;
-      store_f32 (x, base + c, x1c - x2s);
-      store_f32 (x, base + c + half, x2c + x1s);
+      amk_cpu_store (x, base + c, x1c - x2s);
+      amk_cpu_store (x, base + c + half, x2c + x1s);
       if (cache != NULL)
         {
-          store_f32 (cache, row + c, x1c - x2s);
-          store_f32 (cache, row + c + half, x2c + x1s);
+          amk_cpu_store (cache, row + c, x1c - x2s);
+          amk_cpu_store (cache, row + c + half, x2c + x1s);
         }
     }
 }
@@ -801,8 +784,8 @@ run_rope_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
     return code;
   for (gint32 r = p->row0; r < p->row0 + p->n_rows; r++)
     {
-      const gint32 pos = load_i32 (&b[ins->buffers[3]], r);
-      const gint32 seq = ins->buffers[4] != AMK_NO_BUFFER ? load_i32 (&b[ins->buffers[4]], r) : 0;
+      const gint32 pos = amk_cpu_load_i32 (&b[ins->buffers[3]], r);
+      const gint32 seq = ins->buffers[4] != AMK_NO_BUFFER ? amk_cpu_load_i32 (&b[ins->buffers[4]], r) : 0;
 
       if (pos < 0)
         continue;
@@ -817,7 +800,7 @@ run_rope_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
           rotate_head (qkv, base, d, pos, &p->freq, is_key ? kc : NULL, row);
           if (is_key)
             for (gint32 c = 0; c < d; c++)
-              store_f32 (vc, row + c, load_f32 (qkv, base + (guint64) n_kv * d + c));
+              amk_cpu_store (vc, row + c, amk_cpu_load (qkv, base + (guint64) n_kv * d + c));
         }
     }
   return AMK_ABORT_CODE_NONE;
@@ -845,8 +828,8 @@ run_attn_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
   scores = g_new (double, sh->max_ctx);
   for (gint32 r = p->row0; r < p->row0 + p->n_rows; r++)
     {
-      const gint32 pos = load_i32 (&b[ins->buffers[4]], r);
-      const gint32 seq = ins->buffers[5] != AMK_NO_BUFFER ? load_i32 (&b[ins->buffers[5]], r) : 0;
+      const gint32 pos = amk_cpu_load_i32 (&b[ins->buffers[4]], r);
+      const gint32 seq = ins->buffers[5] != AMK_NO_BUFFER ? amk_cpu_load_i32 (&b[ins->buffers[5]], r) : 0;
 
       for (gint32 h = g * group; h < (g + 1) * group; h++)
         {
@@ -860,7 +843,7 @@ run_attn_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
               double dot = 0.0;
 
               for (gint32 c = 0; c < d; c++)
-                dot += (double) load_f32 (qkv, q + c) * load_f32 (kc, row + c);
+                dot += (double) amk_cpu_load (qkv, q + c) * amk_cpu_load (kc, row + c);
               scores[t] = p->scale * dot;
               m = MAX (m, scores[t]);
             }
@@ -871,11 +854,11 @@ run_attn_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
 
               l += e;
               for (gint32 c = 0; c < d; c++)
-                acc[c] += e * load_f32 (vc, row + c);
+                acc[c] += e * amk_cpu_load (vc, row + c);
             }
           /* a padding row (pos < 0) has no positions: zeros */
           for (gint32 c = 0; c < d; c++)
-            store_f32 (out, o + c, pos < 0 ? 0.0f : (float) (acc[c] / l));
+            amk_cpu_store (out, o + c, pos < 0 ? 0.0f : (float) (acc[c] / l));
         }
     }
   return AMK_ABORT_CODE_NONE;

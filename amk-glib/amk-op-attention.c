@@ -893,25 +893,8 @@ bytes_attn_reduce (AmkProgram *self, const amk_instruction_t *ins)
 
 /* ---- CPU reference ------------------------------------------------------------------ */
 
-static gint32
-load_i32 (const AmkCpuBuffer *b, guint64 index)
-{
-  gint32 v;
-  memcpy (&v, b->data + index * 4, 4);
-  return v;
-}
 
-static float
-load_f32 (const AmkCpuBuffer *b, guint64 index)
-{
-  return amk_dtype_load (b->info->dtype, b->data, index);
-}
 
-static void
-store_f32 (AmkCpuBuffer *b, guint64 index, float v)
-{
-  amk_dtype_store (b->info->dtype, b->data, index, v);
-}
 
 /* inv_freq[c] of head dimension d with the ROPE_KV instruction's parameters. */
 static float
@@ -926,7 +909,7 @@ static gint32
 read_pos (const amk_instruction_t *ins, const amk_attn_shape_t *shape, AmkCpuBuffer *buffers,
           guint slot, gint *detail)
 {
-  const gint32 pos = load_i32 (&buffers[ins->buffers[slot]], 0);
+  const gint32 pos = amk_cpu_load_i32 (&buffers[ins->buffers[slot]], 0);
 
   if (pos < 0 || pos >= shape->max_ctx)
     {
@@ -974,15 +957,15 @@ run_rope_kv (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, g
 
           amk_rope_cos_sin (pos, rope_inv_freq (c, d, &p->freq), &cs, &sn);
 
-          rotate_pair (load_f32 (x, base + c), load_f32 (x, base + c + half), cs, sn, &r1, &r2);
-          store_f32 (x, base + c, r1);
-          store_f32 (x, base + c + half, r2);
+          rotate_pair (amk_cpu_load (x, base + c), amk_cpu_load (x, base + c + half), cs, sn, &r1, &r2);
+          amk_cpu_store (x, base + c, r1);
+          amk_cpu_store (x, base + c + half, r2);
           if (is_key)
             {
-              store_f32 (kc, row + c, r1);
-              store_f32 (kc, row + c + half, r2);
-              store_f32 (vc, row + c, load_f32 (v, base + c));
-              store_f32 (vc, row + c + half, load_f32 (v, base + c + half));
+              amk_cpu_store (kc, row + c, r1);
+              amk_cpu_store (kc, row + c + half, r2);
+              amk_cpu_store (vc, row + c, amk_cpu_load (v, base + c));
+              amk_cpu_store (vc, row + c + half, amk_cpu_load (v, base + c + half));
             }
         }
     }
@@ -1014,21 +997,21 @@ rope_fused (const amk_instruction_t *ins, AmkCpuBuffer *b, gint32 pos, gboolean 
         break;
       for (gint32 c = 0; c < half; c++)
         {
-          const float cs = load_f32 (cos_sin, ((guint64) pos * half + c) * 2);
-          const float sn = load_f32 (cos_sin, ((guint64) pos * half + c) * 2 + 1);
+          const float cs = amk_cpu_load (cos_sin, ((guint64) pos * half + c) * 2);
+          const float sn = amk_cpu_load (cos_sin, ((guint64) pos * half + c) * 2 + 1);
           float r1, r2;
 
-          rotate_pair (load_f32 (qkv, base + c), load_f32 (qkv, base + c + half), cs, sn, &r1, &r2);
+          rotate_pair (amk_cpu_load (qkv, base + c), amk_cpu_load (qkv, base + c + half), cs, sn, &r1, &r2);
           if (!is_key)
             {
               qrot[h * d + c] = r1;
               qrot[h * d + c + half] = r2;
               continue;
             }
-          store_f32 (kc, row + c, r1);
-          store_f32 (kc, row + c + half, r2);
-          store_f32 (vc, row + c, load_f32 (qkv, v_base + c));
-          store_f32 (vc, row + c + half, load_f32 (qkv, v_base + c + half));
+          amk_cpu_store (kc, row + c, r1);
+          amk_cpu_store (kc, row + c + half, r2);
+          amk_cpu_store (vc, row + c, amk_cpu_load (qkv, v_base + c));
+          amk_cpu_store (vc, row + c + half, amk_cpu_load (qkv, v_base + c + half));
         }
     }
 }
@@ -1076,8 +1059,8 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
           const guint64 row = ((guint64) t * n_kv + g) * d;
           double dot = 0.0;
           for (gint32 c = 0; c < d; c++)
-            dot += (double) (qrot != NULL ? qrot[(h - g * group) * d + c] : load_f32 (q, (guint64) h * d + c)) *
-                   load_f32 (kc, row + c);
+            dot += (double) (qrot != NULL ? qrot[(h - g * group) * d + c] : amk_cpu_load (q, (guint64) h * d + c)) *
+                   amk_cpu_load (kc, row + c);
           scores[t - start] = scale * dot;
           m = MAX (m, scores[t - start]);
         }
@@ -1087,12 +1070,12 @@ op_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, gint *detail)
           const double e = exp (scores[t - start] - m);
           l += e;
           for (gint32 c = 0; c < d; c++)
-            acc[c] += e * load_f32 (vc, row + c);
+            acc[c] += e * amk_cpu_load (vc, row + c);
         }
       for (gint32 c = 0; c < d; c++)
-        store_f32 (partial, out + c, (float) acc[c]);
-      store_f32 (partial, out + d, (float) m); /* -inf for an empty split */
-      store_f32 (partial, out + d + 1, (float) l);
+        amk_cpu_store (partial, out + c, (float) acc[c]);
+      amk_cpu_store (partial, out + d, (float) m); /* -inf for an empty split */
+      amk_cpu_store (partial, out + d + 1, (float) l);
     }
   return AMK_ABORT_CODE_NONE;
 }
@@ -1108,23 +1091,23 @@ merge_heads (gint32 d, gint32 n_splits, AmkCpuBuffer *out, AmkCpuBuffer *partial
       double big_m = -INFINITY, den = 0.0;
 
       for (gint32 s = 0; s < n_splits; s++)
-        big_m = MAX (big_m, (double) load_f32 (partial, base + (guint64) s * (d + 2) + d));
+        big_m = MAX (big_m, (double) amk_cpu_load (partial, base + (guint64) s * (d + 2) + d));
       for (gint32 s = 0; s < n_splits; s++)
         {
-          const double m = load_f32 (partial, base + (guint64) s * (d + 2) + d);
+          const double m = amk_cpu_load (partial, base + (guint64) s * (d + 2) + d);
           if (m != -INFINITY)
-            den += exp (m - big_m) * load_f32 (partial, base + (guint64) s * (d + 2) + d + 1);
+            den += exp (m - big_m) * amk_cpu_load (partial, base + (guint64) s * (d + 2) + d + 1);
         }
       for (gint32 c = 0; c < d; c++)
         {
           double num = 0.0;
           for (gint32 s = 0; s < n_splits; s++)
             {
-              const double m = load_f32 (partial, base + (guint64) s * (d + 2) + d);
+              const double m = amk_cpu_load (partial, base + (guint64) s * (d + 2) + d);
               if (m != -INFINITY)
-                num += exp (m - big_m) * load_f32 (partial, base + (guint64) s * (d + 2) + c);
+                num += exp (m - big_m) * amk_cpu_load (partial, base + (guint64) s * (d + 2) + c);
             }
-          store_f32 (out, (guint64) h * d + c, (float) (num / den));
+          amk_cpu_store (out, (guint64) h * d + c, (float) (num / den));
         }
     }
 }

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <stddef.h>
+#include <string.h>
 
 #include "amk-program-private.h"
+#include "amk-dtype-private.h"
 
 G_BEGIN_DECLS
 
@@ -32,6 +34,34 @@ typedef struct {
   guint8              *data;
   const AmkBufferInfo *info;
 } AmkCpuBuffer;
+
+/* Element i of a CPU buffer as a float (from its dtype) and back; of an I32 buffer. */
+static inline float
+amk_cpu_load (const AmkCpuBuffer *b, guint64 i)
+{
+  return amk_dtype_load (b->info->dtype, b->data, i);
+}
+
+static inline void
+amk_cpu_store (AmkCpuBuffer *b, guint64 i, float v)
+{
+  amk_dtype_store (b->info->dtype, b->data, i, v);
+}
+
+static inline gint32
+amk_cpu_load_i32 (const AmkCpuBuffer *b, guint64 i)
+{
+  gint32 v;
+
+  memcpy (&v, b->data + i * 4, 4);
+  return v;
+}
+
+static inline void
+amk_cpu_store_i32 (AmkCpuBuffer *b, guint64 i, gint32 v)
+{
+  memcpy (b->data + i * 4, &v, 4);
+}
 
 /* One element range of a buffer that a tile reads or writes (the compiler derives the
  * dependencies from these). */

@@ -612,31 +612,9 @@ lower_argmax_final (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 
 /* ---- CPU reference ------------------------------------------------------------------ */
 
-static float
-load (const AmkCpuBuffer *b, guint64 i)
-{
-  return amk_dtype_load (b->info->dtype, b->data, i);
-}
 
-static void
-store (AmkCpuBuffer *b, guint64 i, float v)
-{
-  amk_dtype_store (b->info->dtype, b->data, i, v);
-}
 
-static gint32
-load_i32 (const AmkCpuBuffer *b, guint64 i)
-{
-  gint32 v;
-  memcpy (&v, b->data + i * 4, 4);
-  return v;
-}
 
-static void
-store_i32 (AmkCpuBuffer *b, guint64 i, gint32 v)
-{
-  memcpy (b->data + i * 4, &v, 4);
-}
 
 /* out[v n + c] = x[v n + c] / sqrt(mean_c x[v n + c]^2 + eps) * w[c], v = vec0 .. vec0 + n_vecs.
  * The sum of squares is taken before any element of the vector is written, so out may be
@@ -657,12 +635,12 @@ run_rmsnorm (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, g
 
       for (gint32 c = 0; c < n; c++)
         {
-          float e = load (x, base + c);
+          float e = amk_cpu_load (x, base + c);
           sum += e * e;
         }
       scale = 1.0f / sqrtf (sum / (float) n + eps);
       for (gint32 c = 0; c < n; c++)
-        store (out, base + c, load (x, base + c) * scale * load (w, c));
+        amk_cpu_store (out, base + c, amk_cpu_load (x, base + c) * scale * amk_cpu_load (w, c));
     }
   return AMK_ABORT_CODE_NONE;
 }
@@ -676,8 +654,8 @@ run_silu_mul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, 
 
   for (gint32 k = 0; k < ins->params.silu_mul.count; k++)
     {
-      float g = load (gate, off + k);
-      store (out, off + k, g / (1.0f + expf (-g)) * load (up, off + k));
+      float g = amk_cpu_load (gate, off + k);
+      amk_cpu_store (out, off + k, g / (1.0f + expf (-g)) * amk_cpu_load (up, off + k));
     }
   return AMK_ABORT_CODE_NONE;
 }
@@ -696,7 +674,7 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
 
   for (gint64 j = first; j < end; j++)
     {
-      const gint32 t = load_i32 (tokens, (guint64) j);
+      const gint32 t = amk_cpu_load_i32 (tokens, (guint64) j);
       if (t < 0 || (guint64) t >= vocab)
         {
           *detail = ins->buffers[2];
@@ -707,7 +685,7 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
     {
       /* n_tokens 0: one token into out[col0 ..] */
       const guint64 dst = (p->n_tokens > 0 ? (guint64) j * (guint64) row_len : 0) + (guint64) col;
-      const guint64 src = (guint64) load_i32 (tokens, (guint64) j) * (guint64) row_len + (guint64) col;
+      const guint64 src = (guint64) amk_cpu_load_i32 (tokens, (guint64) j) * (guint64) row_len + (guint64) col;
 
       if (out->info->dtype == table->info->dtype)
         {
@@ -716,7 +694,7 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
         }
       else
         for (gint32 c = 0; c < count; c++)
-          store (out, dst + c, load (table, src + c));
+          amk_cpu_store (out, dst + c, amk_cpu_load (table, src + c));
     }
   return AMK_ABORT_CODE_NONE;
 }
@@ -742,17 +720,17 @@ run_argmax_partial (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *coun
   const amk_argmax_partial_params_t *p = &ins->params.argmax_partial;
   const gint32 off = p->offset, count = p->count, slot = p->slot;
   AmkCpuBuffer *val = &b[ins->buffers[0]], *idx = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
-  float best = load (x, (guint64) off);
+  float best = amk_cpu_load (x, (guint64) off);
   gint64 best_i = off;
 
   for (gint64 i = (gint64) off + 1; i < (gint64) off + count; i++)
     {
-      float e = load (x, (guint64) i);
+      float e = amk_cpu_load (x, (guint64) i);
       if (beats (e, i, best, best_i))
         best = e, best_i = i;
     }
-  store (val, (guint64) slot, best);
-  store_i32 (idx, (guint64) slot, (gint32) best_i);
+  amk_cpu_store (val, (guint64) slot, best);
+  amk_cpu_store_i32 (idx, (guint64) slot, (gint32) best_i);
   return AMK_ABORT_CODE_NONE;
 }
 
@@ -762,16 +740,16 @@ run_argmax_final (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counte
 {
   const gint32 count = ins->params.argmax_final.n_partials;
   AmkCpuBuffer *out = &b[ins->buffers[0]], *val = &b[ins->buffers[1]], *idx = &b[ins->buffers[2]];
-  float best = load (val, 0);
+  float best = amk_cpu_load (val, 0);
   gint64 best_j = 0;
 
   for (gint64 j = 1; j < count; j++)
     {
-      float e = load (val, (guint64) j);
+      float e = amk_cpu_load (val, (guint64) j);
       if (beats (e, j, best, best_j))
         best = e, best_j = j;
     }
-  store_i32 (out, (guint64) ins->params.argmax_final.out_index, load_i32 (idx, (guint64) best_j));
+  amk_cpu_store_i32 (out, (guint64) ins->params.argmax_final.out_index, amk_cpu_load_i32 (idx, (guint64) best_j));
   return AMK_ABORT_CODE_NONE;
 }
 
