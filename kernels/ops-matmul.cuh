@@ -12,11 +12,11 @@
  * X's steps stream into their stage with cp.async (zero-filled past N, M and K), so no
  * load waits in registers. X of W's type without a norm feeds the tensor cores from its
  * stage; F32 X (or a norm) is converted, once its step landed, into one more 16-bit
- * buffer. Shared-memory rows
- * are padded to AMK_MM_LDS elements, which makes every ldmatrix free of bank conflicts.
+ * buffer. Shared-memory rows are padded to AMK_MM_LDS elements, which makes every
+ * ldmatrix free of bank conflicts.
  *
- * Loads of operands that another block may have written (X, R, bias, norm, and W unless
- * CONSTANT) are ordinary coherent loads after the block's acquire.
+ * Operands that another block may have written (X, R, bias, norm) are read after the
+ * block's acquire, by cp.async.cg (through L2) or ordinary coherent loads, never .nc.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -50,8 +50,7 @@ amk_mm_dt (uint32_t packed, int slot)
 
 /* amk_op_ctx for MATMUL: ptr[0] = Y, ptr[1] = W, ptr[2] = X (buffer starts);
  * count = N; esize = K; pattern = M; dtype = packed dtypes, 4 bits per slot (slot s at
- * bit 4 s, AMK_MM_ABSENT for a missing bias / residual / norm) | AMK_MV_WCONST-like bit
- * 31 when W is CONSTANT. */
+ * bit 4 s, AMK_MM_ABSENT for a missing bias / residual / norm). */
 static __device__ __noinline__ int
 amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
                   amk_op_ctx *ctx, int32_t *detail)
@@ -61,7 +60,7 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
   const amk_matmul_params_t &p = ins->params.matmul;
   uint64_t elems[6] = { 0, 0, 0, 0, 0, 0 };
   uint64_t addr[6] = { 0, 0, 0, 0, 0, 0 };
-  uint32_t packed = 0, wflags = 0;
+  uint32_t packed = 0;
 
   *detail = ins->buffers[1];
   if (p.m0 < 0 || p.m_count < 1 || p.n0 < 0 || p.n_count < 1 || p.k < 8 || p.k % 8 != 0 ||
@@ -85,8 +84,6 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
       elems[s] = b->size_bytes / es;
       addr[s] = b->addr;
       packed |= dt << (4 * s);
-      if (s == 1)
-        wflags = b->flags;
     }
   const uint64_t k = (uint64_t) p.k;
   const uint64_t n_all = elems[1] / k, m_all = elems[2] / k;
@@ -120,7 +117,7 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
   ctx->count = (uint32_t) n_all;
   ctx->esize = (uint32_t) k;
   ctx->pattern = (uint32_t) m_all;
-  ctx->dtype = packed | ((wflags & AMK_BUFFER_FLAG_CONSTANT) ? 0x80000000u : 0u);
+  ctx->dtype = packed;
   return AMK_ABORT_NONE;
 }
 
