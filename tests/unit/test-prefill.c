@@ -219,6 +219,105 @@ test_smollm2 (void)
   check_prefill (path, GGUF_PROMPT, 4);
 }
 
+static void
+upload_i32 (AmkExecutor *ex, gint buffer, const gint32 *values, guint n)
+{
+  g_autoptr(GBytes) bytes = g_bytes_new (values, n * sizeof (gint32));
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (amk_executor_upload (ex, (guint) buffer, bytes, &error));
+  g_assert_no_error (error);
+}
+
+static void
+run_step (AmkExecutor *ex, const AmkModelBuild *build, gint32 token, gint32 position)
+{
+  g_autoptr(GError) error = NULL;
+
+  upload_i32 (ex, build->tokens, &token, 1);
+  upload_i32 (ex, build->pos, &position, 1);
+  g_assert_true (amk_executor_run (ex, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static float *
+download_logits (AmkExecutor *ex, const AmkModelBuild *build)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = amk_executor_download (ex, (guint) build->logits, &error);
+
+  g_assert_no_error (error);
+  return g_memdup2 (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+}
+
+/* The chunk as a GPU builds it, with its MATMULs' inputs in bf16 (RMSNORM into a bf16
+ * buffer, SILU_MUL's output in bf16: amk_executor_get_activation_dtype()), run here on
+ * the CPU executor: the last prompt token's logits against token by token. The bf16
+ * activations add their rounding to the tolerance. */
+static void
+check_bf16_activations (const char *path, const char *prompt, guint chunk)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkModelSpec) spec = amk_model_read_spec (path, &error);
+  g_autoptr(AmkModelBuild) build = NULL;
+  g_autoptr(AmkExecutor) decode = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+  g_autoptr(AmkExecutor) prefill = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+  g_autoptr(AmkExecutor) stepped = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+  g_autofree gint32 *ids = NULL;
+  g_autofree gint32 *rows = g_new0 (gint32, chunk);
+  g_autofree gint32 *pos = g_new0 (gint32, chunk);
+  g_autofree float *got = NULL;
+  g_autofree float *want = NULL;
+  gsize n = 0;
+  double err;
+
+  g_assert_no_error (error);
+  build = amk_model_build_graph (spec, 1, 64, &error);
+  g_assert_no_error (error);
+  g_assert_true (amk_model_build_prefill (build, spec, chunk, AMK_DTYPE_BF16, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (amk_program_find_buffer (build->prefill, "prefill.xn"), >=, 0);
+  ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n - 1, >, chunk);
+
+  g_assert_true (amk_executor_load (decode, build->program, &error));
+  g_assert_true (amk_executor_load_shared (prefill, build->prefill, decode, &error));
+  g_assert_true (amk_executor_load (stepped, build->program, &error));
+  g_assert_no_error (error);
+  for (guint c = 0; c + 1 < n; c += chunk)
+    {
+      for (guint r = 0; r < chunk; r++)
+        {
+          rows[r] = c + r + 1 < n ? ids[c + r] : 0;
+          pos[r] = c + r + 1 < n ? (gint32) (c + r) : -1;
+        }
+      upload_i32 (prefill, build->prefill_tokens, rows, chunk);
+      upload_i32 (prefill, build->prefill_pos, pos, chunk);
+      g_assert_true (amk_executor_run (prefill, NULL, &error));
+      g_assert_no_error (error);
+    }
+  run_step (decode, build, ids[n - 1], (gint32) n - 1);
+  for (guint i = 0; i < n; i++)
+    run_step (stepped, build, ids[i], (gint32) i);
+  got = download_logits (decode, build);
+  want = download_logits (stepped, build);
+  err = test_rel_error (got, want, build->vocab_size);
+  g_test_message ("%s: %zu prompt tokens, chunks of %u with bf16 activations: logits differ by %.2e",
+                  path, n, chunk, err);
+  g_assert_cmpfloat (err, <=, 2e-2);
+}
+
+static void
+test_bf16_activations (void)
+{
+  g_autofree char *llama = data_dir ("tiny-llama");
+  g_autofree char *qwen3 = data_dir ("tiny-qwen3");
+
+  check_bf16_activations (llama, "The capital of France is", 4);
+  check_bf16_activations (qwen3, "The capital of France is", 4);
+}
+
 /* The chunk: by default the preferred rows of the executor the model is loaded for (the
  * CPU executor's here: no GPU in a test of the CPU path), never more than the context. */
 static void
@@ -372,6 +471,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/prefill/tiny-llama", test_tiny_llama);
   g_test_add_func ("/amk/prefill/tiny-qwen3", test_tiny_qwen3);
   g_test_add_func ("/amk/prefill/smollm2", test_smollm2);
+  g_test_add_func ("/amk/prefill/bf16-activations", test_bf16_activations);
   g_test_add_func ("/amk/prefill/chunk-default", test_chunk_default);
   g_test_add_func ("/amk/prefill/cancel", test_cancel);
   g_test_add_func ("/amk/prefill/error/too-long", test_too_long);
