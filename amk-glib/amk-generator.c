@@ -1155,8 +1155,8 @@ prepare (AmkGenerator  *self,
       (self->prefill_executor = amk_executor_new_sibling (self->executor)) == NULL)
     return TRUE;   /* every prompt token through the decode step */
   /* a decode step loaded again has new memory: share that */
-  if (run->reloaded || amk_executor_get_program (self->prefill_executor) != build->prefill)
-    return amk_executor_load_shared (self->prefill_executor, build->prefill, self->executor,
+  if (run->reloaded || amk_executor_get_program (self->prefill_executor) != build->prefill->program)
+    return amk_executor_load_shared (self->prefill_executor, build->prefill->program, self->executor,
                                      error);
   return TRUE;
 }
@@ -1173,7 +1173,7 @@ prefill_chunks (AmkGenerator  *self,
                 GError       **error)
 {
   AmkModelBuild *build = amk_model_get_build (self->model);
-  const guint chunk = build->chunk;
+  const guint chunk = build->prefill->rows;
   g_autofree gint32 *ids = g_new (gint32, chunk);
   g_autofree gint32 *pos = g_new (gint32, chunk);
 
@@ -1192,8 +1192,8 @@ prefill_chunks (AmkGenerator  *self,
         }
       ids_bytes = g_bytes_new (ids, chunk * sizeof (gint32));
       pos_bytes = g_bytes_new (pos, chunk * sizeof (gint32));
-      if (!amk_executor_upload (self->prefill_executor, (guint) build->prefill_tokens, ids_bytes, error) ||
-          !amk_executor_upload (self->prefill_executor, (guint) build->prefill_pos, pos_bytes, error) ||
+      if (!amk_executor_upload (self->prefill_executor, (guint) build->prefill->tokens, ids_bytes, error) ||
+          !amk_executor_upload (self->prefill_executor, (guint) build->prefill->pos, pos_bytes, error) ||
           !amk_executor_run (self->prefill_executor, cancellable, error))
         return FALSE;
       run->position += rows;

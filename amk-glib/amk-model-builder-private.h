@@ -16,6 +16,24 @@
 
 G_BEGIN_DECLS
 
+/* A program of many rows (tokens) per launch, on the layers of a decode step: a prompt
+ * chunk, which only fills KV caches, or a batch step, which also computes each row's
+ * logits and greedy next token. */
+typedef struct {
+  AmkProgram   *program;
+  guint         rows;
+  gint          tokens;   /* i32 [rows]: the rows' tokens (INPUT; a batch step's is STATE
+                           * and holds each row's argmax after the run) */
+  gint          pos;      /* i32 [rows] (INPUT): their positions, -1 a padding row */
+  gint          seq;      /* i32 [rows] (INPUT): their sequences (cache slots), or -1 for
+                           * caches of one sequence */
+  gint          logits;   /* f32 [rows, vocab] (OUTPUT) of a batch step, else -1 */
+} AmkModelRows;
+
+void           amk_model_rows_free       (AmkModelRows   *rows);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkModelRows, amk_model_rows_free)
+
 typedef struct {
   AmkProgram   *program;     /* one compiled decode step */
   AmkTokenizer *tokenizer;
@@ -38,12 +56,27 @@ typedef struct {
   gint32       *eos_ids;        /* every end-of-sequence id the files name, eos_id first */
   guint         n_eos_ids;
   guint         model_context;  /* the context the model was trained for; 0 if unknown */
+  /* what the many-row programs are built from, without the file */
+  AmkModelParams params;        /* architecture: this build's; source: NULL */
+  gint         *weights;        /* the decode step's buffer of each weight, by
+                                 * amk_model_build_weight(); the stacked q/k/v weight
+                                 * stands at ATTN_Q */
+  gboolean      rows_fit;       /* the shapes suit the many-token ops */
   /* the prefill chunk (amk_model_build_prefill()), NULL without one */
-  AmkProgram   *prefill;
-  guint         chunk;          /* its rows */
-  gint          prefill_tokens; /* i32 [chunk] (INPUT): the chunk's tokens */
-  gint          prefill_pos;    /* i32 [chunk] (INPUT): their positions, -1 a padding row */
+  AmkModelRows *prefill;
 } AmkModelBuild;
+
+/* A batch: its step, B rows over caches of B sequences, and the prefill chunk that fills
+ * one sequence's caches; their own caches, the decode step's weights. */
+typedef struct {
+  AmkModelRows *step;
+  AmkModelRows *prefill;   /* NULL: prompts go through the step */
+  guint         slots;
+} AmkModelBatch;
+
+void           amk_model_batch_free      (AmkModelBatch  *batch);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (AmkModelBatch, amk_model_batch_free)
 
 /* The shared layer graph: adds every weight of `spec` as a bf16 constant and compiles
  * one decode step. Takes a reference on the spec's tokenizer; the spec may be freed
@@ -55,11 +88,17 @@ AmkModelBuild *amk_model_build_graph     (AmkModelSpec   *spec,
 /* Adds the prefill chunk program of `chunk` rows (at least 2) beside the decode step,
  * sharing its weights (the same GBytes) and KV caches by name. */
 gboolean       amk_model_build_prefill   (AmkModelBuild  *build,
-                                          AmkModelSpec   *spec,
                                           guint           chunk,
                                           AmkDType        activations,
                                           GError        **error);
-/* The model's shapes suit the prefill chunk's ops: rows of a multiple of 8 elements for
+/* A batch of `slots` sequences (at least 1) on the decode step's weights, with a prefill
+ * chunk of `chunk` rows (0 or 1: none). */
+AmkModelBatch *amk_model_build_batch     (AmkModelBuild  *build,
+                                          guint           slots,
+                                          guint           chunk,
+                                          AmkDType        activations,
+                                          GError        **error);
+/* The model's shapes suit the many-token ops: rows of a multiple of 8 elements for
  * MATMUL, even heads of at most 256 elements for ROPE_ROWS and ATTN_ROWS. */
 gboolean       amk_model_prefill_fits    (const AmkModelSpec *spec);
 void           amk_model_build_free      (AmkModelBuild  *build);

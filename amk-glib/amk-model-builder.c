@@ -24,6 +24,18 @@ typedef struct {
   AmkModelBuild *build;
 } Graph;
 
+/* Where build->weights keeps the decode step's buffer of `weight` (of `layer`). */
+static guint
+weight_slot (AmkModelWeight weight,
+             guint          layer)
+{
+  const guint per_layer = AMK_MODEL_N_WEIGHTS - AMK_MODEL_WEIGHT_FIRST_LAYER;
+
+  if (weight < AMK_MODEL_WEIGHT_FIRST_LAYER)
+    return weight;
+  return AMK_MODEL_WEIGHT_FIRST_LAYER + layer * per_layer + (weight - AMK_MODEL_WEIGHT_FIRST_LAYER);
+}
+
 /* Adds bytes as a bf16 CONSTANT buffer and counts them as weights. */
 static gint
 add_constant (Graph          *g,
@@ -57,6 +69,8 @@ add_weight (Graph           *g,
   gint64 shape[2];
   gsize n_dims;
 
+  gint buf;
+
   bytes = amk_model_spec_load_bf16 (g->spec, weight, layer, rows, cols, &name, error);
   if (bytes == NULL)
     return -1;
@@ -71,7 +85,9 @@ add_weight (Graph           *g,
       shape[0] = (gint64) cols;
       n_dims = 1;
     }
-  return add_constant (g, name, bytes, shape, n_dims, error);
+  buf = add_constant (g, name, bytes, shape, n_dims, error);
+  g->build->weights[weight_slot (weight, layer)] = buf;
+  return buf;
 }
 
 /* Layer `layer`'s q, k and v projections as one [q_dim + 2 kv_dim, hidden] constant
@@ -90,6 +106,7 @@ add_qkv_weight (Graph    *g,
   g_autoptr(GByteArray) all = g_byte_array_new ();
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2] = { (gint64) (q_dim + 2 * kv_dim), (gint64) cols };
+  gint buf;
 
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
     {
@@ -100,7 +117,9 @@ add_qkv_weight (Graph    *g,
       g_byte_array_append (all, g_bytes_get_data (part, NULL), g_bytes_get_size (part));
     }
   bytes = g_byte_array_free_to_bytes (g_steal_pointer (&all));
-  return add_constant (g, name, bytes, shape, 2, error);
+  buf = add_constant (g, name, bytes, shape, 2, error);
+  g->build->weights[weight_slot (AMK_MODEL_WEIGHT_ATTN_Q, layer)] = buf;
+  return buf;
 }
 
 static gint
@@ -123,11 +142,31 @@ amk_model_build_free (AmkModelBuild *build)
   if (build == NULL)
     return;
   g_clear_object (&build->program);
-  g_clear_object (&build->prefill);
+  g_clear_pointer (&build->prefill, amk_model_rows_free);
   g_clear_object (&build->tokenizer);
   g_free (build->architecture);
   g_free (build->eos_ids);
+  g_free (build->weights);
   g_free (build);
+}
+
+void
+amk_model_rows_free (AmkModelRows *rows)
+{
+  if (rows == NULL)
+    return;
+  g_clear_object (&rows->program);
+  g_free (rows);
+}
+
+void
+amk_model_batch_free (AmkModelBatch *batch)
+{
+  if (batch == NULL)
+    return;
+  g_clear_pointer (&batch->step, amk_model_rows_free);
+  g_clear_pointer (&batch->prefill, amk_model_rows_free);
+  g_free (batch);
 }
 
 /**
@@ -169,6 +208,7 @@ amk_model_build_graph (AmkModelSpec  *spec,
   AmkProgram *p;
   gint tokens, pos, x, qkv, attn, gate, up, act, logits, table, out_norm, out_w;
   gboolean fuse_rope;
+  guint n_slots;
   float scale;
 
   g_return_val_if_fail (spec != NULL, NULL);
@@ -200,6 +240,14 @@ amk_model_build_graph (AmkModelSpec  *spec,
   build->model_context = hp->model_context;
   build->n_eos_ids = spec->eos_ids->len;
   build->eos_ids = g_memdup2 (spec->eos_ids->data, spec->eos_ids->len * sizeof (gint32));
+  build->params = *hp;
+  build->params.architecture = build->architecture;
+  build->params.source = NULL;
+  n_slots = weight_slot (AMK_MODEL_N_WEIGHTS - 1, hp->n_layers - 1) + 1;
+  build->weights = g_new (gint, n_slots);
+  for (guint i = 0; i < n_slots; i++)
+    build->weights[i] = -1;
+  build->rows_fit = amk_model_prefill_fits (spec);
   build->program = p = amk_program_new (n_queues);
   /* RoPE inside the attention (one q/k/v projection, one stage less per layer) where
    * nothing runs between the projection and RoPE (Qwen3's q/k norm does) and the shapes
@@ -283,7 +331,7 @@ amk_model_build_graph (AmkModelSpec  *spec,
   if ((out_norm = add_weight (&g, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, 0, hp->hidden, error)) < 0)
     return NULL;
   if (hp->tied_embeddings)
-    out_w = table;
+    build->weights[weight_slot (AMK_MODEL_WEIGHT_OUTPUT, 0)] = out_w = table;
   else if ((out_w = add_weight (&g, AMK_MODEL_WEIGHT_OUTPUT, 0, hp->vocab, hp->hidden, error)) < 0)
     return NULL;
   if (amk_program_op_matvec (p, logits, out_w, x, -1, -1, out_norm, hp->eps, error) < 0 ||
@@ -294,18 +342,17 @@ amk_model_build_graph (AmkModelSpec  *spec,
   return g_steal_pointer (&build);
 }
 
-/* The prefill chunk */
+/* The many-row programs: a prefill chunk, a batch step */
 
-/* Adds the decode step's buffer `name` to the prefill program with the same dtype, shape
- * and role, and for a constant the same bytes (a reference): amk_executor_load_shared()
- * then gives it the decode step's memory, a weight or a KV cache, with no copy. */
+/* Adds `from`'s buffer `b` to p with the same name, dtype, shape and role, and for a
+ * constant the same bytes (a reference): amk_executor_load_shared() then gives it the
+ * memory of `from`'s buffer, a weight or a KV cache, with no copy. */
 static gint
-share_buffer (AmkProgram  *prefill,
-              AmkProgram  *decode,
-              const char  *name,
+share_buffer (AmkProgram  *p,
+              AmkProgram  *from,
+              gint         b,
               GError     **error)
 {
-  gint b = amk_program_find_buffer (decode, name);
   const gint64 *shape;
   GBytes *data;
   gsize n_dims;
@@ -313,72 +360,44 @@ share_buffer (AmkProgram  *prefill,
 
   g_return_val_if_fail (b >= 0, -1);
 
-  shape = amk_program_get_buffer_shape (decode, (guint) b, &n_dims);
-  buf = amk_program_add_buffer (prefill, name, amk_program_get_buffer_dtype (decode, (guint) b),
-                                shape, n_dims, amk_program_get_buffer_role (decode, (guint) b), error);
+  shape = amk_program_get_buffer_shape (from, (guint) b, &n_dims);
+  buf = amk_program_add_buffer (p, amk_program_get_buffer_name (from, (guint) b),
+                                amk_program_get_buffer_dtype (from, (guint) b),
+                                shape, n_dims, amk_program_get_buffer_role (from, (guint) b), error);
   if (buf < 0)
     return -1;
-  data = amk_program_get_buffer_data (decode, (guint) b);
-  if (data != NULL && !amk_program_set_buffer_data (prefill, (guint) buf, data, error))
+  data = amk_program_get_buffer_data (from, (guint) b);
+  if (data != NULL && !amk_program_set_buffer_data (p, (guint) buf, data, error))
     return -1;
   return buf;
 }
 
-/* share_buffer() of the spec's weight `weight` (of `layer`). */
+/* share_buffer() of the decode step's weight `weight` (of `layer`). */
 static gint
-share_weight (AmkProgram      *prefill,
-              AmkProgram      *decode,
-              AmkModelSpec    *spec,
-              AmkModelWeight   weight,
-              guint            layer,
-              GError         **error)
+share_weight (AmkProgram           *p,
+              const AmkModelBuild  *build,
+              AmkModelWeight        weight,
+              guint                 layer,
+              GError              **error)
 {
-  /* named as the decode step named it: as in the file */
-  AmkModelTensor *t = amk_model_spec_tensor (spec, weight, layer);
-
-  g_return_val_if_fail (t != NULL, -1);
-  return share_buffer (prefill, decode, t->name, error);
+  return share_buffer (p, build->program, build->weights[weight_slot (weight, layer)], error);
 }
 
-/**
- * amk_model_build_prefill:
- * @build: a decode step built from @spec by amk_model_build_graph()
- * @spec: the model
- * @chunk: the rows of the chunk, at least 2
- * @activations: the type of the MATMULs' inputs: F32 (the norm fused into the MATMUL),
- *   or BF16 (a RMSNORM into a BF16 buffer first, and SILU_MUL's output in BF16), which
- *   the tensor cores read without a conversion (amk_executor_get_activation_dtype())
- * @error: return location for a #GError
- *
- * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
- * "prefill.tokens" at the positions in "prefill.pos" (-1: a padding row) go through
- * the same layers as in the decode step, M rows at a time, and leave their keys and
- * values in the KV caches. Every layer is
- *
- *     qkv = Wqkv n(x)                              (MATMUL, RMSNORM fused or before it)
- *     ROPE_ROWS (qkv): q/k norm (Qwen3), RoPE, the cache append
- *     x += Wo ATTN_ROWS(qkv)
- *     x += Wd (silu(Wg n2(x)) * Wu n2(x))          (MATMULs, SILU_MUL)
- *
- * and the last stops after ROPE_ROWS: a chunk only fills the caches, the decode step
- * computes the logits of the prompt's last token. The weights and the caches have the
- * decode step's names, dtypes and shapes, and the constants hold the decode step's
- * bytes themselves (no second conversion), so that loading the chunk with
- * amk_executor_load_shared() on the decode step's executor shares them.
- *
- * Returns: %TRUE with @build's prefill fields set, or %FALSE with @error set
- */
-gboolean
-amk_model_prefill_fits (const AmkModelSpec *spec)
+/* x normalised with `norm` into the BF16 buffer xn, when there is one (xn >= 0); without
+ * one, the norm is fused into each MATMUL (normed_matmul()). */
+static gboolean
+norm_rows (AmkProgram           *p,
+           const AmkModelBuild  *build,
+           gint                  xn,
+           gint                  x,
+           gint                  norm,
+           GError              **error)
 {
-  const AmkModelParams *hp = &spec->params;
-
-  return hp->hidden % 8 == 0 && ((guint64) hp->n_heads * hp->head_dim) % 8 == 0 && hp->ffn % 8 == 0 &&
-         hp->head_dim % 2 == 0 && hp->head_dim <= 256;
+  return xn < 0 || amk_program_op_rmsnorm (p, xn, x, norm, build->params.hidden, build->params.eps, error) >= 0;
 }
 
-/* A MATMUL of the chunk whose input is x normalised with `norm`: fused, or through the
- * BF16 buffer xn (xn >= 0). */
+/* A MATMUL whose input is x normalised with `norm`: read from xn (norm_rows() filled
+ * it), or with the norm fused. */
 static gboolean
 normed_matmul (AmkProgram  *p,
                gint         y,
@@ -394,99 +413,243 @@ normed_matmul (AmkProgram  *p,
   return amk_program_op_matmul (p, y, w, xn, -1, -1, -1, 0.0f, error) >= 0;
 }
 
-gboolean
-amk_model_build_prefill (AmkModelBuild  *build,
-                         AmkModelSpec   *spec,
-                         guint           chunk,
-                         AmkDType        activations,
-                         GError        **error)
+/* What build_rows() builds. */
+typedef struct {
+  const char *prefix;        /* of the program's own buffers: "prefill.", "batch." */
+  guint       rows;
+  AmkProgram *caches_from;   /* the program whose KV caches it shares, or NULL: its own */
+  const char *cache_prefix;  /* of the caches' names */
+  guint       slots;         /* sequences in the caches; 0: one, and no seq buffer */
+  gboolean    logits;        /* run to each row's logits and argmax (a batch step) */
+  AmkDType    activations;
+} RowsPlan;
+
+static gint
+rows_buffer (AmkProgram     *p,
+             const RowsPlan *plan,
+             const char     *name,
+             AmkDType        dtype,
+             guint64         cols,
+             AmkBufferRole   role,
+             GError        **error)
 {
-  g_autoptr(AmkProgram) p = NULL;
-  const AmkModelParams *hp;
-  AmkProgram *decode;
-  guint64 q_dim, kv_dim;
-  gint tokens, pos, x, xn = -1, qkv, attn, gate, up, act, table;
-  const gboolean bf16 = activations == AMK_DTYPE_BF16;
-  float scale;
+  g_autofree char *full = g_strconcat (plan->prefix, name, NULL);
 
-  g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), FALSE);
-  g_return_val_if_fail (build->prefill == NULL, FALSE);
-  g_return_val_if_fail (spec != NULL, FALSE);
-  g_return_val_if_fail (chunk >= 2, FALSE);
+  return add_buffer (p, full, dtype, plan->rows, (gint64) cols, role, error);
+}
 
-  hp = &spec->params;
-  decode = build->program;
-  q_dim = (guint64) hp->n_heads * hp->head_dim;
-  kv_dim = (guint64) hp->n_kv_heads * hp->head_dim;
-  scale = 1.0f / sqrtf ((float) hp->head_dim);
-  p = amk_program_new (amk_program_get_num_queues (decode));
+/* Layer i's KV cache `which` ("k" or "v"): shared, or a STATE buffer of `slots`
+ * sequences of the context's positions. */
+static gint
+rows_cache (AmkProgram           *p,
+            const AmkModelBuild  *build,
+            const RowsPlan       *plan,
+            guint                 i,
+            const char           *which,
+            GError              **error)
+{
+  g_autofree char *name = g_strdup_printf ("%sblk.%u.%s_cache", plan->cache_prefix, i, which);
+  gint64 shape[3] = { plan->slots, build->context,
+                      (gint64) build->params.n_kv_heads * build->params.head_dim };
 
-  if ((tokens = add_buffer (p, "prefill.tokens", AMK_DTYPE_I32, chunk, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
-      (pos = add_buffer (p, "prefill.pos", AMK_DTYPE_I32, chunk, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
-      (x = add_buffer (p, "prefill.x", AMK_DTYPE_F32, chunk, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (qkv = add_buffer (p, "prefill.qkv", AMK_DTYPE_F32, chunk, (gint64) (q_dim + 2 * kv_dim),
-                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (attn = add_buffer (p, "prefill.attn", AMK_DTYPE_F32, chunk, (gint64) q_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (gate = add_buffer (p, "prefill.gate", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (up = add_buffer (p, "prefill.up", AMK_DTYPE_F32, chunk, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (act = add_buffer (p, "prefill.act", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, chunk, hp->ffn,
-                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (bf16 && (xn = add_buffer (p, "prefill.xn", AMK_DTYPE_BF16, chunk, hp->hidden,
-                                 AMK_BUFFER_ROLE_SCRATCH, error)) < 0))
-    return FALSE;
+  if (plan->caches_from != NULL)
+    return share_buffer (p, plan->caches_from, amk_program_find_buffer (plan->caches_from, name), error);
+  return amk_program_add_buffer (p, name, AMK_DTYPE_BF16, shape, 3, AMK_BUFFER_ROLE_STATE, error);
+}
 
-  if ((table = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, error)) < 0 ||
-      amk_program_op_embed_rows (p, x, table, tokens, error) < 0)
-    return FALSE;
+/* The decode step's layers, `rows` tokens at a time: every layer is
+ *
+ *     qkv = Wqkv n(x)                              (MATMUL, RMSNORM fused or before it)
+ *     ROPE_ROWS (qkv): q/k norm (Qwen3), RoPE, the cache append
+ *     x += Wo ATTN_ROWS(qkv)
+ *     x += Wd (silu(Wg n2(x)) * Wu n2(x))          (MATMULs, SILU_MUL)
+ *
+ * then the logits of every row and their argmax into tokens; or, without logits, the
+ * last layer stops after ROPE_ROWS: a prompt chunk only fills the caches. */
+static AmkModelRows *
+build_rows (const AmkModelBuild  *build,
+            const RowsPlan       *plan,
+            GError              **error)
+{
+  g_autoptr(AmkModelRows) out = g_new0 (AmkModelRows, 1);
+  const AmkModelParams *hp = &build->params;
+  const gboolean bf16 = plan->activations == AMK_DTYPE_BF16;
+  const guint64 q_dim = (guint64) hp->n_heads * hp->head_dim;
+  const guint64 kv_dim = (guint64) hp->n_kv_heads * hp->head_dim;
+  const float scale = 1.0f / sqrtf ((float) hp->head_dim);
+  AmkProgram *p;
+  gint x, xn = -1, qkv, attn, gate, up, act, seq = -1, table;
+
+  out->program = p = amk_program_new (amk_program_get_num_queues (build->program));
+  out->rows = plan->rows;
+  out->logits = -1;
+  if ((out->tokens = rows_buffer (p, plan, "tokens", AMK_DTYPE_I32, 0,
+                                  plan->logits ? AMK_BUFFER_ROLE_STATE : AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+      (out->pos = rows_buffer (p, plan, "pos", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+      (plan->slots > 0 &&
+       (seq = rows_buffer (p, plan, "seq", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0) ||
+      (x = rows_buffer (p, plan, "x", AMK_DTYPE_F32, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (qkv = rows_buffer (p, plan, "qkv", AMK_DTYPE_F32, q_dim + 2 * kv_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (attn = rows_buffer (p, plan, "attn", AMK_DTYPE_F32, q_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (gate = rows_buffer (p, plan, "gate", AMK_DTYPE_F32, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (up = rows_buffer (p, plan, "up", AMK_DTYPE_F32, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (act = rows_buffer (p, plan, "act", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, hp->ffn,
+                          AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (bf16 && (xn = rows_buffer (p, plan, "xn", AMK_DTYPE_BF16, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0))
+    return NULL;
+  out->seq = seq;
+
+  if ((table = share_weight (p, build, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, error)) < 0 ||
+      amk_program_op_embed_rows (p, x, table, out->tokens, error) < 0)
+    return NULL;
 
   for (guint i = 0; i < hp->n_layers; i++)
     {
-      g_autofree char *n_qkv = g_strdup_printf ("blk.%u.attn_qkv.weight", i);
-      g_autofree char *n_kc = g_strdup_printf ("blk.%u.k_cache", i);
-      g_autofree char *n_vc = g_strdup_printf ("blk.%u.v_cache", i);
       const gboolean last = i + 1 == hp->n_layers;
       gint an, wqkv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
 
-      if ((an = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_NORM, i, error)) < 0 ||
-          (wqkv = share_buffer (p, decode, n_qkv, error)) < 0 ||
-          (kc = share_buffer (p, decode, n_kc, error)) < 0 ||
-          (vc = share_buffer (p, decode, n_vc, error)) < 0)
-        return FALSE;
+      if ((an = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_NORM, i, error)) < 0 ||
+          (wqkv = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_Q, i, error)) < 0 ||
+          (kc = rows_cache (p, build, plan, i, "k", error)) < 0 ||
+          (vc = rows_cache (p, build, plan, i, "v", error)) < 0)
+        return NULL;
       if (hp->qk_norm &&
-          ((qn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, error)) < 0 ||
-           (kn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, error)) < 0))
-        return FALSE;
-      if ((xn >= 0 && amk_program_op_rmsnorm (p, xn, x, an, hp->hidden, hp->eps, error) < 0) ||
+          ((qn = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_Q_NORM, i, error)) < 0 ||
+           (kn = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, error)) < 0))
+        return NULL;
+      if (!norm_rows (p, build, xn, x, an, error) ||
           !normed_matmul (p, qkv, wqkv, x, xn, an, hp->eps, error) ||
-          amk_program_op_rope_rows (p, qkv, kc, vc, pos, -1, qn, kn, hp->head_dim, hp->n_heads,
+          amk_program_op_rope_rows (p, qkv, kc, vc, out->pos, seq, qn, kn, hp->head_dim, hp->n_heads,
                                     hp->n_kv_heads, hp->eps, hp->rope_theta, hp->rope_factor,
                                     hp->rope_low_freq_factor, hp->rope_high_freq_factor,
                                     hp->rope_original_context, error) < 0)
-        return FALSE;
-      if (last)
+        return NULL;
+      if (last && !plan->logits)
         break;   /* the caches are all a chunk leaves */
-      if ((wo = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, error)) < 0 ||
-          (fn = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_NORM, i, error)) < 0 ||
-          (wg = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_GATE, i, error)) < 0 ||
-          (wu = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_UP, i, error)) < 0 ||
-          (wd = share_weight (p, decode, spec, AMK_MODEL_WEIGHT_FFN_DOWN, i, error)) < 0)
-        return FALSE;
-      if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, pos, -1, hp->head_dim, hp->n_heads,
+      if ((wo = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, error)) < 0 ||
+          (fn = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_NORM, i, error)) < 0 ||
+          (wg = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_GATE, i, error)) < 0 ||
+          (wu = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_UP, i, error)) < 0 ||
+          (wd = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_DOWN, i, error)) < 0)
+        return NULL;
+      if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, out->pos, seq, hp->head_dim, hp->n_heads,
                                          hp->n_kv_heads, scale, error) < 0 ||
           amk_program_op_matmul (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
-          (xn >= 0 && amk_program_op_rmsnorm (p, xn, x, fn, hp->hidden, hp->eps, error) < 0) ||
+          !norm_rows (p, build, xn, x, fn, error) ||
           !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, error) ||
           !normed_matmul (p, up, wu, x, xn, fn, hp->eps, error) ||
           amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
           amk_program_op_matmul (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
-        return FALSE;
+        return NULL;
+    }
+
+  if (plan->logits)
+    {
+      const gboolean tied = build->weights[weight_slot (AMK_MODEL_WEIGHT_OUTPUT, 0)] ==
+                            build->weights[weight_slot (AMK_MODEL_WEIGHT_TOKEN_EMBD, 0)];
+      gint out_norm, out_w = table;
+
+      if ((out_norm = share_weight (p, build, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, error)) < 0 ||
+          (!tied && (out_w = share_weight (p, build, AMK_MODEL_WEIGHT_OUTPUT, 0, error)) < 0))
+        return NULL;
+      if ((out->logits = rows_buffer (p, plan, "logits", AMK_DTYPE_F32, hp->vocab,
+                                      AMK_BUFFER_ROLE_OUTPUT, error)) < 0 ||
+          !norm_rows (p, build, xn, x, out_norm, error) ||
+          !normed_matmul (p, out->logits, out_w, x, xn, out_norm, hp->eps, error) ||
+          amk_program_op_argmax_rows (p, out->tokens, out->logits, error) < 0)
+        return NULL;
     }
   if (!amk_program_compile (p, error))
-    return FALSE;
+    return NULL;
+  return g_steal_pointer (&out);
+}
 
-  build->prefill = g_steal_pointer (&p);
-  build->chunk = chunk;
-  build->prefill_tokens = tokens;
-  build->prefill_pos = pos;
-  return TRUE;
+gboolean
+amk_model_prefill_fits (const AmkModelSpec *spec)
+{
+  const AmkModelParams *hp = &spec->params;
+
+  return hp->hidden % 8 == 0 && ((guint64) hp->n_heads * hp->head_dim) % 8 == 0 && hp->ffn % 8 == 0 &&
+         hp->head_dim % 2 == 0 && hp->head_dim <= 256;
+}
+
+/**
+ * amk_model_build_prefill:
+ * @build: a decode step built by amk_model_build_graph()
+ * @chunk: the rows of the chunk, at least 2
+ * @activations: the type of the MATMULs' inputs: F32 (the norm fused into the MATMUL),
+ *   or BF16 (a RMSNORM into a BF16 buffer first, and SILU_MUL's output in BF16), which
+ *   the tensor cores read without a conversion (amk_executor_get_activation_dtype())
+ * @error: return location for a #GError
+ *
+ * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
+ * "prefill.tokens" at the positions in "prefill.pos" (-1: a padding row) go through
+ * the decode step's layers (build_rows()) and leave their keys and values in the KV
+ * caches; the decode step computes the logits of the prompt's last token. The weights
+ * and the caches have the decode step's names, dtypes and shapes, and the constants hold
+ * the decode step's bytes themselves (no second conversion), so that loading the chunk
+ * with amk_executor_load_shared() on the decode step's executor shares them.
+ *
+ * Returns: %TRUE with @build's prefill set, or %FALSE with @error set
+ */
+gboolean
+amk_model_build_prefill (AmkModelBuild  *build,
+                         guint           chunk,
+                         AmkDType        activations,
+                         GError        **error)
+{
+  RowsPlan plan = { .prefix = "prefill.", .rows = chunk, .caches_from = NULL, .cache_prefix = "",
+                    .slots = 0, .logits = FALSE, .activations = activations };
+
+  g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), FALSE);
+  g_return_val_if_fail (build->prefill == NULL, FALSE);
+  g_return_val_if_fail (build->rows_fit, FALSE);
+  g_return_val_if_fail (chunk >= 2, FALSE);
+
+  plan.caches_from = build->program;
+  build->prefill = build_rows (build, &plan, error);
+  return build->prefill != NULL;
+}
+
+/**
+ * amk_model_build_batch:
+ * @build: a decode step built by amk_model_build_graph()
+ * @slots: the sequences of the batch, at least 1
+ * @chunk: the rows of its prefill chunk (0 or 1: none)
+ * @activations: the type of the MATMULs' inputs, as for amk_model_build_prefill()
+ * @error: return location for a #GError
+ *
+ * Builds a batch of @slots sequences on the decode step's weights, with KV caches of its
+ * own, "batch.blk.N.k_cache" and "batch.blk.N.v_cache" of [slots, context, kv]: the step,
+ * which advances row r (sequence slot r as "batch.seq" says, at "batch.pos", -1 an idle
+ * row) by one token and leaves its greedy next token in "batch.tokens"; and the prefill
+ * chunk, which feeds a prompt's tokens into one sequence's slot ("batch.prefill.seq").
+ *
+ * Returns: (transfer full) (nullable): the batch, or %NULL with @error set
+ */
+AmkModelBatch *
+amk_model_build_batch (AmkModelBuild  *build,
+                       guint           slots,
+                       guint           chunk,
+                       AmkDType        activations,
+                       GError        **error)
+{
+  g_autoptr(AmkModelBatch) batch = g_new0 (AmkModelBatch, 1);
+  RowsPlan step = { .prefix = "batch.", .rows = slots, .caches_from = NULL, .cache_prefix = "batch.",
+                    .slots = slots, .logits = TRUE, .activations = activations };
+  RowsPlan prefill = { .prefix = "batch.prefill.", .rows = chunk, .caches_from = NULL,
+                       .cache_prefix = "batch.", .slots = slots, .logits = FALSE,
+                       .activations = activations };
+
+  g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), NULL);
+  g_return_val_if_fail (build->rows_fit, NULL);
+  g_return_val_if_fail (slots >= 1, NULL);
+
+  batch->slots = slots;
+  if ((batch->step = build_rows (build, &step, error)) == NULL)
+    return NULL;
+  prefill.caches_from = batch->step->program;
+  if (chunk >= 2 && (batch->prefill = build_rows (build, &prefill, error)) == NULL)
+    return NULL;
+  return g_steal_pointer (&batch);
 }

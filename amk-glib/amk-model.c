@@ -419,13 +419,13 @@ build_model (const char    *path,
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
   chunk = MIN (chunk, context);
-  if (chunk >= 2 && !amk_model_prefill_fits (spec))
+  if (chunk >= 2 && !build->rows_fit)
     {
       g_debug ("%s: shapes the many-token ops do not take; every prompt token goes through "
                "the decode step", path);
       chunk = 1;
     }
-  if (chunk >= 2 && !amk_model_build_prefill (build, spec, chunk, activations, error))
+  if (chunk >= 2 && !amk_model_build_prefill (build, chunk, activations, error))
     return NULL;
   return g_steal_pointer (&build);
 }
@@ -476,7 +476,7 @@ amk_model_load_for_executor (AmkModel      *self,
 
   self->n_queues = n_queues;
   self->context_length = build->context;
-  self->prefill_chunk = build->prefill != NULL ? build->chunk : 1;
+  self->prefill_chunk = build->prefill != NULL ? build->prefill->rows : 1;
   self->weight_bytes = weight_bytes;
   self->build = g_steal_pointer (&build);
   return TRUE;

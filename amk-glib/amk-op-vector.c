@@ -204,6 +204,35 @@ amk_program_op_embed_rows (AmkProgram  *self,
                                               .n_tokens = (gint32) tok->n_elements } });
 }
 
+/* Records out[out_index + r] = argmax of row r of logits, for rows of `row_len`
+ * elements (all of logits when rows is 1): one partial op whose tiles are spread over the
+ * queues, the same number per row, and a final op per row over that row's partials. */
+static gint
+record_argmax (AmkProgram  *self,
+               gint         out,
+               guint        out_index,
+               gint         logits,
+               guint64      rows,
+               guint64      row_len,
+               GError     **error)
+{
+  guint64 per_row;
+  gint val, idx, index = -1;
+
+  per_row = MAX (1, MIN ((guint64) self->num_queues, rows * row_len / 1024) / rows);
+  if ((val = amk_op_internal_scratch (self, "argmax-values", AMK_DTYPE_F32, rows * per_row, error)) < 0 ||
+      (idx = amk_op_internal_scratch (self, "argmax-indices", AMK_DTYPE_I32, rows * per_row, error)) < 0)
+    return -1;
+  amk_op_record (self, AMK_ABI_OP_ARGMAX_PARTIAL, (gint32[]) { val, idx, logits, G_MININT32 },
+                 &(amk_params_t) { .argmax_partial = { .count = rows > 1 ? (gint32) row_len : 0 } });
+  for (guint64 r = 0; r < rows; r++)
+    index = amk_op_record (self, AMK_ABI_OP_ARGMAX_FINAL, (gint32[]) { out, val, idx, G_MININT32 },
+                           &(amk_params_t) { .argmax_final = { .n_partials = (gint32) per_row,
+                                                               .out_index = (gint32) (out_index + r),
+                                                               .first = (gint32) (r * per_row) } });
+  return index;
+}
+
 /**
  * amk_program_op_argmax:
  * @self: a program
@@ -226,8 +255,6 @@ amk_program_op_argmax (AmkProgram  *self,
                        GError     **error)
 {
   AmkBufferInfo *li;
-  guint64 n_tiles;
-  gint val, idx;
 
   g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
 
@@ -236,15 +263,46 @@ amk_program_op_argmax (AmkProgram  *self,
       !amk_op_int_tensor (self, "ARGMAX", _("the output"), out, (guint64) out_index + 1, error) ||
       !amk_op_writable ("ARGMAX", amk_program_get_buffer_info (self, out), error))
     return -1;
-  n_tiles = MAX (1, MIN ((guint64) self->num_queues, li->n_elements / 1024));
-  if ((val = amk_op_internal_scratch (self, "argmax-values", AMK_DTYPE_F32, n_tiles, error)) < 0 ||
-      (idx = amk_op_internal_scratch (self, "argmax-indices", AMK_DTYPE_I32, n_tiles, error)) < 0)
+  return record_argmax (self, out, out_index, logits, 1, li->n_elements, error);
+}
+
+/**
+ * amk_program_op_argmax_rows:
+ * @self: a program
+ * @out: an i32 buffer of at least as many elements as @logits has rows
+ * @logits: f32 or bf16 `[rows, n]`
+ * @error: return location for a #GError
+ *
+ * Records `out[r] = argmax(logits[r])` for every row r, the index within the row (the
+ * lowest on ties; NaN loses): the next token of each sequence of a batch, one per row
+ * of logits. Recorded as a partial op and a final op per row.
+ *
+ * Returns: the index of the last final op, or -1 with @error set
+ */
+gint
+amk_program_op_argmax_rows (AmkProgram  *self,
+                            gint         out,
+                            gint         logits,
+                            GError     **error)
+{
+  AmkBufferInfo *li;
+
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  if (!amk_op_can_record (self, "ARGMAX", error) ||
+      !amk_op_vector_of (self, "ARGMAX", _("the logits"), logits, 0, &li, error))
     return -1;
-  /* one partial tile per slot of val and idx */
-  amk_op_record (self, AMK_ABI_OP_ARGMAX_PARTIAL, (gint32[]) { val, idx, logits, G_MININT32 }, NULL);
-  return amk_op_record (self, AMK_ABI_OP_ARGMAX_FINAL, (gint32[]) { out, val, idx, G_MININT32 },
-                 &(amk_params_t) { .argmax_final = { .n_partials = (gint32) n_tiles,
-                                                     .out_index = (gint32) out_index } });
+  if (li->n_dims != 2 || li->shape[1] > G_MAXINT32)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("ARGMAX: the logits “%s” must be a matrix [rows, n] of rows of fewer than 2^31 elements"),
+                   li->name);
+      return -1;
+    }
+  if (!amk_op_int_tensor (self, "ARGMAX", _("the output"), out, (guint64) li->shape[0], error) ||
+      !amk_op_writable ("ARGMAX", amk_program_get_buffer_info (self, out), error))
+    return -1;
+  return record_argmax (self, out, 0, logits, (guint64) li->shape[0], (guint64) li->shape[1], error);
 }
 
 /* ---- verifier ----------------------------------------------------------------------- */
@@ -428,7 +486,8 @@ verify_vector (AmkProgram              *self,
       {
         /* every index offset + k must fit the I32 idx */
         const amk_argmax_partial_params_t *a = &p->argmax_partial;
-        if (a->offset < 0 || a->count < 1 || a->slot < 0 ||
+        if (a->offset < 0 || a->count < 1 || a->slot < 0 || a->index_base < 0 ||
+            a->index_base > a->offset ||
             (gint64) a->offset + a->count > (gint64) G_MAXINT32 + 1)
           return params_out_of_range (queue, pos, ins, error);
         ops[0] = (Operand) { _("the values"), F32_ONLY, (guint64) a->slot, 1 };
@@ -437,11 +496,14 @@ verify_vector (AmkProgram              *self,
       }
       break;
     case AMK_ABI_OP_ARGMAX_FINAL:
-      if (p->argmax_final.n_partials < 1 || p->argmax_final.out_index < 0)
+      if (p->argmax_final.n_partials < 1 || p->argmax_final.out_index < 0 ||
+          p->argmax_final.first < 0)
         return params_out_of_range (queue, pos, ins, error);
       ops[0] = (Operand) { _("the output"), I32_ONLY, (guint64) p->argmax_final.out_index, 1 };
-      ops[1] = (Operand) { _("the values"), F32_ONLY, 0, (guint64) p->argmax_final.n_partials };
-      ops[2] = (Operand) { _("the indices"), I32_ONLY, 0, (guint64) p->argmax_final.n_partials };
+      ops[1] = (Operand) { _("the values"), F32_ONLY, (guint64) p->argmax_final.first,
+                           (guint64) p->argmax_final.n_partials };
+      ops[2] = (Operand) { _("the indices"), I32_ONLY, (guint64) p->argmax_final.first,
+                           (guint64) p->argmax_final.n_partials };
       break;
     default:
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
@@ -564,7 +626,9 @@ bytes_embed (AmkProgram *self, const amk_instruction_t *ins)
   return 2.0 * 4 * MAX (ins->params.embed.n_cols, 0) * MAX (ins->params.embed.n_tokens, 1);
 }
 
-/* one tile per slot of the partial values and indices */
+/* One tile per slot of the partial values and indices. The op's count is the length of
+ * a row of x (0: x is one row): the slots are the rows' in order, the same number per
+ * row, so that the even split never lets a tile cross a row's end. */
 static void
 plan_argmax_partial (AmkLowering *lw)
 {
@@ -576,11 +640,13 @@ static void
 lower_argmax_partial (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 {
   const AmkOpInfo *op = lw->op;
+  const guint64 row = (guint64) op->params.argmax_partial.count;
 
   amk_tile_use_buffers (t, op, 3);
   t->ins.params.argmax_partial.offset = (gint32) t->start;
   t->ins.params.argmax_partial.count = (gint32) (t->end - t->start);
   t->ins.params.argmax_partial.slot = (gint32) tile;
+  t->ins.params.argmax_partial.index_base = row > 0 ? (gint32) (t->start / row * row) : 0;
   amk_tile_access (t, op->buffers[0], tile, tile + 1, TRUE);
   amk_tile_access (t, op->buffers[1], tile, tile + 1, TRUE);
   amk_tile_access (t, op->buffers[2], t->start, t->end, FALSE);
@@ -606,8 +672,8 @@ lower_argmax_final (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 
   amk_tile_use_buffers (t, op, 3);
   amk_tile_access (t, op->buffers[0], fp->out_index, fp->out_index + 1, TRUE);
-  amk_tile_access (t, op->buffers[1], 0, fp->n_partials, FALSE);
-  amk_tile_access (t, op->buffers[2], 0, fp->n_partials, FALSE);
+  amk_tile_access (t, op->buffers[1], fp->first, fp->first + fp->n_partials, FALSE);
+  amk_tile_access (t, op->buffers[2], fp->first, fp->first + fp->n_partials, FALSE);
 }
 
 /* ---- CPU reference ------------------------------------------------------------------ */
@@ -730,20 +796,22 @@ run_argmax_partial (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *coun
         best = e, best_i = i;
     }
   amk_cpu_store (val, (guint64) slot, best);
-  amk_cpu_store_i32 (idx, (guint64) slot, (gint32) best_i);
+  amk_cpu_store_i32 (idx, (guint64) slot, (gint32) (best_i - p->index_base));
   return AMK_ABORT_CODE_NONE;
 }
 
-/* out[out_index] = idx[j] of the largest val[j], j < n_partials, the lowest j on ties. */
+/* out[out_index] = idx[j] of the largest val[j], first <= j < first + n_partials, the
+ * lowest j on ties. */
 static AmkAbortCode
 run_argmax_final (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
-  const gint32 count = ins->params.argmax_final.n_partials;
+  const gint64 first = ins->params.argmax_final.first;
+  const gint64 end = first + ins->params.argmax_final.n_partials;
   AmkCpuBuffer *out = &b[ins->buffers[0]], *val = &b[ins->buffers[1]], *idx = &b[ins->buffers[2]];
-  float best = amk_cpu_load (val, 0);
-  gint64 best_j = 0;
+  float best = amk_cpu_load (val, (guint64) first);
+  gint64 best_j = first;
 
-  for (gint64 j = 1; j < count; j++)
+  for (gint64 j = first + 1; j < end; j++)
     {
       float e = amk_cpu_load (val, (guint64) j);
       if (beats (e, j, best, best_j))
@@ -768,10 +836,11 @@ static const AmkParamField embed_fields[] = {
 };
 static const AmkParamField argmax_partial_fields[] = {
   AMK_PARAM_INT (argmax_partial, offset), AMK_PARAM_INT (argmax_partial, count),
-  AMK_PARAM_INT (argmax_partial, slot),
+  AMK_PARAM_INT (argmax_partial, slot), AMK_PARAM_INT (argmax_partial, index_base),
 };
 static const AmkParamField argmax_final_fields[] = {
   AMK_PARAM_INT (argmax_final, n_partials), AMK_PARAM_INT (argmax_final, out_index),
+  AMK_PARAM_INT (argmax_final, first),
 };
 
 const AmkOpClass amk_op_rmsnorm = {

@@ -207,6 +207,11 @@ gint          amk_program_op_argmax           (AmkProgram    *self,
                                                gint           logits,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_argmax_rows      (AmkProgram    *self,
+                                               gint           out,
+                                               gint           logits,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
 gint          amk_program_op_rope_kv          (AmkProgram    *self,
                                                gint           q,
                                                gint           k,

@@ -144,20 +144,25 @@ typedef struct {
 } amk_embed_params_t;
 
 /* ARGMAX_PARTIAL: val[slot], idx[slot] = the largest x[offset + i] for i < count and its
- * index (offset + i; the lowest index on ties; NaN counts as smaller than everything).
+ * index (offset + i - index_base; the lowest index on ties; NaN counts as smaller than
+ * everything). index_base (at most offset) makes the index one within a row of x: the
+ * argmax of each row of logits [rows, vocab]; 0 in images that predate it.
  * b0 = val (F32), b1 = idx (I32), b2 = x (F32 or BF16). */
 typedef struct {
   int32_t offset;
   int32_t count;
   int32_t slot;
+  int32_t index_base;
 } amk_argmax_partial_params_t;
 
-/* ARGMAX_FINAL: out[out_index] = idx[j] of the largest val[j], j < n_partials (the lowest
- * j on ties): the next token id, left on the device. b0 = out (I32), b1 = val (F32),
- * b2 = idx (I32). */
+/* ARGMAX_FINAL: out[out_index] = idx[j] of the largest val[j], first <= j < first +
+ * n_partials (the lowest j on ties): the next token id, left on the device. first picks
+ * one row's partials when several rows share val and idx; 0 in images that predate it.
+ * b0 = out (I32), b1 = val (F32), b2 = idx (I32). */
 typedef struct {
   int32_t n_partials;
   int32_t out_index;
+  int32_t first;
 } amk_argmax_final_params_t;
 
 /* The attention ops (ops-attention.cuh). Heads of head_dim elements; n_q_heads query

@@ -65,9 +65,9 @@
  *             vocabulary is the table's size over dim, taken from the buffer table once
  *             the token is known)
  *   ARGMAX_PARTIAL: ptr = val + slot, idx + slot, x + offset; count; dtype = x;
- *                   pattern = offset
- *   ARGMAX_FINAL:   ptr = out + out_index, val, idx; count = n_partials; dtype = F32;
- *                   pattern = 0 */
+ *                   pattern = offset - index_base (the index of x[offset])
+ *   ARGMAX_FINAL:   ptr = out + out_index, val + first, idx + first; count = n_partials;
+ *                   dtype = F32; pattern = 0 */
 
 static __device__ __forceinline__ uint32_t
 amk_vec_dt (uint32_t packed, int slot)
@@ -96,10 +96,12 @@ amk_vec_params_ok (const amk_instruction_t *ins)
              p.embed.n_tokens >= 0;
     case AMK_ABI_OP_ARGMAX_PARTIAL: /* every index offset + i fits an int32 */
       return p.argmax_partial.offset >= 0 && p.argmax_partial.count >= 1 &&
-             p.argmax_partial.slot >= 0 &&
+             p.argmax_partial.slot >= 0 && p.argmax_partial.index_base >= 0 &&
+             p.argmax_partial.index_base <= p.argmax_partial.offset &&
              (int64_t) p.argmax_partial.offset + p.argmax_partial.count <= 0x80000000ll;
     default: /* ARGMAX_FINAL */
-      return p.argmax_final.n_partials >= 1 && p.argmax_final.out_index >= 0;
+      return p.argmax_final.n_partials >= 1 && p.argmax_final.out_index >= 0 &&
+             p.argmax_final.first >= 0;
     }
 }
 
@@ -140,7 +142,7 @@ amk_vec_operand (const amk_instruction_t *ins, int slot, uint64_t &off, uint64_t
       mask = slot == 0 ? AMK_VEC_MASK_F32 : slot == 1 ? AMK_VEC_MASK_I32 : AMK_VEC_MASK_VEC;
       break;
     default: /* ARGMAX_FINAL */
-      off = slot == 0 ? (uint64_t) p.argmax_final.out_index : 0;
+      off = slot == 0 ? (uint64_t) p.argmax_final.out_index : (uint64_t) p.argmax_final.first;
       cnt = slot == 0 ? 1 : (uint64_t) p.argmax_final.n_partials;
       mask = slot == 1 ? AMK_VEC_MASK_F32 : AMK_VEC_MASK_I32;
       break;
@@ -240,7 +242,8 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
     case AMK_ABI_OP_ARGMAX_PARTIAL:
       ctx->count = (uint32_t) p.argmax_partial.count;
       ctx->dtype = amk_vec_dt (packed, 2);
-      ctx->pattern = (uint32_t) p.argmax_partial.offset;
+      /* the first element's index: within its row (index_base <= offset, checked) */
+      ctx->pattern = (uint32_t) (p.argmax_partial.offset - p.argmax_partial.index_base);
       break;
     default:
       ctx->count = (uint32_t) p.argmax_final.n_partials;

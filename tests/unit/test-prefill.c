@@ -87,15 +87,15 @@ assert_shares_weights (const char *path,
   g_assert_no_error (error);
   build = amk_model_build_graph (spec, 1, 64, &error);
   g_assert_no_error (error);
-  g_assert_true (amk_model_build_prefill (build, spec, chunk, AMK_DTYPE_F32, &error));
+  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_F32, &error));
   g_assert_no_error (error);
-  g_assert_nonnull (build->prefill);
-  g_assert_cmpuint (build->chunk, ==, chunk);
-  for (guint b = 0; b < amk_program_get_n_buffers (build->prefill); b++)
+  g_assert_nonnull (build->prefill->program);
+  g_assert_cmpuint (build->prefill->rows, ==, chunk);
+  for (guint b = 0; b < amk_program_get_n_buffers (build->prefill->program); b++)
     {
-      const char *name = amk_program_get_buffer_name (build->prefill, b);
+      const char *name = amk_program_get_buffer_name (build->prefill->program, b);
       gint d = amk_program_find_buffer (build->program, name);
-      AmkBufferRole role = amk_program_get_buffer_role (build->prefill, b);
+      AmkBufferRole role = amk_program_get_buffer_role (build->prefill->program, b);
 
       if (role != AMK_BUFFER_ROLE_CONSTANT && role != AMK_BUFFER_ROLE_STATE)
         {
@@ -105,10 +105,10 @@ assert_shares_weights (const char *path,
       g_assert_cmpint (d, >=, 0);
       g_assert_cmpint (amk_program_get_buffer_role (build->program, (guint) d), ==, role);
       g_assert_cmpuint (amk_program_get_buffer_size (build->program, (guint) d), ==,
-                        amk_program_get_buffer_size (build->prefill, b));
+                        amk_program_get_buffer_size (build->prefill->program, b));
       if (role == AMK_BUFFER_ROLE_CONSTANT)
         {
-          g_assert_true (amk_program_get_buffer_data (build->prefill, b) ==
+          g_assert_true (amk_program_get_buffer_data (build->prefill->program, b) ==
                          amk_program_get_buffer_data (build->program, (guint) d));
           n_constants++;
         }
@@ -274,15 +274,15 @@ check_bf16_activations (const char *path, const char *prompt, guint chunk)
   g_assert_no_error (error);
   build = amk_model_build_graph (spec, 1, 64, &error);
   g_assert_no_error (error);
-  g_assert_true (amk_model_build_prefill (build, spec, chunk, AMK_DTYPE_BF16, &error));
+  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_BF16, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (amk_program_find_buffer (build->prefill, "prefill.xn"), >=, 0);
+  g_assert_cmpint (amk_program_find_buffer (build->prefill->program, "prefill.xn"), >=, 0);
   ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (n - 1, >, chunk);
 
   g_assert_true (amk_executor_load (decode, build->program, &error));
-  g_assert_true (amk_executor_load_shared (prefill, build->prefill, decode, &error));
+  g_assert_true (amk_executor_load_shared (prefill, build->prefill->program, decode, &error));
   g_assert_true (amk_executor_load (stepped, build->program, &error));
   g_assert_no_error (error);
   for (guint c = 0; c + 1 < n; c += chunk)
@@ -292,8 +292,8 @@ check_bf16_activations (const char *path, const char *prompt, guint chunk)
           rows[r] = c + r + 1 < n ? ids[c + r] : 0;
           pos[r] = c + r + 1 < n ? (gint32) (c + r) : -1;
         }
-      upload_i32 (prefill, build->prefill_tokens, rows, chunk);
-      upload_i32 (prefill, build->prefill_pos, pos, chunk);
+      upload_i32 (prefill, build->prefill->tokens, rows, chunk);
+      upload_i32 (prefill, build->prefill->pos, pos, chunk);
       g_assert_true (amk_executor_run (prefill, NULL, &error));
       g_assert_no_error (error);
     }
