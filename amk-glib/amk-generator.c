@@ -16,6 +16,7 @@
 #include "amk-launcher.h"
 #include "amk-model-private.h"
 #include "amk-sampler-private.h"
+#include "amk-tokenizer-stream-private.h"
 
 /**
  * AmkGenerator:
@@ -121,10 +122,6 @@ enum {
 };
 
 static guint signals[N_SIGNALS];
-
-/* A token id whose text is still held back after this many tokens is let out as it is
- * (with U+FFFD): no UTF-8 character takes more than four bytes. */
-#define MAX_HELD_TOKENS 4
 
 G_DEFINE_FINAL_TYPE (AmkGenerator, amk_generator, G_TYPE_OBJECT)
 
@@ -1364,19 +1361,11 @@ run_execute (AmkGenerator  *self,
       g_array_append_val (run->tokens, token);
 
       /* the text of the tokens held so far, unless it ends inside a character */
-      piece = amk_tokenizer_decode (build->tokenizer,
-                                    &g_array_index (run->tokens, gint32, held_from),
-                                    run->tokens->len - held_from, error);
+      piece = amk_tokenizer_decode_piece (build->tokenizer, (const gint32 *) run->tokens->data,
+                                          run->tokens->len, &held_from, error);
       if (piece == NULL)
         return FALSE;
-      if (g_str_has_suffix (piece, "\xef\xbf\xbd") &&
-          run->tokens->len - held_from < MAX_HELD_TOKENS)
-        piece[0] = '\0';
-      else
-        {
-          g_string_append (emitted, piece);
-          held_from = run->tokens->len;
-        }
+      g_string_append (emitted, piece);
       emit_token (self, run, token, piece);
 
       if (run->stop_strings[0] != NULL && emitted->len > before)

@@ -21,5 +21,6 @@
 #include <amk-glib/amk-tokenizer.h>
 #include <amk-glib/amk-model.h>
 #include <amk-glib/amk-generator.h>
+#include <amk-glib/amk-batch.h>
 
 #undef __AMK_GLIB_INSIDE__

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "amk-tokenizer-private.h"
+#include "amk-tokenizer-stream-private.h"
 
 /* Appends @bytes as UTF-8, each maximal invalid subpart replaced by U+FFFD (what
  * Rust's String::from_utf8_lossy does). */
@@ -137,4 +138,29 @@ amk_tokenizer_decode (AmkTokenizer  *self,
   out = g_string_sized_new (bytes->len + 1);
   append_lossy (out, bytes->data, bytes->len);
   return g_string_free (out, FALSE);
+}
+
+/* A token id whose text is still held back after this many tokens is let out as it is
+ * (with U+FFFD): no UTF-8 character takes more than four bytes. */
+#define MAX_HELD_TOKENS 4
+
+char *
+amk_tokenizer_decode_piece (AmkTokenizer  *self,
+                            const gint32  *tokens,
+                            guint          n,
+                            guint         *held,
+                            GError       **error)
+{
+  char *piece;
+
+  g_return_val_if_fail (*held <= n, NULL);
+
+  piece = amk_tokenizer_decode (self, tokens + *held, n - *held, error);
+  if (piece == NULL)
+    return NULL;
+  if (g_str_has_suffix (piece, "\xef\xbf\xbd") && n - *held < MAX_HELD_TOKENS)
+    piece[0] = '\0';
+  else
+    *held = n;
+  return piece;
 }

@@ -1,0 +1,866 @@
+/* amk-batch.c: AmkBatch, several sequences of one model generated together: a slot of
+ * the batch's KV caches per sequence, one launch of the batch step per token of all of
+ * them, sequences joining and leaving between steps.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <string.h>
+#include <glib/gi18n-lib.h>
+
+#include "amk-batch.h"
+#include "amk-cpu-executor.h"
+#include "amk-enum-types.h"
+#include "amk-model-private.h"
+#include "amk-tokenizer-stream-private.h"
+
+/**
+ * AmkBatch:
+ *
+ * Generates several sequences with one [class@Amk.Model] at once: each step is one
+ * launch that gives every running sequence its next token (greedy), so that B
+ * sequences cost little more than one while the weights, not the arithmetic, bound
+ * the step.
+ *
+ * Add sequences with [method@Amk.Batch.add], each with its prompt and its most tokens;
+ * then call [method@Amk.Batch.step] (or [method@Amk.Batch.run], which steps until every
+ * sequence has finished). A step first feeds the prompts of the sequences added since
+ * the last step, a chunk of prompt tokens per launch
+ * ([property@Amk.Model:prefill-chunk]), then advances every running sequence by one
+ * token, emitting [signal@Amk.Batch::token] for each. A sequence finishes at an
+ * end-of-sequence token, after its most tokens, when it fills the context, or when
+ * [method@Amk.Batch.cancel] stops it; [signal@Amk.Batch::finished] says which. Its slot
+ * is then free for the next [method@Amk.Batch.add]: sequences join and leave between
+ * steps (continuous batching), and a finished sequence's text stays readable until
+ * [method@Amk.Batch.remove].
+ *
+ * Each sequence's tokens are those it gets alone in a batch: the rows of a step do not
+ * mix. The batch has its own KV caches, [property@Amk.Batch:capacity] sequences of
+ * [property@Amk.Model:context-length] positions, and its own copy of the weights on
+ * its executor, apart from any [class@Amk.Generator] of the same model.
+ *
+ * Decoding is greedy; sampling and stop strings are the generator's.
+ */
+
+struct _AmkBatch
+{
+  GObject parent_instance;
+
+  AmkModel       *model;
+  AmkExecutor    *executor;          /* given, or a CPU executor made at construction */
+  AmkExecutor    *prefill_executor;  /* one like it for the prefill chunk, or NULL */
+  guint           capacity;
+
+  AmkModelBatch  *programs;          /* NULL until loaded */
+  GHashTable     *sequences;         /* id -> Sequence */
+  struct Sequence *slots[AMK_BATCH_MAX_CAPACITY];  /* running sequences by slot */
+  guint           next_id;
+  guint           steps;
+};
+
+typedef struct Sequence {
+  guint            id;
+  gint             slot;         /* -1 once finished */
+  gint32          *prompt;
+  guint            n_prompt;
+  guint            fed;          /* prompt tokens in the caches */
+  guint            position;     /* cache rows in use */
+  guint            max_tokens;   /* 0: no limit but the context */
+  gint32           next;         /* the generated token to feed next, or -1 */
+  GArray          *tokens;       /* gint32: generated */
+  guint            held;         /* the first token whose text is not emitted yet */
+  AmkFinishReason  reason;
+} Sequence;
+
+enum {
+  PROP_0,
+  PROP_MODEL,
+  PROP_EXECUTOR,
+  PROP_CAPACITY,
+  PROP_N_ACTIVE,
+  PROP_STEPS,
+  N_PROPS
+};
+
+static GParamSpec *properties[N_PROPS];
+
+enum {
+  SIGNAL_TOKEN,
+  SIGNAL_FINISHED,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
+
+G_DEFINE_FINAL_TYPE (AmkBatch, amk_batch, G_TYPE_OBJECT)
+
+G_DEFINE_QUARK (amk-batch-error-quark, amk_batch_error)
+
+static void
+sequence_free (gpointer data)
+{
+  Sequence *seq = data;
+
+  g_free (seq->prompt);
+  g_array_unref (seq->tokens);
+  g_free (seq);
+}
+
+static void
+amk_batch_finalize (GObject *object)
+{
+  AmkBatch *self = AMK_BATCH (object);
+
+  g_clear_pointer (&self->sequences, g_hash_table_unref);
+  g_clear_pointer (&self->programs, amk_model_batch_free);
+  g_clear_object (&self->prefill_executor);
+  g_clear_object (&self->executor);
+  g_clear_object (&self->model);
+
+  G_OBJECT_CLASS (amk_batch_parent_class)->finalize (object);
+}
+
+static void
+amk_batch_get_property (GObject    *object,
+                        guint       prop_id,
+                        GValue     *value,
+                        GParamSpec *pspec)
+{
+  AmkBatch *self = AMK_BATCH (object);
+
+  switch (prop_id)
+    {
+    case PROP_MODEL:
+      g_value_set_object (value, self->model);
+      break;
+    case PROP_EXECUTOR:
+      g_value_set_object (value, self->executor);
+      break;
+    case PROP_CAPACITY:
+      g_value_set_uint (value, self->capacity);
+      break;
+    case PROP_N_ACTIVE:
+      g_value_set_uint (value, amk_batch_get_n_active (self));
+      break;
+    case PROP_STEPS:
+      g_value_set_uint (value, self->steps);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_batch_set_property (GObject      *object,
+                        guint         prop_id,
+                        const GValue *value,
+                        GParamSpec   *pspec)
+{
+  AmkBatch *self = AMK_BATCH (object);
+
+  switch (prop_id)
+    {
+    case PROP_MODEL:
+      self->model = g_value_dup_object (value);
+      break;
+    case PROP_EXECUTOR:
+      self->executor = g_value_dup_object (value);
+      break;
+    case PROP_CAPACITY:
+      self->capacity = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+amk_batch_constructed (GObject *object)
+{
+  AmkBatch *self = AMK_BATCH (object);
+
+  G_OBJECT_CLASS (amk_batch_parent_class)->constructed (object);
+
+  if (self->executor == NULL)
+    self->executor = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
+}
+
+static void
+amk_batch_class_init (AmkBatchClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = amk_batch_finalize;
+  object_class->constructed = amk_batch_constructed;
+  object_class->get_property = amk_batch_get_property;
+  object_class->set_property = amk_batch_set_property;
+
+  /**
+   * AmkBatch:model:
+   *
+   * The model that generates; one not loaded yet is loaded by the first
+   * [method@Amk.Batch.add], for the batch's executor.
+   */
+  properties[PROP_MODEL] =
+    g_param_spec_object ("model", NULL, NULL, AMK_TYPE_MODEL,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+
+  /**
+   * AmkBatch:executor:
+   *
+   * What runs the batch step: an [class@Amk.Launcher] on a GPU or an
+   * [class@Amk.CpuExecutor]; given as %NULL, the batch makes a CPU executor. The
+   * prompts go through a second executor of the same kind that shares this one's
+   * weights and caches ([method@Amk.Executor.load_shared]).
+   */
+  properties[PROP_EXECUTOR] =
+    g_param_spec_object ("executor", NULL, NULL, AMK_TYPE_EXECUTOR,
+                         G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+
+  /**
+   * AmkBatch:capacity:
+   *
+   * The most sequences running at once, from 1 to %AMK_BATCH_MAX_CAPACITY: the rows of
+   * the batch step and the sequences its KV caches hold.
+   */
+  properties[PROP_CAPACITY] =
+    g_param_spec_uint ("capacity", NULL, NULL, 1, AMK_BATCH_MAX_CAPACITY, 8,
+                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
+
+  /**
+   * AmkBatch:n-active:
+   *
+   * The sequences that have not finished.
+   */
+  properties[PROP_N_ACTIVE] =
+    g_param_spec_uint ("n-active", NULL, NULL, 0, AMK_BATCH_MAX_CAPACITY, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkBatch:steps:
+   *
+   * The launches of the batch step so far.
+   */
+  properties[PROP_STEPS] =
+    g_param_spec_uint ("steps", NULL, NULL, 0, G_MAXUINT, 0,
+                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+
+  /**
+   * AmkBatch::token:
+   * @self: the batch
+   * @id: the sequence
+   * @token: the generated token id
+   * @text: its text; empty while the token ends inside a UTF-8 character, whose bytes
+   *   then come with a later token
+   *
+   * Emitted by [method@Amk.Batch.step] for every token a sequence generates.
+   */
+  signals[SIGNAL_TOKEN] =
+    g_signal_new ("token", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                  NULL, NULL, NULL, G_TYPE_NONE, 3, G_TYPE_UINT, G_TYPE_INT, G_TYPE_STRING);
+
+  /**
+   * AmkBatch::finished:
+   * @self: the batch
+   * @id: the sequence
+   * @reason: why it ended
+   *
+   * Emitted when a sequence ends; its slot is free from then on.
+   */
+  signals[SIGNAL_FINISHED] =
+    g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                  NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, AMK_TYPE_FINISH_REASON);
+}
+
+static void
+amk_batch_init (AmkBatch *self)
+{
+  self->capacity = 8;
+  self->next_id = 1;
+  self->sequences = g_hash_table_new_full (NULL, NULL, NULL, sequence_free);
+}
+
+/**
+ * amk_batch_new:
+ * @model: a model
+ * @executor: (nullable): what runs the batch: an [class@Amk.Launcher] for a GPU, or
+ *   %NULL for a new [class@Amk.CpuExecutor]
+ * @capacity: the most sequences at once, 1 to %AMK_BATCH_MAX_CAPACITY
+ *
+ * Makes a batch for @model. Nothing is loaded before the first [method@Amk.Batch.add].
+ *
+ * Returns: (transfer full): a new batch
+ */
+AmkBatch *
+amk_batch_new (AmkModel    *model,
+               AmkExecutor *executor,
+               guint        capacity)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (model), NULL);
+  g_return_val_if_fail (executor == NULL || AMK_IS_EXECUTOR (executor), NULL);
+  g_return_val_if_fail (capacity >= 1 && capacity <= AMK_BATCH_MAX_CAPACITY, NULL);
+
+  return g_object_new (AMK_TYPE_BATCH, "model", model, "executor", executor,
+                       "capacity", capacity, NULL);
+}
+
+/**
+ * amk_batch_get_model:
+ * @self: a batch
+ *
+ * Returns: (transfer none): [property@Amk.Batch:model]
+ */
+AmkModel *
+amk_batch_get_model (AmkBatch *self)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), NULL);
+  return self->model;
+}
+
+/**
+ * amk_batch_get_executor:
+ * @self: a batch
+ *
+ * Returns: (transfer none): [property@Amk.Batch:executor]
+ */
+AmkExecutor *
+amk_batch_get_executor (AmkBatch *self)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), NULL);
+  return self->executor;
+}
+
+/**
+ * amk_batch_get_capacity:
+ * @self: a batch
+ *
+ * Returns: [property@Amk.Batch:capacity]
+ */
+guint
+amk_batch_get_capacity (AmkBatch *self)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), 0);
+  return self->capacity;
+}
+
+/**
+ * amk_batch_get_n_active:
+ * @self: a batch
+ *
+ * Returns: [property@Amk.Batch:n-active], the sequences still running
+ */
+guint
+amk_batch_get_n_active (AmkBatch *self)
+{
+  guint n = 0;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), 0);
+
+  for (guint s = 0; s < self->capacity; s++)
+    n += self->slots[s] != NULL;
+  return n;
+}
+
+/**
+ * amk_batch_get_steps:
+ * @self: a batch
+ *
+ * Returns: [property@Amk.Batch:steps], the launches of the batch step so far
+ */
+guint
+amk_batch_get_steps (AmkBatch *self)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), 0);
+  return self->steps;
+}
+
+/* ---- loading ------------------------------------------------------------------------ */
+
+static gboolean
+upload_i32 (AmkExecutor   *executor,
+            gint           buffer,
+            const gint32  *values,
+            guint          n,
+            GError       **error)
+{
+  g_autoptr(GBytes) bytes = g_bytes_new (values, n * sizeof (gint32));
+
+  return amk_executor_upload (executor, (guint) buffer, bytes, error);
+}
+
+/* The model loaded, the batch step on the executor with each row in its own slot, and
+ * the prefill chunk, where there is one, on a sibling sharing its weights and caches. */
+static gboolean
+ensure_loaded (AmkBatch  *self,
+               GError   **error)
+{
+  g_autoptr(AmkModelBatch) programs = NULL;
+  g_autoptr(AmkExecutor) sibling = NULL;
+  AmkModelBuild *build;
+  gint32 slots[AMK_BATCH_MAX_CAPACITY];
+
+  if (self->programs != NULL &&
+      amk_executor_get_program (self->executor) == self->programs->step->program)
+    return TRUE;
+  if (self->programs != NULL)
+    {
+      /* something else was loaded on the executor: the caches are gone */
+      g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_EXECUTOR_TAKEN,
+                   _("The batch’s executor runs another program now, so its sequences are "
+                     "lost: give each batch an executor of its own"));
+      return FALSE;
+    }
+  if (!amk_model_load_for_executor (self->model, self->executor, NULL, error))
+    return FALSE;
+  build = amk_model_get_build (self->model);
+  if (!build->rows_fit)
+    {
+      g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_UNSUPPORTED_MODEL,
+                   _("The model “%s” cannot run in a batch: its sizes (hidden %u, heads of "
+                     "%u) are not ones the many-token ops take (multiples of 8, heads of at "
+                     "most 256); use an AmkGenerator per sequence"),
+                   amk_model_get_path (self->model), build->hidden, build->head_dim);
+      return FALSE;
+    }
+  programs = amk_model_build_batch (build, self->capacity,
+                                    build->prefill != NULL ? build->prefill->rows : 0,
+                                    amk_executor_get_activation_dtype (self->executor), error);
+  if (programs == NULL || !amk_executor_load (self->executor, programs->step->program, error))
+    return FALSE;
+  for (guint s = 0; s < self->capacity; s++)
+    slots[s] = (gint32) s;
+  if (!upload_i32 (self->executor, programs->step->seq, slots, self->capacity, error))
+    return FALSE;
+  if (programs->prefill != NULL && (sibling = amk_executor_new_sibling (self->executor)) != NULL &&
+      !amk_executor_load_shared (sibling, programs->prefill->program, self->executor, error))
+    return FALSE;
+  self->prefill_executor = g_steal_pointer (&sibling);
+  self->programs = g_steal_pointer (&programs);
+  return TRUE;
+}
+
+/* ---- sequences ---------------------------------------------------------------------- */
+
+static Sequence *
+lookup (AmkBatch  *self,
+        guint      id,
+        GError   **error)
+{
+  Sequence *seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
+
+  if (seq == NULL)
+    g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_UNKNOWN_SEQUENCE,
+                 _("The batch has no sequence %u (it was never added, or was removed)"), id);
+  return seq;
+}
+
+static void
+finish (AmkBatch        *self,
+        Sequence        *seq,
+        AmkFinishReason  reason)
+{
+  self->slots[seq->slot] = NULL;
+  seq->slot = -1;
+  seq->reason = reason;
+  g_clear_pointer (&seq->prompt, g_free);
+  g_signal_emit (self, signals[SIGNAL_FINISHED], 0, seq->id, reason);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ACTIVE]);
+}
+
+/**
+ * amk_batch_add:
+ * @self: a batch
+ * @prompt: the text to continue (the tokenizer's BOS goes first)
+ * @max_tokens: the most tokens to generate; 0: until an end-of-sequence token or the
+ *   end of the context
+ * @error: return location for a #GError
+ *
+ * Adds a sequence to the batch, in a free slot; its prompt is fed by the next
+ * [method@Amk.Batch.step]. Loads the model and the batch's programs the first time.
+ * A prompt that is empty, or longer than the model's context, and a batch whose slots
+ * are all taken fail in %AMK_BATCH_ERROR; the other sequences are not touched.
+ *
+ * Returns: the sequence's id (never 0), or 0 with @error set
+ */
+guint
+amk_batch_add (AmkBatch    *self,
+               const char  *prompt,
+               guint        max_tokens,
+               GError     **error)
+{
+  g_autofree gint32 *ids = NULL;
+  AmkModelBuild *build;
+  Sequence *seq;
+  gsize n = 0;
+  gint slot = -1;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), 0);
+  g_return_val_if_fail (prompt != NULL, 0);
+  g_return_val_if_fail (error == NULL || *error == NULL, 0);
+
+  if (*prompt == '\0')
+    {
+      g_set_error_literal (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_EMPTY_PROMPT,
+                           _("The prompt is empty: give some text to start from"));
+      return 0;
+    }
+  for (guint s = 0; s < self->capacity && slot < 0; s++)
+    if (self->slots[s] == NULL)
+      slot = (gint) s;
+  if (slot < 0)
+    {
+      g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_FULL,
+                   _("All %u sequences of the batch are running: step until one finishes, "
+                     "or make the batch with a larger capacity (at most %u)"),
+                   self->capacity, AMK_BATCH_MAX_CAPACITY);
+      return 0;
+    }
+  if (!ensure_loaded (self, error))
+    return 0;
+  build = amk_model_get_build (self->model);
+  ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n, error);
+  if (ids == NULL)
+    return 0;
+  if (n == 0)
+    {
+      g_set_error_literal (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_EMPTY_PROMPT,
+                           _("The prompt encodes to no tokens"));
+      return 0;
+    }
+  if (n > build->context)
+    {
+      g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_CONTEXT_FULL,
+                   _("The prompt (%zu tokens) does not fit in the context of %u tokens: "
+                     "shorten it, or load the model with a longer context"),
+                   (size_t) n, build->context);
+      return 0;
+    }
+
+  seq = g_new0 (Sequence, 1);
+  seq->id = self->next_id++;
+  seq->slot = slot;
+  seq->prompt = g_steal_pointer (&ids);
+  seq->n_prompt = (guint) n;
+  seq->max_tokens = max_tokens;
+  seq->next = -1;
+  seq->tokens = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_hash_table_insert (self->sequences, GUINT_TO_POINTER (seq->id), seq);
+  self->slots[slot] = seq;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ACTIVE]);
+  return seq->id;
+}
+
+/**
+ * amk_batch_cancel:
+ * @self: a batch
+ * @id: a sequence of the batch
+ * @error: return location for a #GError
+ *
+ * Stops a running sequence (its finish reason becomes %AMK_FINISH_REASON_CANCELLED)
+ * and frees its slot; its text so far stays readable. A sequence that has finished is
+ * left as it is. The other sequences go on unharmed.
+ *
+ * Returns: %TRUE, or %FALSE with %AMK_BATCH_ERROR_UNKNOWN_SEQUENCE
+ */
+gboolean
+amk_batch_cancel (AmkBatch  *self,
+                  guint      id,
+                  GError   **error)
+{
+  Sequence *seq;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+
+  if ((seq = lookup (self, id, error)) == NULL)
+    return FALSE;
+  if (seq->slot >= 0)
+    finish (self, seq, AMK_FINISH_REASON_CANCELLED);
+  return TRUE;
+}
+
+/**
+ * amk_batch_remove:
+ * @self: a batch
+ * @id: a sequence of the batch
+ * @error: return location for a #GError
+ *
+ * Forgets a sequence, cancelling it first if it is running.
+ *
+ * Returns: %TRUE, or %FALSE with %AMK_BATCH_ERROR_UNKNOWN_SEQUENCE
+ */
+gboolean
+amk_batch_remove (AmkBatch  *self,
+                  guint      id,
+                  GError   **error)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+
+  if (!amk_batch_cancel (self, id, error))
+    return FALSE;
+  g_hash_table_remove (self->sequences, GUINT_TO_POINTER (id));
+  return TRUE;
+}
+
+/* ---- steps -------------------------------------------------------------------------- */
+
+/* Feeds every prompt token but the last of a sequence that joined since the last step
+ * into its slot of the caches, a chunk per launch; the rows after the last token are
+ * padding (position -1). */
+static gboolean
+prefill (AmkBatch      *self,
+         Sequence      *seq,
+         GCancellable  *cancellable,
+         GError       **error)
+{
+  const AmkModelRows *chunk = self->programs->prefill;
+  g_autofree gint32 *ids = g_new (gint32, chunk->rows);
+  g_autofree gint32 *pos = g_new (gint32, chunk->rows);
+  g_autofree gint32 *slot = g_new (gint32, chunk->rows);
+
+  while (seq->fed + 1 < seq->n_prompt)
+    {
+      const guint rows = MIN (chunk->rows, seq->n_prompt - 1 - seq->fed);
+
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      for (guint r = 0; r < chunk->rows; r++)
+        {
+          ids[r] = r < rows ? seq->prompt[seq->fed + r] : 0;
+          pos[r] = r < rows ? (gint32) (seq->position + r) : -1;
+          slot[r] = seq->slot;
+        }
+      if (!upload_i32 (self->prefill_executor, chunk->tokens, ids, chunk->rows, error) ||
+          !upload_i32 (self->prefill_executor, chunk->pos, pos, chunk->rows, error) ||
+          !upload_i32 (self->prefill_executor, chunk->seq, slot, chunk->rows, error) ||
+          !amk_executor_run (self->prefill_executor, cancellable, error))
+        return FALSE;
+      seq->fed += rows;
+      seq->position += rows;
+    }
+  return TRUE;
+}
+
+static gboolean
+is_end_of_sequence (AmkModelBuild *build,
+                    gint32         token)
+{
+  for (guint i = 0; i < build->n_eos_ids; i++)
+    if (build->eos_ids[i] == token)
+      return TRUE;
+  return FALSE;
+}
+
+/* What a sequence does with the token its row of the step gave. */
+static void
+take_token (AmkBatch  *self,
+            Sequence  *seq,
+            gint32     token)
+{
+  AmkModelBuild *build = amk_model_get_build (self->model);
+  g_autoptr(GError) local = NULL;
+  g_autofree char *piece = NULL;
+  guint id;
+
+  if (token < 0 || (guint) token >= build->vocab_size)
+    {
+      g_debug ("sequence %u: no valid token at position %u (its logits are not finite)",
+               seq->id, seq->position);
+      finish (self, seq, AMK_FINISH_REASON_ERROR);
+      return;
+    }
+  if (is_end_of_sequence (build, token))
+    {
+      finish (self, seq, AMK_FINISH_REASON_STOP);
+      return;
+    }
+  g_array_append_val (seq->tokens, token);
+  piece = amk_tokenizer_decode_piece (build->tokenizer, (const gint32 *) seq->tokens->data,
+                                      seq->tokens->len, &seq->held, &local);
+  if (piece == NULL)
+    {
+      /* an id the model has and the tokenizer lacks */
+      g_debug ("sequence %u: %s", seq->id, local->message);
+      finish (self, seq, AMK_FINISH_REASON_ERROR);
+      return;
+    }
+  id = seq->id;
+  g_signal_emit (self, signals[SIGNAL_TOKEN], 0, id, (gint) token, piece);
+  seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
+  if (seq == NULL || seq->slot < 0)
+    return;   /* a handler cancelled or removed it */
+  if (seq->max_tokens > 0 && seq->tokens->len >= seq->max_tokens)
+    finish (self, seq, AMK_FINISH_REASON_LENGTH);
+  else if (seq->position >= build->context)
+    finish (self, seq, AMK_FINISH_REASON_CONTEXT);
+  else
+    seq->next = token;
+}
+
+/**
+ * amk_batch_step:
+ * @self: a batch
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Feeds the prompts of the sequences added since the last step, then runs the batch
+ * step once: every running sequence gets its next token
+ * ([signal@Amk.Batch::token]), and those that end emit [signal@Amk.Batch::finished].
+ * With no running sequence it does nothing. A failed launch or a cancellation leaves
+ * the sequences as they were before the launch.
+ *
+ * Returns: %TRUE, or %FALSE with @error set
+ */
+gboolean
+amk_batch_step (AmkBatch      *self,
+                GCancellable  *cancellable,
+                GError       **error)
+{
+  gint32 tokens[AMK_BATCH_MAX_CAPACITY], pos[AMK_BATCH_MAX_CAPACITY];
+  guint ran[AMK_BATCH_MAX_CAPACITY];
+  g_autoptr(GBytes) out = NULL;
+  const gint32 *next;
+  AmkModelRows *step;
+  gsize size = 0;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (amk_batch_get_n_active (self) == 0)
+    return TRUE;
+  if (g_cancellable_set_error_if_cancelled (cancellable, error) || !ensure_loaded (self, error))
+    return FALSE;
+  step = self->programs->step;
+
+  for (guint s = 0; s < self->capacity; s++)
+    {
+      Sequence *seq = self->slots[s];
+
+      if (seq != NULL && self->prefill_executor != NULL && !prefill (self, seq, cancellable, error))
+        return FALSE;
+      /* a row feeds its sequence's next prompt token or its last generated one */
+      tokens[s] = seq == NULL ? 0 : seq->fed < seq->n_prompt ? seq->prompt[seq->fed] : seq->next;
+      pos[s] = seq == NULL ? -1 : (gint32) seq->position;
+      ran[s] = seq == NULL ? 0 : seq->id;
+    }
+  if (g_cancellable_set_error_if_cancelled (cancellable, error) ||
+      !upload_i32 (self->executor, step->tokens, tokens, self->capacity, error) ||
+      !upload_i32 (self->executor, step->pos, pos, self->capacity, error) ||
+      !amk_executor_run (self->executor, cancellable, error) ||
+      (out = amk_executor_download (self->executor, (guint) step->tokens, error)) == NULL)
+    return FALSE;
+  next = g_bytes_get_data (out, &size);
+  g_return_val_if_fail (size == self->capacity * sizeof (gint32), FALSE);
+  self->steps++;
+
+  /* by id: the signals' handlers may cancel, remove and add sequences meanwhile */
+  for (guint s = 0; s < self->capacity; s++)
+    {
+      Sequence *seq = ran[s] != 0 ? g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (ran[s])) : NULL;
+
+      if (seq == NULL || seq->slot != (gint) s)
+        continue;
+      seq->position++;
+      if (seq->fed < seq->n_prompt && ++seq->fed < seq->n_prompt)
+        continue;   /* still in its prompt: the row's token is not wanted */
+      take_token (self, seq, next[s]);
+    }
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STEPS]);
+  return TRUE;
+}
+
+/**
+ * amk_batch_run:
+ * @self: a batch
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Steps until every sequence has finished ([method@Amk.Batch.step]).
+ *
+ * Returns: %TRUE, or %FALSE with @error set
+ */
+gboolean
+amk_batch_run (AmkBatch      *self,
+               GCancellable  *cancellable,
+               GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+
+  while (amk_batch_get_n_active (self) > 0)
+    if (!amk_batch_step (self, cancellable, error))
+      return FALSE;
+  return TRUE;
+}
+
+/* ---- results ------------------------------------------------------------------------ */
+
+/**
+ * amk_batch_get_finish_reason:
+ * @self: a batch
+ * @id: a sequence of the batch
+ * @error: return location for a #GError
+ *
+ * Returns: why the sequence ended, %AMK_FINISH_REASON_NONE while it runs (and with
+ *   @error set for an unknown id)
+ */
+AmkFinishReason
+amk_batch_get_finish_reason (AmkBatch  *self,
+                             guint      id,
+                             GError   **error)
+{
+  Sequence *seq;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), AMK_FINISH_REASON_NONE);
+
+  seq = lookup (self, id, error);
+  return seq != NULL ? seq->reason : AMK_FINISH_REASON_NONE;
+}
+
+/**
+ * amk_batch_get_text:
+ * @self: a batch
+ * @id: a sequence of the batch
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full) (nullable): the text the sequence has generated so far (not
+ *   its prompt), or %NULL with @error set
+ */
+char *
+amk_batch_get_text (AmkBatch  *self,
+                    guint      id,
+                    GError   **error)
+{
+  Sequence *seq;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), NULL);
+
+  if ((seq = lookup (self, id, error)) == NULL)
+    return NULL;
+  return amk_tokenizer_decode (amk_model_get_build (self->model)->tokenizer,
+                               (const gint32 *) seq->tokens->data, seq->tokens->len, error);
+}
+
+/**
+ * amk_batch_get_tokens:
+ * @self: a batch
+ * @id: a sequence of the batch
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full) (element-type gint32) (nullable): the token ids the sequence
+ *   has generated so far, or %NULL with @error set
+ */
+GArray *
+amk_batch_get_tokens (AmkBatch  *self,
+                      guint      id,
+                      GError   **error)
+{
+  Sequence *seq;
+
+  g_return_val_if_fail (AMK_IS_BATCH (self), NULL);
+
+  if ((seq = lookup (self, id, error)) == NULL)
+    return NULL;
+  return g_array_copy (seq->tokens);
+}
