@@ -662,6 +662,7 @@ take_token (AmkBatch  *self,
   AmkModelBuild *build = amk_model_get_build (self->model);
   g_autoptr(GError) local = NULL;
   g_autofree char *piece = NULL;
+  AmkFinishReason reason = AMK_FINISH_REASON_NONE;
   guint id;
 
   if (token < 0 || (guint) token >= build->vocab_size)
@@ -677,8 +678,15 @@ take_token (AmkBatch  *self,
       return;
     }
   g_array_append_val (seq->tokens, token);
+  seq->next = token;
+  if (seq->max_tokens > 0 && seq->tokens->len >= seq->max_tokens)
+    reason = AMK_FINISH_REASON_LENGTH;
+  else if (seq->position >= build->context)
+    reason = AMK_FINISH_REASON_CONTEXT;
+  /* the last token's piece carries whatever text was held back */
   piece = amk_tokenizer_decode_piece (build->tokenizer, (const gint32 *) seq->tokens->data,
-                                      seq->tokens->len, &seq->held, &local);
+                                      seq->tokens->len, reason != AMK_FINISH_REASON_NONE,
+                                      &seq->held, &local);
   if (piece == NULL)
     {
       /* an id the model has and the tokenizer lacks */
@@ -689,14 +697,8 @@ take_token (AmkBatch  *self,
   id = seq->id;
   g_signal_emit (self, signals[SIGNAL_TOKEN], 0, id, (gint) token, piece);
   seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
-  if (seq == NULL || seq->slot < 0)
-    return;   /* a handler cancelled or removed it */
-  if (seq->max_tokens > 0 && seq->tokens->len >= seq->max_tokens)
-    finish (self, seq, AMK_FINISH_REASON_LENGTH);
-  else if (seq->position >= build->context)
-    finish (self, seq, AMK_FINISH_REASON_CONTEXT);
-  else
-    seq->next = token;
+  if (seq != NULL && seq->slot >= 0 && reason != AMK_FINISH_REASON_NONE)
+    finish (self, seq, reason);   /* unless a handler cancelled or removed it */
 }
 
 /**

@@ -1362,7 +1362,7 @@ run_execute (AmkGenerator  *self,
 
       /* the text of the tokens held so far, unless it ends inside a character */
       piece = amk_tokenizer_decode_piece (build->tokenizer, (const gint32 *) run->tokens->data,
-                                          run->tokens->len, &held_from, error);
+                                          run->tokens->len, FALSE, &held_from, error);
       if (piece == NULL)
         return FALSE;
       g_string_append (emitted, piece);

@@ -148,6 +148,7 @@ char *
 amk_tokenizer_decode_piece (AmkTokenizer  *self,
                             const gint32  *tokens,
                             guint          n,
+                            gboolean       last,
                             guint         *held,
                             GError       **error)
 {
@@ -158,7 +159,7 @@ amk_tokenizer_decode_piece (AmkTokenizer  *self,
   piece = amk_tokenizer_decode (self, tokens + *held, n - *held, error);
   if (piece == NULL)
     return NULL;
-  if (g_str_has_suffix (piece, "\xef\xbf\xbd") && n - *held < MAX_HELD_TOKENS)
+  if (!last && g_str_has_suffix (piece, "\xef\xbf\xbd") && n - *held < MAX_HELD_TOKENS)
     piece[0] = '\0';
   else
     *held = n;

@@ -11,10 +11,12 @@
 G_BEGIN_DECLS
 
 /* The text of tokens[*held .. n): "" while it ends inside a character (for at most
- * three tokens; then it goes out with U+FFFD), else the text, and *held becomes n. */
+ * three tokens, and unless `last`: nothing comes after; then it goes out with U+FFFD),
+ * else the text, and *held becomes n. */
 char *amk_tokenizer_decode_piece (AmkTokenizer  *self,
                                   const gint32  *tokens,
                                   guint          n,
+                                  gboolean       last,
                                   guint         *held,
                                   GError       **error);
 
