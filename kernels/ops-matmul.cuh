@@ -35,6 +35,7 @@
 #define AMK_MM_BK     64  /* K columns per pipeline step */
 #define AMK_MM_LDS    72  /* 16-bit elements per shared-memory row: BK + 8 of padding */
 #define AMK_MM_ABSENT 0xfu
+#define AMK_MM_FEW_ROWS 64 /* rows up to which a tile streams W (amk_mm_few_rows()) */
 
 static_assert (AMK_MATMUL_SMEM_BYTES (512) ==
                AMK_MATMUL_STAGES * (AMK_MM_BN * AMK_MM_LDS * 2 + 128 * AMK_MM_BK * 4) + 128 * (AMK_MM_LDS * 2 + 4),
@@ -392,6 +393,177 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   __syncthreads (); /* the next block tile reuses the shared memory */
 }
 
+/* ---- few rows: W streamed like a matrix-vector product ------------------------------ */
+
+/* An mma the compiler may schedule (no side effects): the few-rows loop lets it issue
+ * the loads of later steps before the products of earlier ones. */
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_mma_free (float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+  if (F16)
+    asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Elements k .. k + 15 of a 16-bit row as 8 pairs: zeros past K (K is a multiple of 8)
+ * or for a row that does not exist. */
+static __device__ __forceinline__ void
+amk_mm_row16 (const unsigned char *row, bool live, uint32_t k, uint32_t K, bool stream, uint32_t (&v)[8])
+{
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+    {
+      uint4 q = make_uint4 (0, 0, 0, 0);
+      if (live && k + 8 * h < K)
+        {
+          const uint4 *src = reinterpret_cast<const uint4 *> (row + (uint64_t) (k + 8 * h) * 2);
+          q = stream ? __ldcs (src) : *src;
+        }
+      v[4 * h] = q.x, v[4 * h + 1] = q.y, v[4 * h + 2] = q.z, v[4 * h + 3] = q.w;
+    }
+}
+
+/* The same of an F32 row, rounded to the 16-bit type. */
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_row16_f32 (const unsigned char *row, bool live, uint32_t k, uint32_t K, uint32_t (&v)[8])
+{
+#pragma unroll
+  for (int h = 0; h < 4; h++)
+    {
+      float4 f = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+      if (live && k + 4 * h < K)
+        f = *reinterpret_cast<const float4 *> (row + (uint64_t) (k + 4 * h) * 4);
+      v[2 * h] = amk_mm_pack2<F16> (f.x, f.y);
+      v[2 * h + 1] = amk_mm_pack2<F16> (f.z, f.w);
+    }
+}
+
+/* A tile of at most 8 NF rows (M) and 128 columns without a fused norm. Compute is no
+ * bound here, the stream of W is: so W takes the tensor cores' 16-row side (Y^T = W X^T)
+ * and goes from global memory straight into registers, as in a matrix-vector product,
+ * with no shared-memory stage and no barrier per step. A warp takes 16 W rows over a
+ * slice of K (the block's warps split the tile's rows and K between them); in each step
+ * of 64 columns lane (r, q) holds columns 16 q .. 16 q + 15 of W rows r and r + 8 and of
+ * X row r: any order of k serves a dot product as long as W and X agree on it. The K
+ * slices' sums meet in shared memory at the end. */
+template <bool F16, int NF>
+static __device__ __forceinline__ void
+amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
+                 const amk_buffer_t *buffers, const amk_mm_tile &t, int tid, int nt)
+{
+  const uint32_t packed = ctx->dtype;
+  const uint32_t N = ctx->count, K = ctx->esize;
+  const uint32_t ydt = amk_mm_dt (packed, 0), xdt = amk_mm_dt (packed, 2);
+  const uint32_t bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4);
+  const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
+  unsigned char *y = ctx->ptr[0];
+  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
+                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
+  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
+                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
+  const bool x_f32 = xdt == AMK_ABI_DTYPE_F32;
+  const uint32_t xsize = x_f32 ? 4 : 2;
+  const int nw = nt / 32, warp = tid / 32, lane = tid % 32;
+  const uint32_t groups = (t.n_end - t.n0 + 15) / 16;
+  const uint32_t slices = max (1u, (uint32_t) nw / groups);
+  const uint32_t g = (uint32_t) warp % groups, s = (uint32_t) warp / groups;
+  const uint32_t q = (uint32_t) lane & 3u, r = (uint32_t) lane >> 2;
+  const uint32_t steps = (K + 63) / 64;
+  const uint32_t first = s * steps / slices, last = (s + 1) * steps / slices;
+  const uint32_t na = t.n0 + g * 16 + r, nb = na + 8;
+  const unsigned char *wa = w + (uint64_t) na * K * 2, *wb = w + (uint64_t) nb * K * 2;
+  float acc[NF][4];
+
+#pragma unroll
+  for (int f = 0; f < NF; f++)
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      acc[f][e] = 0.0f;
+
+  if (s < slices)
+#pragma unroll (NF <= 2 ? 2 : 1)
+    for (uint32_t c = first; c < last; c++)
+      {
+        const uint32_t k = c * 64 + q * 16;
+        uint32_t va[8], vb[8];
+
+        amk_mm_row16 (wa, na < t.n_end, k, K, true, va);
+        amk_mm_row16 (wb, nb < t.n_end, k, K, true, vb);
+#pragma unroll
+        for (int f = 0; f < NF; f++)
+          {
+            const uint32_t m = t.m0 + (uint32_t) f * 8 + r;
+            const unsigned char *xr = x + (uint64_t) m * K * xsize;
+            uint32_t vx[8];
+
+            if (x_f32)
+              amk_mm_row16_f32<F16> (xr, m < t.m_end, k, K, vx);
+            else
+              amk_mm_row16 (xr, m < t.m_end, k, K, false, vx);
+#pragma unroll
+            for (int kb = 0; kb < 4; kb++)
+              amk_mm_mma_free<F16> (acc[f], va[2 * kb], vb[2 * kb], va[2 * kb + 1], vb[2 * kb + 1],
+                                    vx[2 * kb], vx[2 * kb + 1]);
+          }
+      }
+
+  /* the K slices' sums: partial [slice][group][f][lane][4] in shared memory */
+  float *part = reinterpret_cast<float *> (amk_dyn_smem);
+  if (s < slices)
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        part[(((s * groups + g) * NF + (uint32_t) f) * 32 + (uint32_t) lane) * 4 + (uint32_t) e] = acc[f][e];
+  __syncthreads ();
+  for (uint32_t i = (uint32_t) tid; i < groups * NF * 128; i += (uint32_t) nt)
+    {
+      const uint32_t gi = i / (NF * 128), f = i / 128 % NF, l = i / 4 % 32, e = i % 4;
+      /* C of m16n8: rows (W rows, Y's columns) l / 4 and + 8, columns (Y's rows) 2 (l % 4) + e % 2 */
+      const uint32_t n = t.n0 + gi * 16 + l / 4 + (e / 2) * 8;
+      const uint32_t m = t.m0 + f * 8 + (l % 4) * 2 + e % 2;
+      if (n >= t.n_end || m >= t.m_end)
+        continue;
+      float v = 0.0f;
+      for (uint32_t sl = 0; sl < slices; sl++)
+        v += part[(((sl * groups + gi) * NF + f) * 32 + l) * 4 + e];
+      const uint64_t o = (uint64_t) m * N + n;
+      if (bias != nullptr)
+        v += amk_vec_ld (bias, bdt, n);
+      if (res != nullptr)
+        v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
+      amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
+    }
+  __syncthreads (); /* the next tile reuses the shared memory */
+}
+
+/* amk_mm_few_rows() for the tile's row count. */
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_few_rows_any (const amk_op_ctx *ctx, const amk_instruction_t *ins,
+                     const amk_buffer_t *buffers, const amk_mm_tile &t, int tid, int nt)
+{
+  const uint32_t m = t.m_end - t.m0;
+
+  if (m <= 8)
+    amk_mm_few_rows<F16, 1> (ctx, ins, buffers, t, tid, nt);
+  else if (m <= 16)
+    amk_mm_few_rows<F16, 2> (ctx, ins, buffers, t, tid, nt);
+  else if (m <= 32)
+    amk_mm_few_rows<F16, 4> (ctx, ins, buffers, t, tid, nt);
+  else
+    amk_mm_few_rows<F16, 8> (ctx, ins, buffers, t, tid, nt);
+}
+
 /* The whole block, after the waits (run is uniform over the block). Returns
  * AMK_ABORT_CHECK when the launch gave too little dynamic shared memory or a warp count
  * that is not a multiple of 4 (the launcher's configuration never does). */
@@ -410,11 +582,18 @@ amk_matmul_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   const uint32_t n_end = (uint32_t) p.n0 + (uint32_t) p.n_count;
   const bool f16 = amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_F16;
 
+  /* a few rows without a fused norm (a batch's step): W streamed, see amk_mm_few_rows() */
+  const bool few = p.m_count <= AMK_MM_FEW_ROWS && amk_mm_dt (ctx->dtype, 5) == AMK_MM_ABSENT;
+
   for (uint32_t m = (uint32_t) p.m0; m < m_end; m += BM)
     for (uint32_t n = (uint32_t) p.n0; n < n_end; n += AMK_MM_BN)
       {
         const amk_mm_tile t = { m, min (m + BM, m_end), n, min (n + AMK_MM_BN, n_end) };
-        if (f16)
+        if (few && f16)
+          amk_mm_few_rows_any<true> (ctx, ins, buffers, t, tid, nt);
+        else if (few)
+          amk_mm_few_rows_any<false> (ctx, ins, buffers, t, tid, nt);
+        else if (f16)
           amk_mm_block_tile<true> (ctx, ins, buffers, t, tid, nt);
         else
           amk_mm_block_tile<false> (ctx, ins, buffers, t, tid, nt);
