@@ -47,7 +47,11 @@ test('two prompts together get the tokens each gets alone', () => {
         assertEqual(batch.get_finish_reason(id), reason, 'finish reason');
         assert(finished.some(([f, r]) => f === id && r === reason), '::finished');
     });
-    assertEqual(batch.steps, Math.max(...PROMPTS.map(p => alone(...p).length)), 'steps');
+    // a step per token of the longest, and one for the end-of-sequence token of one that stopped
+    assertEqual(batch.steps, Math.max(...PROMPTS.map(([prompt, n]) => {
+        const length = alone(prompt, n).length;
+        return length < n ? length + 1 : length;
+    })), 'steps');
 });
 
 test('a full batch is FULL, an unknown id UNKNOWN_SEQUENCE', () => {

@@ -90,8 +90,10 @@ def test_each_sequence_gets_its_tokens_alone(name):
         # the text is the tokens' (the generator's decoding); every token was streamed
         assert batch.get_text(seq) == load(name).props.tokenizer.decode(list(want))
     assert sorted(seen.finished) == sorted((seq, batch.get_finish_reason(seq)) for seq in ids)
-    # one launch a step for all three: as many steps as the longest needs
-    assert batch.props.steps == max(len(alone(name, p, n)) for p, n in PROMPTS)
+    # one launch a step for all three: as many steps as the longest needs (a step more
+    # for the end-of-sequence token of one that stopped)
+    assert batch.props.steps == max(len(alone(name, p, n)) + (len(alone(name, p, n)) < n)
+                                    for p, n in PROMPTS)
 
 
 @pytest.mark.parametrize('name', MODELS)
@@ -232,6 +234,22 @@ def test_context_full_finishes_a_sequence(name):
     # the last generated token is not fed: it needs no row of the cache
     assert len(got) == context - n_prompt + 1
     assert got == alone(name, prompt, len(got))
+
+
+def test_end_of_sequence_stops_a_sequence():
+    # tiny-llama's greedy continuation of 'The world' reaches its end-of-sequence token
+    # after 10 tokens: the sequence stops there, the token not among its tokens
+    name = MODELS[0]
+    batch = Amk.Batch.new(load(name), None, 2)
+    seen = Recorder(batch)
+    seq = batch.add('The world', 0)
+    other = batch.add(PROMPTS[1][0], 20)
+    batch.run(None)
+    assert batch.get_finish_reason(seq) == Amk.FinishReason.STOP
+    assert tokens(batch, seq) == alone(name, 'The world', 64)
+    assert len(tokens(batch, seq)) == 10 == len(seen.tokens[seq])
+    assert (seq, Amk.FinishReason.STOP) in seen.finished
+    assert tokens(batch, other) == alone(name, PROMPTS[1][0], 20)
 
 
 # Errors -------------------------------------------------------------------------------
