@@ -95,6 +95,13 @@ static guint signals[N_SIGNALS];
 
 G_DEFINE_FINAL_TYPE (AmkBatch, amk_batch, G_TYPE_OBJECT)
 
+/**
+ * amk_batch_error_quark:
+ *
+ * The error domain of batches, %AMK_BATCH_ERROR.
+ *
+ * Returns: the quark of the [error@Amk.BatchError] domain
+ */
 G_DEFINE_QUARK (amk-batch-error-quark, amk_batch_error)
 
 static void
@@ -311,7 +318,9 @@ amk_batch_new (AmkModel    *model,
  * amk_batch_get_model:
  * @self: a batch
  *
- * Returns: (transfer none): [property@Amk.Batch:model]
+ * Gets [property@Amk.Batch:model].
+ *
+ * Returns: (transfer none): the model
  */
 AmkModel *
 amk_batch_get_model (AmkBatch *self)
@@ -324,7 +333,9 @@ amk_batch_get_model (AmkBatch *self)
  * amk_batch_get_executor:
  * @self: a batch
  *
- * Returns: (transfer none): [property@Amk.Batch:executor]
+ * Gets [property@Amk.Batch:executor].
+ *
+ * Returns: (transfer none): the executor that runs the batch step
  */
 AmkExecutor *
 amk_batch_get_executor (AmkBatch *self)
@@ -337,7 +348,9 @@ amk_batch_get_executor (AmkBatch *self)
  * amk_batch_get_capacity:
  * @self: a batch
  *
- * Returns: [property@Amk.Batch:capacity]
+ * Gets [property@Amk.Batch:capacity].
+ *
+ * Returns: the most sequences running at once
  */
 guint
 amk_batch_get_capacity (AmkBatch *self)
@@ -350,7 +363,9 @@ amk_batch_get_capacity (AmkBatch *self)
  * amk_batch_get_n_active:
  * @self: a batch
  *
- * Returns: [property@Amk.Batch:n-active], the sequences still running
+ * Gets [property@Amk.Batch:n-active].
+ *
+ * Returns: the sequences still running
  */
 guint
 amk_batch_get_n_active (AmkBatch *self)
@@ -368,7 +383,9 @@ amk_batch_get_n_active (AmkBatch *self)
  * amk_batch_get_steps:
  * @self: a batch
  *
- * Returns: [property@Amk.Batch:steps], the launches of the batch step so far
+ * Gets [property@Amk.Batch:steps].
+ *
+ * Returns: the launches of the batch step so far
  */
 guint
 amk_batch_get_steps (AmkBatch *self)
@@ -415,16 +432,8 @@ ensure_loaded (AmkBatch  *self,
     }
   if (!amk_model_load_for_executor (self->model, self->executor, NULL, error))
     return FALSE;
+  /* (every shape the decode step takes suits the many-token ops too) */
   build = amk_model_get_build (self->model);
-  if (!build->rows_fit)
-    {
-      g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_UNSUPPORTED_MODEL,
-                   _("The model “%s” cannot run in a batch: its sizes (hidden %u, heads of "
-                     "%u) are not ones the many-token ops take (multiples of 8, heads of at "
-                     "most 256); use an AmkGenerator per sequence"),
-                   amk_model_get_path (self->model), build->hidden, build->head_dim);
-      return FALSE;
-    }
   programs = amk_model_build_batch (build, self->capacity,
                                     build->prefill != NULL ? build->prefill->rows : 0,
                                     amk_executor_get_activation_dtype (self->executor), error);
@@ -804,6 +813,8 @@ amk_batch_run (AmkBatch      *self,
  * @id: a sequence of the batch
  * @error: return location for a #GError
  *
+ * Says whether a sequence has finished, and why.
+ *
  * Returns: why the sequence ended, %AMK_FINISH_REASON_NONE while it runs (and with
  *   @error set for an unknown id)
  */
@@ -826,8 +837,13 @@ amk_batch_get_finish_reason (AmkBatch  *self,
  * @id: a sequence of the batch
  * @error: return location for a #GError
  *
- * Returns: (transfer full) (nullable): the text the sequence has generated so far (not
- *   its prompt), or %NULL with @error set
+ * Gets the text a sequence has generated so far: the text of its tokens
+ * ([method@Amk.Batch.get_tokens]), which the [signal@Amk.Batch::token] pieces stream;
+ * a sequence that stops or is cancelled right after a token that ends inside a UTF-8
+ * character has that character here as U+FFFD, which no piece streamed.
+ *
+ * Returns: (transfer full) (nullable): the text (not the prompt), or %NULL with @error
+ *   set
  */
 char *
 amk_batch_get_text (AmkBatch  *self,
@@ -850,8 +866,10 @@ amk_batch_get_text (AmkBatch  *self,
  * @id: a sequence of the batch
  * @error: return location for a #GError
  *
- * Returns: (transfer full) (element-type gint32) (nullable): the token ids the sequence
- *   has generated so far, or %NULL with @error set
+ * Gets the token ids a sequence has generated so far (not an end-of-sequence token).
+ *
+ * Returns: (transfer full) (element-type gint32) (nullable): the ids, or %NULL with
+ *   @error set
  */
 GArray *
 amk_batch_get_tokens (AmkBatch  *self,

@@ -30,8 +30,6 @@ G_BEGIN_DECLS
  * @AMK_BATCH_ERROR_EMPTY_PROMPT: the prompt is empty or encodes to no tokens
  * @AMK_BATCH_ERROR_CONTEXT_FULL: the prompt does not fit in the model's context
  * @AMK_BATCH_ERROR_UNKNOWN_SEQUENCE: no sequence of the batch has this id
- * @AMK_BATCH_ERROR_UNSUPPORTED_MODEL: the model's shapes are not ones the many-token
- *   ops take (rows of a multiple of 8 elements, heads of at most 256)
  * @AMK_BATCH_ERROR_EXECUTOR_TAKEN: another program was loaded on the batch's executor,
  *   so the batch's KV caches are gone
  *
@@ -42,7 +40,6 @@ typedef enum {
   AMK_BATCH_ERROR_EMPTY_PROMPT,
   AMK_BATCH_ERROR_CONTEXT_FULL,
   AMK_BATCH_ERROR_UNKNOWN_SEQUENCE,
-  AMK_BATCH_ERROR_UNSUPPORTED_MODEL,
   AMK_BATCH_ERROR_EXECUTOR_TAKEN
 } AmkBatchError;
 

@@ -4,9 +4,7 @@
 The reference for every sequence is Amk.Generator's greedy run of its prompt alone, on
 a model of its own: a batch must give each sequence exactly those tokens, however many
 sequences share its steps, whenever they join and whichever of them is cancelled.
-Every Amk.BatchError code is checked with its domain but UNSUPPORTED_MODEL: the shapes
-it refuses (rows of no multiple of 8 elements, heads over 256) are ones the decode step's
-own ops refuse, so no model that loads reaches it.
+Every Amk.BatchError code is checked with its domain.
 """
 
 import functools
