@@ -431,6 +431,28 @@ amk_mm_row16 (const unsigned char *row, bool live, uint32_t k, uint32_t K, bool 
     }
 }
 
+/* The same of a row of the other 16-bit type (bf16 X with f16 W, or the reverse),
+ * rounded to W's. */
+template <bool F16>
+static __device__ __forceinline__ void
+amk_mm_row16_other (const unsigned char *row, bool live, uint32_t k, uint32_t K, uint32_t (&v)[8])
+{
+  amk_mm_row16 (row, live, k, K, false, v);
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    {
+      float lo, hi;
+      if (F16) /* the row is bf16 */
+        lo = __uint_as_float (v[i] << 16), hi = __uint_as_float (v[i] & 0xffff0000u);
+      else
+        {
+          const float2 f = __half22float2 (*reinterpret_cast<const __half2 *> (&v[i]));
+          lo = f.x, hi = f.y;
+        }
+      v[i] = amk_mm_pack2<F16> (lo, hi);
+    }
+}
+
 /* The same of an F32 row, rounded to the 16-bit type. */
 template <bool F16>
 static __device__ __forceinline__ void
@@ -471,6 +493,7 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
   const bool x_f32 = xdt == AMK_ABI_DTYPE_F32;
+  const bool x_other = !x_f32 && xdt != (F16 ? AMK_ABI_DTYPE_F16 : AMK_ABI_DTYPE_BF16);
   const uint32_t xsize = x_f32 ? 4 : 2;
   const int nw = nt / 32, warp = tid / 32, lane = tid % 32;
   const uint32_t groups = (t.n_end - t.n0 + 15) / 16;
@@ -507,6 +530,8 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
 
             if (x_f32)
               amk_mm_row16_f32<F16> (xr, m < t.m_end, k, K, vx);
+            else if (x_other)
+              amk_mm_row16_other<F16> (xr, m < t.m_end, k, K, vx);
             else
               amk_mm_row16 (xr, m < t.m_end, k, K, false, vx);
 #pragma unroll

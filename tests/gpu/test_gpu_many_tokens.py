@@ -88,6 +88,20 @@ def test_matmul_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused):
     assert err <= 1e-2
 
 
+@pytest.mark.parametrize("wdt,xdt,ydt", [(BF16, F32, F32), (BF16, BF16, F32), (F16, BF16, BF16)],
+                         ids=["bf16-w", "bf16-x", "f16-w-bf16-x-y"])
+@pytest.mark.parametrize("m,n,k,fused", [
+    (1, 136, 72, "none"), (5, 520, 1032, "bias+residual"), (8, 64, 2056, "residual-in-place"),
+    (9, 300, 264, "bias"), (16, 2048, 128, "none"), (17, 136, 72, "residual"),
+    (33, 520, 1032, "bias+residual-in-place"), (64, 1000, 136, "none"),
+])
+def test_matmul_few_rows_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused):
+    """Up to 64 rows without a fused norm: the tiles that stream W into registers, with
+    K split over the warps (row counts around each multiple of 8, K not a multiple of
+    the 64-column step)."""
+    test_matmul_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused)
+
+
 def test_matmul_refuses_a_hand_set_configuration():
     """MATMUL's tiles need a multiple of 128 threads and their shared memory: a launcher
     set by hand below that says so before the launch."""
