@@ -68,7 +68,6 @@ add_weight (Graph           *g,
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2];
   gsize n_dims;
-
   gint buf;
 
   bytes = amk_model_spec_load_bf16 (g->spec, weight, layer, rows, cols, &name, error);
