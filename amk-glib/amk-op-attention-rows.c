@@ -37,8 +37,6 @@
  * large blocks would leave queues idle. */
 #define ATTN_ROWS_BLOCK       64
 #define ATTN_ROWS_SMALL_BLOCK 16
-/* The warps of a block of the launcher's configuration, for a batch's rows. */
-#define ATTN_ROWS_BATCH_WARPS 16
 
 /* What the GPU takes (kernels/ops-attention-rows.cuh): a lane's share of a head in
  * registers, 8 elements of 32 lanes; heads counted in 12 bits. */
@@ -620,17 +618,16 @@ bytes_rope_rows (AmkProgram *self, const amk_instruction_t *ins)
 
 /* Rows per ATTN_ROWS tile: large blocks share the loads of the keys and values among
  * more rows, small ones spread a short chunk over more queues. A batch's step (a few
- * rows, each of its own sequence: nothing to share) gets one warp per (row, query head)
- * of a block of ATTN_ROWS_BATCH_WARPS: its rows' chains of loads run side by side on
- * as many queues as there are tiles. */
+ * rows, each of its own sequence: nothing to share) gets a tile per row and key/value
+ * head: the warp path's loads bound a block, so its rows go to as many queues as there
+ * are tiles. */
 static guint64
 attn_rows_block (AmkLowering *lw, guint64 m)
 {
-  const amk_attn_shape_t *sh = &lw->op->params.attn_rows.shape;
-  const guint64 n_kv = sh->n_kv_heads;
+  const guint64 n_kv = lw->op->params.attn_rows.shape.n_kv_heads;
 
   if (lw->op->buffers[5] != AMK_NO_BUFFER && m <= ATTN_ROWS_BLOCK)
-    return MAX (1, ATTN_ROWS_BATCH_WARPS / MAX (1, sh->n_q_heads / MAX (1, sh->n_kv_heads)));
+    return 1;
   if (n_kv * ((m + ATTN_ROWS_BLOCK - 1) / ATTN_ROWS_BLOCK) < lw->program->num_queues)
     return ATTN_ROWS_SMALL_BLOCK;
   return ATTN_ROWS_BLOCK;
