@@ -8,6 +8,31 @@
 
 #include <amk-glib/amk-glib.h>
 
+/* The checkpoint folder tests/data/`name` (tiny-llama, tiny-qwen3). */
+static inline char *
+test_data_dir (const char *name)
+{
+  return g_test_build_filename (G_TEST_DIST, "data", name, NULL);
+}
+
+/* The SmolLM2 GGUF file that AMK_TEST_GGUF names, or NULL when there is none. */
+static inline const char *
+test_gguf_path (void)
+{
+  const char *path = g_getenv ("AMK_TEST_GGUF");
+
+  if (path == NULL || *path == '\0' || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    return NULL;
+  return path;
+}
+
+/* Two arrays of token ids are equal. */
+static inline void
+test_assert_ids_equal (GArray *a, GArray *b)
+{
+  g_assert_cmpmem (a->data, a->len * sizeof (gint32), b->data, b->len * sizeof (gint32));
+}
+
 /* The greedy continuation of `prompt` by a new generator of `model` (loaded first if it
  * is not) on `executor` (NULL: a new CPU executor): the text, or NULL with `error` set.
  * `ids` (nullable) gets the generated ids (g_array_unref), `n_prompt` (nullable) the

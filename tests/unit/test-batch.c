@@ -22,22 +22,6 @@ static const char *const PROMPTS[] = {
 };
 static const guint MAX_TOKENS[] = { 8, 12, 5 };
 
-static char *
-data_dir (const char *name)
-{
-  return g_test_build_filename (G_TEST_DIST, "data", name, NULL);
-}
-
-static const char *
-gguf_path (void)
-{
-  const char *path = g_getenv ("AMK_TEST_GGUF");
-
-  if (path == NULL || *path == '\0' || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    return NULL;
-  return path;
-}
-
 /* The greedy tokens of `prompt` alone, from an AmkGenerator on a model of its own. */
 static GArray *
 alone (const char *path,
@@ -52,12 +36,6 @@ alone (const char *path,
   text = test_generate (model, NULL, prompt, max_tokens, &ids, NULL, &error);
   g_assert_no_error (error);
   return ids;
-}
-
-static void
-assert_ids_equal (GArray *a, GArray *b)
-{
-  g_assert_cmpmem (a->data, a->len * sizeof (gint32), b->data, b->len * sizeof (gint32));
 }
 
 static GArray *
@@ -139,7 +117,7 @@ check_batch (const char *path,
 
       g_assert_no_error (error);
       g_test_message ("%s, chunk %u, sequence %u: %u tokens “%s”", path, chunk, ids[i], got->len, text);
-      assert_ids_equal (got, want);
+      test_assert_ids_equal (got, want);
       g_assert_cmpuint (seen.n_tokens[ids[i]], ==, got->len);
       g_assert_true (reason == AMK_FINISH_REASON_LENGTH || reason == AMK_FINISH_REASON_STOP);
       /* the streamed pieces are the text, but for bytes of a character that an
@@ -158,7 +136,7 @@ check_batch (const char *path,
 static void
 test_tiny_llama (void)
 {
-  g_autofree char *path = data_dir ("tiny-llama");
+  g_autofree char *path = test_data_dir ("tiny-llama");
 
   check_batch (path, 4, 4);
   check_batch (path, 3, 1);
@@ -167,7 +145,7 @@ test_tiny_llama (void)
 static void
 test_tiny_qwen3 (void)
 {
-  g_autofree char *path = data_dir ("tiny-qwen3");
+  g_autofree char *path = test_data_dir ("tiny-qwen3");
 
   check_batch (path, 4, 5);
   check_batch (path, 3, 1);
@@ -176,7 +154,7 @@ test_tiny_qwen3 (void)
 static void
 test_smollm2 (void)
 {
-  const char *path = gguf_path ();
+  const char *path = test_gguf_path ();
 
   if (path == NULL)
     {
@@ -207,7 +185,7 @@ join_on_finished (AmkBatch *batch, guint id, AmkFinishReason reason, Joiner *joi
 static void
 test_continuous (void)
 {
-  g_autofree char *path = data_dir ("tiny-llama");
+  g_autofree char *path = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 0, 4);
   g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 2);
   g_autoptr(GError) error = NULL;
@@ -236,9 +214,9 @@ test_continuous (void)
     g_autoptr(GArray) want1 = alone (path, PROMPTS[1], MAX_TOKENS[1]);
     g_autoptr(GArray) want2 = alone (path, PROMPTS[2], MAX_TOKENS[2]);
 
-    assert_ids_equal (got0, want0);
-    assert_ids_equal (got1, want1);
-    assert_ids_equal (got2, want2);
+    test_assert_ids_equal (got0, want0);
+    test_assert_ids_equal (got1, want1);
+    test_assert_ids_equal (got2, want2);
   }
 }
 
@@ -247,7 +225,7 @@ test_continuous (void)
 static void
 test_cancel (void)
 {
-  g_autofree char *path = data_dir ("tiny-qwen3");
+  g_autofree char *path = test_data_dir ("tiny-qwen3");
   g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 0, 4);
   g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 4);
   g_autoptr(GError) error = NULL;
@@ -279,7 +257,7 @@ test_cancel (void)
           g_assert_cmpuint (got->len, ==, 3);
           g_array_set_size (want, 3);
         }
-      assert_ids_equal (got, want);
+      test_assert_ids_equal (got, want);
     }
   g_assert_true (amk_batch_remove (batch, ids[1], &error));
   g_assert_no_error (error);
@@ -292,7 +270,7 @@ test_cancel (void)
 static void
 test_context (void)
 {
-  g_autofree char *path = data_dir ("tiny-llama");
+  g_autofree char *path = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 48, 4);
   g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 2);
   g_autoptr(GError) error = NULL;
@@ -394,7 +372,7 @@ test_argmax_rows_errors (void)
 static void
 test_errors (void)
 {
-  g_autofree char *path = data_dir ("tiny-llama");
+  g_autofree char *path = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 0, 4);
   g_autoptr(AmkExecutor) executor = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
   g_autoptr(AmkBatch) batch = amk_batch_new (model, executor, 2);
@@ -441,7 +419,7 @@ test_errors (void)
 static void
 test_cancelled_step (void)
 {
-  g_autofree char *path = data_dir ("tiny-qwen3");
+  g_autofree char *path = test_data_dir ("tiny-qwen3");
   g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 0, 4);
   g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 2);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
@@ -461,7 +439,7 @@ test_cancelled_step (void)
   g_assert_no_error (error);
   got = batch_tokens (batch, id);
   want = alone (path, PROMPTS[1], 4);
-  assert_ids_equal (got, want);
+  test_assert_ids_equal (got, want);
 }
 
 int

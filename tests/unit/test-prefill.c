@@ -23,22 +23,6 @@
 
 #define GGUF_PROMPT "The capital of France is Paris, and the capital of Spain is the city of"
 
-static char *
-data_dir (const char *name)
-{
-  return g_test_build_filename (G_TEST_DIST, "data", name, NULL);
-}
-
-static const char *
-gguf_path (void)
-{
-  const char *path = g_getenv ("AMK_TEST_GGUF");
-
-  if (path == NULL || *path == '\0' || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    return NULL;
-  return path;
-}
-
 /* The logits of the prompt's last token: a generation of one token runs the decode
  * step of that token last. */
 static float *
@@ -65,12 +49,6 @@ prompt_logits (AmkModel   *model,
   *n_prompt = amk_generator_get_prompt_tokens (gen);
   data = g_bytes_get_data (bytes, &size);
   return g_memdup2 (data, size);
-}
-
-static void
-assert_ids_equal (GArray *a, GArray *b)
-{
-  g_assert_cmpmem (a->data, a->len * sizeof (gint32), b->data, b->len * sizeof (gint32));
 }
 
 /* The prefill program shares every weight of the decode step, as the same bytes, and
@@ -161,7 +139,7 @@ check_prefill (const char *path,
   g_assert_no_error (error);
   g_free (test_generate (chunked, NULL, prompt, 8, &got_ids, NULL, &error));
   g_assert_no_error (error);
-  assert_ids_equal (got_ids, want_ids);
+  test_assert_ids_equal (got_ids, want_ids);
 
   /* a conversation: the second prompt comes after the first call's tokens */
   gen_chunked = amk_generator_new (chunked, NULL);
@@ -193,7 +171,7 @@ check_prefill (const char *path,
 static void
 test_tiny_llama (void)
 {
-  g_autofree char *dir = data_dir ("tiny-llama");
+  g_autofree char *dir = test_data_dir ("tiny-llama");
 
   check_prefill (dir, "The capital of France is", 5);
 }
@@ -201,7 +179,7 @@ test_tiny_llama (void)
 static void
 test_tiny_qwen3 (void)
 {
-  g_autofree char *dir = data_dir ("tiny-qwen3");
+  g_autofree char *dir = test_data_dir ("tiny-qwen3");
 
   check_prefill (dir, "The capital of France is", 5);
 }
@@ -209,7 +187,7 @@ test_tiny_qwen3 (void)
 static void
 test_smollm2 (void)
 {
-  const char *path = gguf_path ();
+  const char *path = test_gguf_path ();
 
   if (path == NULL)
     {
@@ -311,8 +289,8 @@ check_bf16_activations (const char *path, const char *prompt, guint chunk)
 static void
 test_bf16_activations (void)
 {
-  g_autofree char *llama = data_dir ("tiny-llama");
-  g_autofree char *qwen3 = data_dir ("tiny-qwen3");
+  g_autofree char *llama = test_data_dir ("tiny-llama");
+  g_autofree char *qwen3 = test_data_dir ("tiny-qwen3");
 
   check_bf16_activations (llama, "The capital of France is", 4);
   check_bf16_activations (qwen3, "The capital of France is", 4);
@@ -323,7 +301,7 @@ test_bf16_activations (void)
 static void
 test_chunk_default (void)
 {
-  g_autofree char *dir = data_dir ("tiny-llama");
+  g_autofree char *dir = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", dir, "context-length", 300, NULL);
   g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
   g_autoptr(AmkGenerator) gen = NULL;
@@ -363,7 +341,7 @@ on_progress (AmkGenerator *gen, guint fed, guint total, gpointer user_data)
 static void
 test_cancel (void)
 {
-  g_autofree char *dir = data_dir ("tiny-llama");
+  g_autofree char *dir = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 64, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
@@ -406,7 +384,7 @@ test_cancel (void)
 static void
 test_too_long (void)
 {
-  g_autofree char *dir = data_dir ("tiny-llama");
+  g_autofree char *dir = test_data_dir ("tiny-llama");
   g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 16, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GError) error = NULL;
@@ -434,7 +412,7 @@ test_too_long (void)
 static void
 test_timing (void)
 {
-  g_autofree char *dir = data_dir ("tiny-qwen3");
+  g_autofree char *dir = test_data_dir ("tiny-qwen3");
   g_autoptr(AmkModel) model = test_load_model_chunked (dir, 0, 64, 4);
   g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
   g_autoptr(GError) error = NULL;
