@@ -56,8 +56,23 @@ struct _AmkBatch
   GHashTable     *sequences;         /* id -> Sequence */
   struct Sequence *slots[AMK_BATCH_MAX_CAPACITY];  /* running sequences by slot */
   guint           next_id;
-  guint           steps;
+  gint            n_active;        /* atomic: a step in a worker thread changes it */
+  gint            steps;           /* atomic */
+
+  /* an asynchronous step in a worker thread: its signals wait in `events` until it ends,
+   * and every other call fails with AMK_BATCH_ERROR_BUSY meanwhile */
+  gboolean        busy;
+  GArray         *events;          /* Event, or NULL: signals go out right away */
 };
+
+/* A signal of a step, kept until the asynchronous step ends. */
+typedef struct {
+  guint            signal;
+  guint            id;
+  gint             token;
+  char            *piece;
+  AmkFinishReason  reason;
+} Event;
 
 typedef struct Sequence {
   guint            id;
@@ -151,7 +166,7 @@ amk_batch_get_property (GObject    *object,
       g_value_set_uint (value, amk_batch_get_n_active (self));
       break;
     case PROP_STEPS:
-      g_value_set_uint (value, self->steps);
+      g_value_set_uint (value, amk_batch_get_steps (self));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -370,13 +385,8 @@ amk_batch_get_capacity (AmkBatch *self)
 guint
 amk_batch_get_n_active (AmkBatch *self)
 {
-  guint n = 0;
-
   g_return_val_if_fail (AMK_IS_BATCH (self), 0);
-
-  for (guint s = 0; s < self->capacity; s++)
-    n += self->slots[s] != NULL;
-  return n;
+  return (guint) g_atomic_int_get (&self->n_active);
 }
 
 /**
@@ -391,7 +401,7 @@ guint
 amk_batch_get_steps (AmkBatch *self)
 {
   g_return_val_if_fail (AMK_IS_BATCH (self), 0);
-  return self->steps;
+  return (guint) g_atomic_int_get (&self->steps);
 }
 
 /* ---- loading ------------------------------------------------------------------------ */
@@ -453,13 +463,66 @@ ensure_loaded (AmkBatch  *self,
 
 /* ---- sequences ---------------------------------------------------------------------- */
 
+static void
+event_clear (gpointer data)
+{
+  g_free (((Event *) data)->piece);
+}
+
+static void
+emit_event (AmkBatch    *self,
+            const Event *e)
+{
+  if (e->signal == SIGNAL_TOKEN)
+    g_signal_emit (self, signals[SIGNAL_TOKEN], 0, e->id, e->token, e->piece);
+  else
+    g_signal_emit (self, signals[SIGNAL_FINISHED], 0, e->id, e->reason);
+}
+
+/* Emits now, or keeps the signal for the end of an asynchronous step. */
+static void
+emit (AmkBatch *self,
+      Event     e)
+{
+  if (self->events != NULL)
+    {
+      e.piece = g_strdup (e.piece);
+      g_array_append_val (self->events, e);
+      return;
+    }
+  emit_event (self, &e);
+}
+
+static void
+notify (AmkBatch *self,
+        guint     prop)
+{
+  if (self->events == NULL)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[prop]);
+}
+
+/* The error of a call while an asynchronous step runs. */
+static gboolean
+check_idle (AmkBatch  *self,
+            GError   **error)
+{
+  if (!self->busy)
+    return TRUE;
+  g_set_error_literal (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_BUSY,
+                       _("The batch is running a step: wait for amk_batch_step_async() to call back"));
+  return FALSE;
+}
+
 static Sequence *
 lookup (AmkBatch  *self,
         guint      id,
         GError   **error)
 {
-  Sequence *seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
+  Sequence *seq;
 
+  if (!check_idle (self, error))
+    return NULL;
+  seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
   if (seq == NULL)
     g_set_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_UNKNOWN_SEQUENCE,
                  _("The batch has no sequence %u (it was never added, or was removed)"), id);
@@ -473,10 +536,11 @@ finish (AmkBatch        *self,
 {
   self->slots[seq->slot] = NULL;
   seq->slot = -1;
+  g_atomic_int_add (&self->n_active, -1);
   seq->reason = reason;
   g_clear_pointer (&seq->prompt, g_free);
-  g_signal_emit (self, signals[SIGNAL_FINISHED], 0, seq->id, reason);
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ACTIVE]);
+  emit (self, (Event) { .signal = SIGNAL_FINISHED, .id = seq->id, .reason = reason });
+  notify (self, PROP_N_ACTIVE);
 }
 
 /**
@@ -510,6 +574,8 @@ amk_batch_add (AmkBatch    *self,
   g_return_val_if_fail (prompt != NULL, 0);
   g_return_val_if_fail (error == NULL || *error == NULL, 0);
 
+  if (!check_idle (self, error))
+    return 0;
   if (*prompt == '\0')
     {
       g_set_error_literal (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_EMPTY_PROMPT,
@@ -558,6 +624,7 @@ amk_batch_add (AmkBatch    *self,
   seq->tokens = g_array_new (FALSE, FALSE, sizeof (gint32));
   g_hash_table_insert (self->sequences, GUINT_TO_POINTER (seq->id), seq);
   self->slots[slot] = seq;
+  g_atomic_int_inc (&self->n_active);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ACTIVE]);
   return seq->id;
 }
@@ -704,30 +771,17 @@ take_token (AmkBatch  *self,
       return;
     }
   id = seq->id;
-  g_signal_emit (self, signals[SIGNAL_TOKEN], 0, id, (gint) token, piece);
+  emit (self, (Event) { .signal = SIGNAL_TOKEN, .id = id, .token = token, .piece = piece });
   seq = g_hash_table_lookup (self->sequences, GUINT_TO_POINTER (id));
   if (seq != NULL && seq->slot >= 0 && reason != AMK_FINISH_REASON_NONE)
     finish (self, seq, reason);   /* unless a handler cancelled or removed it */
 }
 
-/**
- * amk_batch_step:
- * @self: a batch
- * @cancellable: (nullable): a #GCancellable
- * @error: return location for a #GError
- *
- * Feeds the prompts of the sequences added since the last step, then runs the batch
- * step once: every running sequence gets its next token
- * ([signal@Amk.Batch::token]), and those that end emit [signal@Amk.Batch::finished].
- * With no running sequence it does nothing. A failed launch or a cancellation leaves
- * the sequences as they were before the launch.
- *
- * Returns: %TRUE, or %FALSE with @error set
- */
-gboolean
-amk_batch_step (AmkBatch      *self,
-                GCancellable  *cancellable,
-                GError       **error)
+/* One step; signals through emit(). */
+static gboolean
+step_run (AmkBatch      *self,
+          GCancellable  *cancellable,
+          GError       **error)
 {
   gint32 tokens[AMK_BATCH_MAX_CAPACITY], pos[AMK_BATCH_MAX_CAPACITY];
   guint ran[AMK_BATCH_MAX_CAPACITY];
@@ -735,9 +789,6 @@ amk_batch_step (AmkBatch      *self,
   const gint32 *next;
   AmkModelRows *step;
   gsize size = 0;
-
-  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (amk_batch_get_n_active (self) == 0)
     return TRUE;
@@ -764,7 +815,7 @@ amk_batch_step (AmkBatch      *self,
     return FALSE;
   next = g_bytes_get_data (out, &size);
   g_return_val_if_fail (size == self->capacity * sizeof (gint32), FALSE);
-  self->steps++;
+  g_atomic_int_inc (&self->steps);
 
   /* by id: the signals' handlers may cancel, remove and add sequences meanwhile */
   for (guint s = 0; s < self->capacity; s++)
@@ -778,8 +829,130 @@ amk_batch_step (AmkBatch      *self,
         continue;   /* still in its prompt: the row's token is not wanted */
       take_token (self, seq, next[s]);
     }
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STEPS]);
+  notify (self, PROP_STEPS);
   return TRUE;
+}
+
+/**
+ * amk_batch_step:
+ * @self: a batch
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Feeds the prompts of the sequences added since the last step, then runs the batch
+ * step once: every running sequence gets its next token
+ * ([signal@Amk.Batch::token]), and those that end emit [signal@Amk.Batch::finished].
+ * With no running sequence it does nothing. A failed launch or a cancellation leaves
+ * the sequences as they were before the launch. While an asynchronous step runs it
+ * fails with %AMK_BATCH_ERROR_BUSY.
+ *
+ * Returns: %TRUE, or %FALSE with @error set
+ */
+gboolean
+amk_batch_step (AmkBatch      *self,
+                GCancellable  *cancellable,
+                GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return check_idle (self, error) && step_run (self, cancellable, error);
+}
+
+/* The end of an asynchronous step, in the caller's context, queued before the task's
+ * completion (same priority, so in that order): the step's signals, then the
+ * property notifications. */
+static gboolean
+step_replay (gpointer data)
+{
+  AmkBatch *self = data;
+  g_autoptr(GArray) events = g_steal_pointer (&self->events);
+
+  self->busy = FALSE;
+  for (guint i = 0; i < events->len; i++)
+    emit_event (self, &g_array_index (events, Event, i));
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ACTIVE]);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STEPS]);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+step_thread (GTask        *task,
+             gpointer      source,
+             gpointer      task_data,
+             GCancellable *cancellable)
+{
+  AmkBatch *self = source;
+  GError *error = NULL;
+  gboolean ok = step_run (self, cancellable, &error);
+  g_autoptr(GSource) replay = g_idle_source_new ();
+
+  /* an idle source, never a direct call: the signals belong to the caller's thread */
+  g_source_set_priority (replay, G_PRIORITY_DEFAULT);
+  g_source_set_callback (replay, step_replay, g_object_ref (self), g_object_unref);
+  g_source_attach (replay, g_task_get_context (task));
+  if (ok)
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+/**
+ * amk_batch_step_async:
+ * @self: a batch
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: (scope async): called when the step is done
+ * @user_data: data for @callback
+ *
+ * Runs [method@Amk.Batch.step] in a worker thread. Its [signal@Amk.Batch::token] and
+ * [signal@Amk.Batch::finished] signals are emitted in the thread-default main context
+ * of the call, all of them before @callback. Until then every other call on the batch
+ * but the property getters fails with %AMK_BATCH_ERROR_BUSY, also a second
+ * asynchronous step.
+ */
+void
+amk_batch_step_async (AmkBatch            *self,
+                      GCancellable        *cancellable,
+                      GAsyncReadyCallback  callback,
+                      gpointer             user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  GError *error = NULL;
+
+  g_return_if_fail (AMK_IS_BATCH (self));
+
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, amk_batch_step_async);
+  if (!check_idle (self, &error))
+    {
+      g_task_return_error (task, error);
+      return;
+    }
+  self->busy = TRUE;
+  self->events = g_array_new (FALSE, FALSE, sizeof (Event));
+  g_array_set_clear_func (self->events, event_clear);
+  g_task_run_in_thread (task, step_thread);
+}
+
+/**
+ * amk_batch_step_finish:
+ * @self: a batch
+ * @result: the result given to the callback
+ * @error: return location for a #GError
+ *
+ * Ends [method@Amk.Batch.step_async].
+ *
+ * Returns: %TRUE, or %FALSE with @error set
+ */
+gboolean
+amk_batch_step_finish (AmkBatch      *self,
+                       GAsyncResult  *result,
+                       GError       **error)
+{
+  g_return_val_if_fail (AMK_IS_BATCH (self), FALSE);
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+
+  return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 /**

@@ -32,6 +32,7 @@ G_BEGIN_DECLS
  * @AMK_BATCH_ERROR_UNKNOWN_SEQUENCE: no sequence of the batch has this id
  * @AMK_BATCH_ERROR_EXECUTOR_TAKEN: another program was loaded on the batch's executor,
  *   so the batch's KV caches are gone
+ * @AMK_BATCH_ERROR_BUSY: an asynchronous step is running
  *
  * Error codes of the %AMK_BATCH_ERROR domain.
  */
@@ -40,7 +41,8 @@ typedef enum {
   AMK_BATCH_ERROR_EMPTY_PROMPT,
   AMK_BATCH_ERROR_CONTEXT_FULL,
   AMK_BATCH_ERROR_UNKNOWN_SEQUENCE,
-  AMK_BATCH_ERROR_EXECUTOR_TAKEN
+  AMK_BATCH_ERROR_EXECUTOR_TAKEN,
+  AMK_BATCH_ERROR_BUSY
 } AmkBatchError;
 
 AMK_AVAILABLE_IN_1_0
@@ -110,6 +112,15 @@ gboolean         amk_batch_remove            (AmkBatch      *self,
 AMK_AVAILABLE_IN_1_0
 gboolean         amk_batch_step              (AmkBatch      *self,
                                               GCancellable  *cancellable,
+                                              GError       **error);
+AMK_AVAILABLE_IN_1_0
+void             amk_batch_step_async        (AmkBatch      *self,
+                                              GCancellable  *cancellable,
+                                              GAsyncReadyCallback callback,
+                                              gpointer       user_data);
+AMK_AVAILABLE_IN_1_0
+gboolean         amk_batch_step_finish       (AmkBatch      *self,
+                                              GAsyncResult  *result,
                                               GError       **error);
 AMK_AVAILABLE_IN_1_0
 gboolean         amk_batch_run               (AmkBatch      *self,

@@ -442,6 +442,98 @@ test_cancelled_step (void)
   test_assert_ids_equal (got, want);
 }
 
+/* Steps in a worker thread: the signals come in the main loop before each callback, and
+ * every other call meanwhile is BUSY; the tokens are those of the synchronous steps. */
+typedef struct {
+  GMainLoop *loop;
+  AmkBatch  *batch;
+  guint      tokens_seen, tokens_at_callback, busy_errors;
+  gboolean   done;
+} AsyncRun;
+
+static void
+async_on_token (AmkBatch *batch, guint id, gint token, const char *piece, AsyncRun *run)
+{
+  run->tokens_seen++;
+}
+
+static void
+second_step_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  AsyncRun *run = data;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_false (amk_batch_step_finish (AMK_BATCH (source), result, &error));
+  g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_BUSY);
+  run->busy_errors++;
+}
+
+static void start_step (AsyncRun *run);
+
+static void
+step_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  AsyncRun *run = data;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (amk_batch_step_finish (AMK_BATCH (source), result, &error));
+  g_assert_no_error (error);
+  run->tokens_at_callback = run->tokens_seen;
+  if (amk_batch_get_n_active (run->batch) == 0)
+    g_main_loop_quit (run->loop);
+  else
+    start_step (run);
+}
+
+static void
+start_step (AsyncRun *run)
+{
+  g_autoptr(GError) error = NULL;
+
+  amk_batch_step_async (run->batch, NULL, step_done, run);
+  /* while it runs */
+  g_assert_cmpuint (amk_batch_add (run->batch, PROMPTS[0], 2, &error), ==, 0);
+  g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_false (amk_batch_step (run->batch, NULL, &error));
+  g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_BUSY);
+  g_clear_error (&error);
+  g_assert_null (amk_batch_get_text (run->batch, 1, &error));
+  g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_BUSY);
+  amk_batch_step_async (run->batch, NULL, second_step_done, run);
+}
+
+static void
+test_async (void)
+{
+  g_autofree char *path = test_data_dir ("tiny-qwen3");
+  g_autoptr(AmkModel) model = test_load_model_chunked (path, 0, 0, 4);
+  g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 4);
+  g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  g_autoptr(GError) error = NULL;
+  AsyncRun run = { loop, batch, 0, 0, 0, FALSE };
+  guint ids[G_N_ELEMENTS (PROMPTS)], total = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (PROMPTS); i++)
+    ids[i] = amk_batch_add (batch, PROMPTS[i], MAX_TOKENS[i], &error);
+  g_assert_no_error (error);
+  g_signal_connect (batch, "token", G_CALLBACK (async_on_token), &run);
+  start_step (&run);
+  g_main_loop_run (loop);
+
+  for (guint i = 0; i < G_N_ELEMENTS (PROMPTS); i++)
+    {
+      g_autoptr(GArray) got = batch_tokens (batch, ids[i]);
+      g_autoptr(GArray) want = alone (path, PROMPTS[i], MAX_TOKENS[i]);
+
+      test_assert_ids_equal (got, want);
+      total += got->len;
+    }
+  g_assert_cmpuint (run.tokens_seen, ==, total);
+  g_assert_cmpuint (run.tokens_at_callback, ==, total);
+  g_assert_cmpuint (run.busy_errors, ==, amk_batch_get_steps (batch));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -453,6 +545,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/batch/smollm2", test_smollm2);
   g_test_add_func ("/amk/batch/continuous", test_continuous);
   g_test_add_func ("/amk/batch/cancel", test_cancel);
+  g_test_add_func ("/amk/batch/async", test_async);
   g_test_add_func ("/amk/batch/context", test_context);
   g_test_add_func ("/amk/batch/argmax-rows", test_argmax_rows);
   g_test_add_func ("/amk/batch/error/argmax-rows", test_argmax_rows_errors);
