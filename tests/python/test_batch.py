@@ -318,3 +318,36 @@ def test_executor_taken():
     with pytest.raises(GLib.Error) as info:
         batch.add(*PROMPTS[1])
     batch_error(info, Amk.BatchError.EXECUTOR_TAKEN)
+
+
+def test_step_async():
+    """Steps in a worker thread: the same tokens, every signal in the main loop before
+    its step's callback, and BUSY for the calls made while a step runs."""
+    name = MODELS[1]
+    batch = Amk.Batch.new(load(name), None, 4)
+    ids = [batch.add(prompt, n) for prompt, n in PROMPTS]
+    recorder = Recorder(batch)
+    loop = GLib.MainLoop()
+    seen_at_callback = []
+
+    def done(b, result):
+        assert b.step_finish(result)
+        seen_at_callback.append(sum(len(t) for t in recorder.tokens.values()))
+        if b.props.n_active == 0:
+            loop.quit()
+        else:
+            start()
+
+    def start():
+        batch.step_async(None, done)
+        with pytest.raises(GLib.Error) as info:
+            batch.add(*PROMPTS[0])
+        batch_error(info, Amk.BatchError.BUSY)
+
+    start()
+    loop.run()
+    for seq, (prompt, n) in zip(ids, PROMPTS):
+        assert tokens(batch, seq) == alone(name, prompt, n)
+        assert tuple(recorder.tokens[seq]) == tokens(batch, seq)
+    assert seen_at_callback[-1] == sum(len(tokens(batch, seq)) for seq in ids)
+    assert len(seen_at_callback) == batch.props.steps
