@@ -381,12 +381,8 @@ bytes_matmul (AmkProgram *self, const amk_instruction_t *ins)
  * so that a step over K reads one short contiguous run of columns), and each output
  * summed over K in order in fp32, as a plain dot product would (the results do not
  * depend on the blocking). The 4-lane vectors are GCC's generic vectors: SSE or NEON. */
-typedef float v4sf __attribute__ ((vector_size (16)));
-
 #define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
-#define MATMUL_CPU_COLS  8u  /* columns of W per block: 2 vectors */
-/* multiply-adds of a tile from which a second thread pays for its start */
-#define MATMUL_CPU_THREAD_MACS  (1 << 20)
+#define MATMUL_CPU_COLS  AMK_CPU_COLS  /* columns of W per block: 2 vectors */
 
 /* acc[r][c] = sum over k of x[r][k] wt[k][c] for 4 rows of x and 8 columns. */
 static inline void
@@ -420,12 +416,10 @@ matmul_block (const float *const x[MATMUL_CPU_ROWS], const v4sf *wt, gint32 k,
   memcpy (out[3] + 4, &a31, 16);
 }
 
-/* Columns n0 .. n0 + nc (at most MATMUL_CPU_COLS) of W as fp32, transposed: wt[c] holds
- * column c's 8 weights (0 past nc). bf16 is the upper half of an fp32: a shift. */
-static void
-matmul_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
+void
+amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
 {
-  memset (wt, 0, sizeof (float) * MATMUL_CPU_COLS * k);
+  memset (wt, 0, sizeof (float) * AMK_CPU_COLS * k);
   for (gint32 j = 0; j < nc; j++)
     {
       const guint64 row = (guint64) (n0 + j) * k;
@@ -438,12 +432,12 @@ matmul_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, floa
               guint32 bits;
               memcpy (&h, src + 2 * (guint64) c, 2);
               bits = (guint32) h << 16;
-              memcpy (&wt[(guint64) c * MATMUL_CPU_COLS + j], &bits, 4);
+              memcpy (&wt[(guint64) c * AMK_CPU_COLS + j], &bits, 4);
             }
         }
       else
         for (gint32 c = 0; c < k; c++)
-          wt[(guint64) c * MATMUL_CPU_COLS + j] = amk_dtype_load (w->info->dtype, w->data, row + c);
+          wt[(guint64) c * AMK_CPU_COLS + j] = amk_dtype_load (w->info->dtype, w->data, row + c);
     }
 }
 
@@ -474,7 +468,7 @@ matmul_columns (gpointer data)
     {
       const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->j1 - j0);
 
-      matmul_load_columns (w, k, n0 + j0, cols, (float *) wt);
+      amk_cpu_load_columns (w, k, n0 + j0, cols, (float *) wt);
       for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
         {
           const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
@@ -517,7 +511,7 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
   g_autofree float *xs = g_new (float, (gsize) mc * k);
   g_autofree float *gamma = NULL;
   /* the second thread's columns: whole blocks, none for a small tile */
-  const gint32 half = (double) mc * nc * k >= MATMUL_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
+  const gint32 half = (double) mc * nc * k >= AMK_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
                       nc / 2 / (gint32) MATMUL_CPU_COLS * (gint32) MATMUL_CPU_COLS : 0;
   MatmulShare shares[2] = { { ins, b, xs, 0, nc - half }, { ins, b, xs, nc - half, nc } };
   GThread *helper = NULL;

@@ -403,24 +403,77 @@ bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
 
 /* ---- CPU reference ------------------------------------------------------------------ */
 
-/* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): one row at a time, fp32 sums in
- * column order; x' is x, x normalised by its RMS and scaled by the norm weight, or
- * silu(x) * up (a fused SILU_MUL, like SILU_MUL). A split-K tile (k_len > 0) sums the
- * columns k0 .. k0 + k_len only and adds that (plus the bias, for the first columns) to y,
- * which is its own residual. */
+/* One thread's share of a MATVEC tile: rows r0 .. r1 in blocks of AMK_CPU_COLS. */
+typedef struct {
+  const amk_instruction_t *ins;
+  AmkCpuBuffer            *buffers;
+  const float             *xs;    /* x', [k] */
+  gint32                   r0, r1;
+} MatvecShare;
+
+static gpointer
+matvec_rows (gpointer data)
+{
+  const MatvecShare *s = data;
+  const amk_matvec_params_t *p = &s->ins->params.matvec;
+  const gint32 k = p->k;
+  const gboolean split = p->k_len > 0;
+  const gint32 c0 = split ? p->k0 : 0, c1 = split ? c0 + p->k_len : k;
+  const amk_instruction_t *ins = s->ins;
+  AmkCpuBuffer *b = s->buffers;
+  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]];
+  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
+  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * AMK_CPU_COLS / 4);
+
+  for (gint32 r = s->r0; r < s->r1; r += AMK_CPU_COLS)
+    {
+      const gint32 rows = MIN ((gint32) AMK_CPU_COLS, s->r1 - r);
+      v4sf a0 = { 0 }, a1 = { 0 };
+      float out[AMK_CPU_COLS];
+
+      amk_cpu_load_columns (w, k, r, rows, (float *) wt);
+      for (gint32 c = c0; c < c1; c++)
+        {
+          a0 += s->xs[c] * wt[2 * c];
+          a1 += s->xs[c] * wt[2 * c + 1];
+        }
+      memcpy (out, &a0, 16);
+      memcpy (out + 4, &a1, 16);
+      for (gint32 j = 0; j < rows; j++)
+        {
+          float acc = out[j];
+          if (bias != NULL && c0 == 0)
+            acc += amk_dtype_load (bias->info->dtype, bias->data, r + j);
+          if (residual != NULL)
+            acc += amk_dtype_load (residual->info->dtype, residual->data, r + j);
+          amk_dtype_store (y->info->dtype, y->data, r + j, acc);
+        }
+    }
+  return NULL;
+}
+
+/* y[r0 + r] = W[r0 + r, :] x' (+ bias) (+ residual): fp32 sums in column order, each row
+ * a lane of a vector over AMK_CPU_COLS rows (the same sums as one row at a time); x' is
+ * x, x normalised by its RMS and scaled by the norm weight, or silu(x) * up (a fused
+ * SILU_MUL, like SILU_MUL). A split-K tile (k_len > 0) sums the columns k0 .. k0 + k_len
+ * only and adds that (plus the bias, for the first columns) to y, which is its own
+ * residual. A large tile splits its rows with a second thread (the CPU executor runs one
+ * instruction at a time); the threads write disjoint rows. */
 static AmkAbortCode
 run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
   const amk_matvec_params_t *p = &ins->params.matvec;
   const gint32 r0 = p->row0, n = p->rows, k = p->k;
-  const gboolean split = p->k_len > 0;
-  const gint32 c0 = split ? p->k0 : 0, c1 = split ? c0 + p->k_len : k;
-  AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]], *x = &b[ins->buffers[2]];
-  AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
-  AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
+  AmkCpuBuffer *x = &b[ins->buffers[2]];
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
   AmkCpuBuffer *up = ins->n_buffers > 6 && ins->buffers[6] != AMK_NO_BUFFER ? &b[ins->buffers[6]] : NULL;
   g_autofree float *xs = g_new (float, k);
+  /* the second thread's rows: whole blocks, none for a small tile */
+  const gint32 half = (double) n * k >= AMK_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
+                      n / 2 / (gint32) AMK_CPU_COLS * (gint32) AMK_CPU_COLS : 0;
+  MatvecShare shares[2] = { { ins, b, xs, r0, r0 + n - half }, { ins, b, xs, r0 + n - half, r0 + n } };
+  GThread *helper = NULL;
   float scale = 1.0f;
 
   for (gint32 c = 0; c < k; c++)
@@ -437,17 +490,14 @@ run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
   else if (up != NULL)
     for (gint32 c = 0; c < k; c++)
       xs[c] = xs[c] / (1.0f + expf (-xs[c])) * amk_dtype_load (up->info->dtype, up->data, c);
-  for (gint32 r = r0; r < r0 + n; r++)
-    {
-      float acc = 0.0f;
-      for (gint32 c = c0; c < c1; c++)
-        acc += amk_dtype_load (w->info->dtype, w->data, (guint64) r * k + c) * xs[c];
-      if (bias != NULL && c0 == 0)
-        acc += amk_dtype_load (bias->info->dtype, bias->data, r);
-      if (residual != NULL)
-        acc += amk_dtype_load (residual->info->dtype, residual->data, r);
-      amk_dtype_store (y->info->dtype, y->data, r, acc);
-    }
+
+  if (half > 0)
+    helper = g_thread_try_new ("amk-matvec", matvec_rows, &shares[1], NULL);
+  if (helper == NULL)
+    shares[0].r1 = r0 + n;  /* one thread (or none could start): all rows here */
+  matvec_rows (&shares[0]);
+  if (helper != NULL)
+    g_thread_join (helper);
   return AMK_ABORT_CODE_NONE;
 }
 

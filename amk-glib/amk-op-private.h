@@ -48,6 +48,19 @@ amk_cpu_store (AmkCpuBuffer *b, guint64 i, float v)
   amk_dtype_store (b->info->dtype, b->data, i, v);
 }
 
+/* The CPU's blocked dot products (MATMUL and MATVEC): 4-lane vectors (GCC's generic
+ * vectors: SSE or NEON), AMK_CPU_COLS rows of W converted to fp32 and transposed at a
+ * time, so that each lane sums one output over K in order, as a plain dot product would. */
+typedef float v4sf __attribute__ ((vector_size (16)));
+
+#define AMK_CPU_COLS  8u
+/* multiply-adds of an instruction from which a second thread pays for its start */
+#define AMK_CPU_THREAD_MACS  (1 << 20)
+
+/* Rows n0 .. n0 + nc (at most AMK_CPU_COLS) of the matrix W [N, k] as fp32, transposed:
+ * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). */
+void amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt);
+
 static inline gint32
 amk_cpu_load_i32 (const AmkCpuBuffer *b, guint64 i)
 {
