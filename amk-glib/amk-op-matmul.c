@@ -462,6 +462,9 @@ matmul_columns (gpointer data)
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
   const guint64 n = w->info->shape[0];
+  /* the common types without a conversion call per element */
+  const gboolean f32_y = y->info->dtype == AMK_DTYPE_F32;
+  const gboolean f32_residual = residual != NULL && residual->info->dtype == AMK_DTYPE_F32;
   g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
 
   for (gint32 j0 = s->j0; j0 < s->j1; j0 += MATMUL_CPU_COLS)
@@ -485,10 +488,13 @@ matmul_columns (gpointer data)
                 const guint64 at = (guint64) (m0 + r0 + r) * n + n0 + j0 + j;
                 float acc = out[r][j];
                 if (bias != NULL)
-                  acc += amk_dtype_load (bias->info->dtype, bias->data, n0 + j0 + j);
+                  acc += amk_cpu_load (bias, n0 + j0 + j);
                 if (residual != NULL)
-                  acc += amk_dtype_load (residual->info->dtype, residual->data, at);
-                amk_dtype_store (y->info->dtype, y->data, at, acc);
+                  acc += f32_residual ? ((const float *) residual->data)[at] : amk_cpu_load (residual, at);
+                if (f32_y)
+                  ((float *) y->data)[at] = acc;
+                else
+                  amk_cpu_store (y, at, acc);
               }
         }
     }
@@ -526,8 +532,11 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
     {
       float *row = xs + (gsize) r * k;
 
-      for (gint32 c = 0; c < k; c++)
-        row[c] = amk_dtype_load (x->info->dtype, x->data, (guint64) (m0 + r) * k + c);
+      if (x->info->dtype == AMK_DTYPE_F32)
+        memcpy (row, x->data + (guint64) (m0 + r) * k * 4, (gsize) k * 4);
+      else
+        for (gint32 c = 0; c < k; c++)
+          row[c] = amk_cpu_load (x, (guint64) (m0 + r) * k + c);
       if (norm != NULL)
         {
           float sum = 0.0f, scale;
