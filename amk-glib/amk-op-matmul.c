@@ -416,38 +416,13 @@ matmul_block (const float *const x[MATMUL_CPU_ROWS], const v4sf *wt, gint32 k,
   memcpy (out[3] + 4, &a31, 16);
 }
 
-void
-amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
-{
-  memset (wt, 0, sizeof (float) * AMK_CPU_COLS * k);
-  for (gint32 j = 0; j < nc; j++)
-    {
-      const guint64 row = (guint64) (n0 + j) * k;
-      if (w->info->dtype == AMK_DTYPE_BF16)
-        {
-          const guint8 *src = w->data + row * 2;
-          for (gint32 c = 0; c < k; c++)
-            {
-              guint16 h;
-              guint32 bits;
-              memcpy (&h, src + 2 * (guint64) c, 2);
-              bits = (guint32) h << 16;
-              memcpy (&wt[(guint64) c * AMK_CPU_COLS + j], &bits, 4);
-            }
-        }
-      else
-        for (gint32 c = 0; c < k; c++)
-          wt[(guint64) c * AMK_CPU_COLS + j] = amk_dtype_load (w->info->dtype, w->data, row + c);
-    }
-}
-
 /* One share of a MATMUL tile's columns for one thread: X' (shared, read-only) times the
  * columns j0 .. j1 of the tile. */
 typedef struct {
+  AmkCpuRange              cols;  /* first: amk_cpu_run_split() sets it */
   const amk_instruction_t *ins;
   AmkCpuBuffer            *buffers;
   const float             *xs;    /* the tile's rows of X', [m_count, k] */
-  gint32                   j0, j1;
 } MatmulShare;
 
 static gpointer
@@ -467,9 +442,9 @@ matmul_columns (gpointer data)
   const gboolean f32_residual = residual != NULL && residual->info->dtype == AMK_DTYPE_F32;
   g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
 
-  for (gint32 j0 = s->j0; j0 < s->j1; j0 += MATMUL_CPU_COLS)
+  for (gint32 j0 = s->cols.start; j0 < s->cols.end; j0 += MATMUL_CPU_COLS)
     {
-      const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->j1 - j0);
+      const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->cols.end - j0);
 
       amk_cpu_load_columns (w, k, n0 + j0, cols, (float *) wt);
       for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
@@ -516,11 +491,7 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
   g_autofree float *xs = g_new (float, (gsize) mc * k);
   g_autofree float *gamma = NULL;
-  /* the second thread's columns: whole blocks, none for a small tile */
-  const gint32 half = (double) mc * nc * k >= AMK_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
-                      nc / 2 / (gint32) MATMUL_CPU_COLS * (gint32) MATMUL_CPU_COLS : 0;
-  MatmulShare shares[2] = { { ins, b, xs, 0, nc - half }, { ins, b, xs, nc - half, nc } };
-  GThread *helper = NULL;
+  MatmulShare shares[2] = { { { 0, nc }, ins, b, xs }, { { 0, nc }, ins, b, xs } };
 
   if (norm != NULL)
     {
@@ -548,13 +519,8 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
         }
     }
 
-  if (half > 0)
-    helper = g_thread_try_new ("amk-matmul", matmul_columns, &shares[1], NULL);
-  if (helper == NULL)
-    shares[0].j1 = nc;  /* one thread (or none could start): all columns here */
-  matmul_columns (&shares[0]);
-  if (helper != NULL)
-    g_thread_join (helper);
+  amk_cpu_run_split (matmul_columns, &shares[0].cols, &shares[1].cols, MATMUL_CPU_COLS,
+                     (double) mc * nc * k);
   return AMK_ABORT_CODE_NONE;
 }
 

@@ -405,10 +405,10 @@ bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
 
 /* One thread's share of a MATVEC tile: rows r0 .. r1 in blocks of AMK_CPU_COLS. */
 typedef struct {
+  AmkCpuRange              rows;  /* first: amk_cpu_run_split() sets it */
   const amk_instruction_t *ins;
   AmkCpuBuffer            *buffers;
   const float             *xs;    /* x', [k] */
-  gint32                   r0, r1;
 } MatvecShare;
 
 static gpointer
@@ -426,9 +426,9 @@ matvec_rows (gpointer data)
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
   g_autofree v4sf *wt = g_new (v4sf, (gsize) k * AMK_CPU_COLS / 4);
 
-  for (gint32 r = s->r0; r < s->r1; r += AMK_CPU_COLS)
+  for (gint32 r = s->rows.start; r < s->rows.end; r += AMK_CPU_COLS)
     {
-      const gint32 rows = MIN ((gint32) AMK_CPU_COLS, s->r1 - r);
+      const gint32 rows = MIN ((gint32) AMK_CPU_COLS, s->rows.end - r);
       v4sf a0 = { 0 }, a1 = { 0 };
       float out[AMK_CPU_COLS];
 
@@ -469,11 +469,7 @@ run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
   AmkCpuBuffer *up = ins->n_buffers > 6 && ins->buffers[6] != AMK_NO_BUFFER ? &b[ins->buffers[6]] : NULL;
   g_autofree float *xs = g_new (float, k);
-  /* the second thread's rows: whole blocks, none for a small tile */
-  const gint32 half = (double) n * k >= AMK_CPU_THREAD_MACS && g_get_num_processors () > 1 ?
-                      n / 2 / (gint32) AMK_CPU_COLS * (gint32) AMK_CPU_COLS : 0;
-  MatvecShare shares[2] = { { ins, b, xs, r0, r0 + n - half }, { ins, b, xs, r0 + n - half, r0 + n } };
-  GThread *helper = NULL;
+  MatvecShare shares[2] = { { { r0, r0 + n }, ins, b, xs }, { { r0, r0 + n }, ins, b, xs } };
   float scale = 1.0f;
 
   for (gint32 c = 0; c < k; c++)
@@ -491,13 +487,7 @@ run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
     for (gint32 c = 0; c < k; c++)
       xs[c] = xs[c] / (1.0f + expf (-xs[c])) * amk_dtype_load (up->info->dtype, up->data, c);
 
-  if (half > 0)
-    helper = g_thread_try_new ("amk-matvec", matvec_rows, &shares[1], NULL);
-  if (helper == NULL)
-    shares[0].r1 = r0 + n;  /* one thread (or none could start): all rows here */
-  matvec_rows (&shares[0]);
-  if (helper != NULL)
-    g_thread_join (helper);
+  amk_cpu_run_split (matvec_rows, &shares[0].rows, &shares[1].rows, AMK_CPU_COLS, (double) n * k);
   return AMK_ABORT_CODE_NONE;
 }
 

@@ -61,6 +61,16 @@ typedef float v4sf __attribute__ ((vector_size (16)));
  * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). */
 void amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt);
 
+/* A range of rows or columns, the first member of a thread's share of an instruction. */
+typedef struct {
+  gint32 start, end;
+} AmkCpuRange;
+
+/* Runs work (a) over a's range, or, when the instruction's `macs` multiply-adds pay
+ * for a thread's start, a's range in two: the last whole `block`s of its half in b
+ * (work (b) in a second thread), the rest in a. The threads write disjoint outputs. */
+void amk_cpu_run_split (GThreadFunc work, AmkCpuRange *a, AmkCpuRange *b, gint32 block, double macs);
+
 static inline gint32
 amk_cpu_load_i32 (const AmkCpuBuffer *b, guint64 i)
 {
