@@ -697,6 +697,66 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, "llama.rope.scaling.type", "“yarn”");
 }
 
+/* Two threads loading one model at once: one builds it, the other waits and finds it
+ * loaded. Without the lock both built it, and the later build replaced (and leaked) the
+ * first, so the two saw different programs. */
+typedef struct {
+  AmkModel   *model;
+  GMutex      lock;
+  GCond       cond;
+  guint       waiting;
+  AmkProgram *seen[2];
+} LoadRace;
+
+static gpointer
+load_in_thread (gpointer data)
+{
+  LoadRace *race = data;
+  g_autoptr(GError) error = NULL;
+  guint me;
+
+  /* start both loads together */
+  g_mutex_lock (&race->lock);
+  me = race->waiting++;
+  if (race->waiting == 2)
+    g_cond_broadcast (&race->cond);
+  while (race->waiting < 2)
+    g_cond_wait (&race->cond, &race->lock);
+  g_mutex_unlock (&race->lock);
+
+  g_assert_true (g_initable_init (G_INITABLE (race->model), NULL, &error));
+  g_assert_no_error (error);
+  race->seen[me] = amk_model_get_program (race->model);
+  return NULL;
+}
+
+static void
+test_load_once (Fixture *f, gconstpointer data)
+{
+  const Mod m = { 0 };
+
+  write_model (f, &m);
+  for (guint round = 0; round < 4; round++)
+    {
+      g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", f->path, "n-queues", 2,
+                                                "context-length", 16, NULL);
+      LoadRace race = { .model = model };
+      GThread *threads[2];
+
+      g_mutex_init (&race.lock);
+      g_cond_init (&race.cond);
+      for (guint t = 0; t < 2; t++)
+        threads[t] = g_thread_new ("load", load_in_thread, &race);
+      for (guint t = 0; t < 2; t++)
+        g_thread_join (threads[t]);
+      g_assert_nonnull (race.seen[0]);
+      g_assert_true (race.seen[0] == race.seen[1]);
+      g_assert_true (race.seen[0] == amk_model_get_program (model));
+      g_mutex_clear (&race.lock);
+      g_cond_clear (&race.cond);
+    }
+}
+
 /* Prompts the generator refuses, and one whose continuation fills the context. */
 static void
 test_prompt_too_long (Fixture *f, gconstpointer data)
@@ -822,6 +882,7 @@ main (int argc, char **argv)
   ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
+  ADD ("load-once", test_load_once);
   ADD ("codes", test_codes);
 #undef ADD
   return g_test_run ();
