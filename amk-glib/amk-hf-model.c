@@ -356,7 +356,7 @@ add_id (JsonNode *e, const char *name, GArray *ids, guint64 vocab, AmkTokenizer 
     return invalid (error, file, name, detail);
   if ((guint64) v >= n_tokens)
     {
-      g_autofree char *beyond = g_strdup_printf (_("names the token id %" G_GINT64_FORMAT
+      g_autofree char *beyond = g_strdup_printf (_("names the token id %" PRId64
                                                    ", but the tokenizer has only %u tokens"),
                                                  v, n_tokens);
       return invalid (error, file, name, beyond);
