@@ -51,6 +51,10 @@
  *   [property@Amk.Generator:seed]: the same seed after [method@Amk.Generator.reset]
  *   gives the same tokens. The token is then uploaded for the next step.
  *
+ * Either way only ids that the tokenizer has a piece for are produced, as in
+ * transformers: where the model's vocabulary is padded beyond the tokenizer's (its
+ * embedding rounded up to a multiple of 64, say), the padding ids are never chosen.
+ *
  * Generation stops at the tokenizer's end-of-sequence token, a token added with
  * [method@Amk.Generator.add_stop_token], a text added with
  * [method@Amk.Generator.add_stop_string], after the most tokens asked for, or when the
@@ -1236,18 +1240,28 @@ find_stop_string (Run        *run,
 }
 
 /* The next token from the last step: the device's argmax, or sampled from the
- * logits (and then uploaded by the next step). */
+ * logits (and then uploaded by the next step); `on_device` says whether the token is
+ * where the next step's EMBED reads it.
+ *
+ * Only ids with a piece in the tokenizer are produced, as transformers does: a model
+ * whose embedding is padded beyond the tokenizer's vocabulary (to a multiple of 64, say)
+ * has logits for ids that no text has. The sampler looks at the tokenizer's ids only;
+ * when the device's argmax picked a padding id, the host takes the argmax over those
+ * ids instead, and the token is uploaded like a sampled one. */
 static gint32
 next_token (AmkGenerator  *self,
             Run           *run,
+            gboolean      *on_device,
             GError       **error)
 {
   AmkModelBuild *build = amk_model_get_build (self->model);
+  guint n_pieces = MIN (build->vocab_size, amk_tokenizer_get_vocab_size (build->tokenizer));
   g_autoptr(GBytes) bytes = NULL;
   const void *data;
   gsize size = 0;
   gint32 token;
 
+  *on_device = FALSE;
   if (run->temperature == 0.0)
     {
       bytes = download (self, build->tokens, error);
@@ -1256,6 +1270,18 @@ next_token (AmkGenerator  *self,
       data = g_bytes_get_data (bytes, &size);
       g_return_val_if_fail (size == sizeof token, -1);
       memcpy (&token, data, sizeof token);
+      *on_device = TRUE;
+      if (token >= 0 && (guint) token >= n_pieces && (guint) token < build->vocab_size)
+        {
+          g_clear_pointer (&bytes, g_bytes_unref);
+          bytes = download (self, build->logits, error);
+          if (bytes == NULL)
+            return -1;
+          data = g_bytes_get_data (bytes, &size);
+          g_return_val_if_fail (size == build->vocab_size * sizeof (float), -1);
+          token = amk_sample_argmax (data, n_pieces);
+          *on_device = FALSE;
+        }
     }
   else
     {
@@ -1264,10 +1290,10 @@ next_token (AmkGenerator  *self,
         return -1;
       data = g_bytes_get_data (bytes, &size);
       g_return_val_if_fail (size == build->vocab_size * sizeof (float), -1);
-      token = amk_sample_token (data, build->vocab_size, run->temperature, run->top_k,
+      token = amk_sample_token (data, n_pieces, run->temperature, run->top_k,
                                 run->top_p, run->rand);
     }
-  if (token < 0 || (guint) token >= build->vocab_size)
+  if (token < 0 || (guint) token >= n_pieces)
     {
       g_set_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_TOKEN,
                    _("The model produced no valid next token at position %u (its logits "
@@ -1347,7 +1373,8 @@ run_execute (AmkGenerator  *self,
     {
       g_autofree char *piece = NULL;
       gsize before = emitted->len;
-      gint32 token = next_token (self, run, error);
+      gboolean on_device;
+      gint32 token = next_token (self, run, &on_device, error);
 
       if (token < 0)
         return FALSE;
@@ -1377,7 +1404,7 @@ run_execute (AmkGenerator  *self,
           break;
         }
       /* greedy: ARGMAX left the token where EMBED reads it */
-      if (!step (self, run, run->temperature == 0.0 ? -1 : token, cancellable, error))
+      if (!step (self, run, on_device ? -1 : token, cancellable, error))
         return FALSE;
     }
   run->generate_usec = g_get_monotonic_time () - start;

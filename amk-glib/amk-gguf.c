@@ -291,8 +291,17 @@ read_value (Reader *r, Kv *kv, GError **error)
   kv->type = type;
   if (value_type_size (type) > 0)
     return read_scalar (r, kv, type, error);
+  /* every string is read back as a C string, so a NUL inside one would silently cut it
+   * short ("llama\0gpt2" read as "llama"): refuse it */
   if (type == AMK_GGUF_TYPE_STRING)
-    return reader_string (r, AMK_GGUF_MAX_STRING_LENGTH, &kv->str, &kv->str_len, error);
+    {
+      if (!reader_string (r, AMK_GGUF_MAX_STRING_LENGTH, &kv->str, &kv->str_len, error))
+        return FALSE;
+      if (strlen (kv->str) != kv->str_len)
+        return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
+                     _("the string value of key “%s” holds a NUL byte"), kv->key);
+      return TRUE;
+    }
   if (type == AMK_GGUF_TYPE_ARRAY)
     {
       guint32 element_type;
@@ -334,8 +343,16 @@ read_value (Reader *r, Kv *kv, GError **error)
                          kv->key, n);
           kv->strv = g_new0 (char *, (gsize) n + 1);
           for (guint64 i = 0; i < n; i++)
-            if (!reader_string (r, AMK_GGUF_MAX_STRING_LENGTH, &kv->strv[i], NULL, error))
-              return FALSE;
+            {
+              gsize len = 0;
+
+              if (!reader_string (r, AMK_GGUF_MAX_STRING_LENGTH, &kv->strv[i], &len, error))
+                return FALSE;
+              if (strlen (kv->strv[i]) != len)
+                return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
+                             _("element %" PRIu64 " of the string array of key “%s” holds a NUL byte"),
+                             i, kv->key);
+            }
           return TRUE;
         }
       return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,

@@ -342,10 +342,33 @@ add_tensors (AmkModelSpec *spec, AmkSafetensors *st)
 
 /* The special tokens */
 
+/* Appends one id of an "eos_token_id"-like field. The id must also have a piece in the
+ * tokenizer: the embedding may be padded beyond the tokenizer's vocabulary, but a special
+ * token there could be neither decoded nor set on the tokenizer. */
+static gboolean
+add_id (JsonNode *e, const char *name, GArray *ids, guint64 vocab, AmkTokenizer *tok,
+        const char *file, const char *detail, GError **error)
+{
+  guint n_tokens = amk_tokenizer_get_vocab_size (tok);
+  gint64 v;
+
+  if (!amk_json_is_integer (e) || (v = json_node_get_int (e)) < 0 || (guint64) v >= vocab)
+    return invalid (error, file, name, detail);
+  if ((guint64) v >= n_tokens)
+    {
+      g_autofree char *beyond = g_strdup_printf (_("names the token id %" PRId64
+                                                   ", but the tokenizer has only %u tokens"),
+                                                 v, n_tokens);
+      return invalid (error, file, name, beyond);
+    }
+  g_array_append_vals (ids, &(gint32) { (gint32) v }, 1);
+  return TRUE;
+}
+
 /* Appends the ids of an "eos_token_id"-like field (an id, a list of ids, or null). */
 static gboolean
-add_ids (JsonObject *o, const char *name, GArray *ids, guint64 vocab, const char *file,
-         GError **error)
+add_ids (JsonObject *o, const char *name, GArray *ids, guint64 vocab, AmkTokenizer *tok,
+         const char *file, GError **error)
 {
   JsonNode *node = amk_json_member (o, name);
   g_autofree char *detail = NULL;
@@ -359,25 +382,12 @@ add_ids (JsonObject *o, const char *name, GArray *ids, guint64 vocab, const char
       JsonArray *array = json_node_get_array (node);
 
       for (guint i = 0; i < json_array_get_length (array); i++)
-        {
-          JsonNode *e = json_array_get_element (array, i);
-          gint64 v;
-
-          if (!amk_json_is_integer (e) || (v = json_node_get_int (e)) < 0 || (guint64) v >= vocab)
-            return invalid (error, file, name, detail);
-          g_array_append_vals (ids, &(gint32) { (gint32) v }, 1);
-        }
+        if (!add_id (json_array_get_element (array, i), name, ids, vocab, tok, file, detail, error))
+          return FALSE;
       return TRUE;
     }
   if (amk_json_is_integer (node))
-    {
-      gint64 v = json_node_get_int (node);
-
-      if (v < 0 || (guint64) v >= vocab)
-        return invalid (error, file, name, detail);
-      g_array_append_vals (ids, &(gint32) { (gint32) v }, 1);
-      return TRUE;
-    }
+    return add_id (node, name, ids, vocab, tok, file, detail, error);
   return invalid (error, file, name, detail);
 }
 
@@ -433,10 +443,10 @@ load_special_tokens (const char    *dir,
   to = amk_json_file_object (&tc);
 
   if (!add_token (to, "eos_token", tok, eos, tc.file, error) ||
-      !add_ids (go, "eos_token_id", eos, vocab, gen.file, error) ||
-      !add_ids (cfg, "eos_token_id", eos, vocab, config->file, error) ||
-      !add_ids (go, "bos_token_id", bos, vocab, gen.file, error) ||
-      !add_ids (cfg, "bos_token_id", bos, vocab, config->file, error) ||
+      !add_ids (go, "eos_token_id", eos, vocab, tok, gen.file, error) ||
+      !add_ids (cfg, "eos_token_id", eos, vocab, tok, config->file, error) ||
+      !add_ids (go, "bos_token_id", bos, vocab, tok, gen.file, error) ||
+      !add_ids (cfg, "bos_token_id", bos, vocab, tok, config->file, error) ||
       !add_token (to, "bos_token", tok, bos_tc, tc.file, error) ||
       !amk_json_get_bool (to, "add_bos_token", &add_bos, tc.file, error))
     return FALSE;

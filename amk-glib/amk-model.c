@@ -63,7 +63,8 @@ struct _AmkModel
   guint          n_queues;        /* asked for (0: choose), then the program's */
   guint          context_length;  /* asked for (0: choose), then the KV cache's */
   guint          prefill_chunk;   /* asked for (0: choose, 1: none), then the chunk's rows */
-  AmkModelBuild *build;           /* NULL until loaded */
+  AmkModelBuild *build;           /* NULL until loaded; set once under load_lock */
+  GMutex         load_lock;
   guint64        weight_bytes;
 };
 
@@ -103,6 +104,7 @@ amk_model_finalize (GObject *object)
 
   g_clear_pointer (&self->build, amk_model_build_free);
   g_free (self->path);
+  g_mutex_clear (&self->load_lock);
 
   G_OBJECT_CLASS (amk_model_parent_class)->finalize (object);
 }
@@ -348,6 +350,7 @@ amk_model_class_init (AmkModelClass *klass)
 static void
 amk_model_init (AmkModel *self)
 {
+  g_mutex_init (&self->load_lock);
 }
 
 /* The queue count the executor prefers; with none yet, that of a launcher on device 0
@@ -431,7 +434,9 @@ build_model (const char    *path,
 }
 
 /* Loads the model unless it is loaded (GInitable's init), with the queue count that
- * executor prefers (NULL: see default_n_queues()). */
+ * executor prefers (NULL: see default_n_queues()). Generators sharing a model may call
+ * this from several threads at once: the lock makes one of them build while the others
+ * wait and then find it loaded, so the model is built once and no build is lost. */
 gboolean
 amk_model_load_for_executor (AmkModel      *self,
                              AmkExecutor   *executor,
@@ -440,6 +445,7 @@ amk_model_load_for_executor (AmkModel      *self,
 {
   g_autoptr(AmkModelBuild) build = NULL;
   g_autoptr(AmkExecutor) prefs = NULL;
+  g_autoptr(GMutexLocker) locker = NULL;
   AmkProgram *program;
   guint n_queues;
   guint64 weight_bytes = 0;
@@ -448,6 +454,7 @@ amk_model_load_for_executor (AmkModel      *self,
   g_return_val_if_fail (executor == NULL || AMK_IS_EXECUTOR (executor), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
+  locker = g_mutex_locker_new (&self->load_lock);
   if (self->build != NULL)
     return TRUE;
   if (self->path == NULL || *self->path == '\0')

@@ -245,17 +245,26 @@ add_file (AmkSafetensors *self, GBytes *bytes, const char *file, GError **error)
       g_ptr_array_add (mine, t);
     }
 
-  /* no two tensors may share a byte */
+  /* no two tensors may share a byte: sorted by start, each tensor is checked against the
+   * one reaching furthest so far, not just its neighbour, so a short or empty tensor in
+   * between cannot hide an overlap; empty tensors own no byte and take no part */
   g_ptr_array_sort (mine, compare_offsets);
-  for (guint i = 1; i < mine->len; i++)
-    {
-      const AmkSafetensorsTensor *a = g_ptr_array_index (mine, i - 1);
-      const AmkSafetensorsTensor *b = g_ptr_array_index (mine, i);
+  {
+    const AmkSafetensorsTensor *furthest = NULL;
 
-      if (a->n_bytes > 0 && b->n_bytes > 0 && a->data + a->n_bytes > b->data)
-        return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
-                     _("the data of tensors “%s” and “%s” overlap"), a->name, b->name);
-    }
+    for (guint i = 0; i < mine->len; i++)
+      {
+        const AmkSafetensorsTensor *b = g_ptr_array_index (mine, i);
+
+        if (b->n_bytes == 0)
+          continue;
+        if (furthest != NULL && furthest->data + furthest->n_bytes > b->data)
+          return fail (error, AMK_MODEL_ERROR_CORRUPT, file,
+                       _("the data of tensors “%s” and “%s” overlap"), furthest->name, b->name);
+        if (furthest == NULL || b->data + b->n_bytes > furthest->data + furthest->n_bytes)
+          furthest = b;
+      }
+  }
 
   shard = g_new0 (Shard, 1);
   shard->bytes = g_bytes_ref (bytes);

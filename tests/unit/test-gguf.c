@@ -622,6 +622,8 @@ static void kv_bad_bool (GByteArray *b) { w_str (b, "k"); w_u32 (b, 7); w_u8 (b,
 static void kv_bad_bool_array (GByteArray *b) { w_str (b, "k"); w_u32 (b, 9); w_u32 (b, 7); w_u64 (b, 2); w_u8 (b, 1); w_u8 (b, 7); }
 static void kv_bad_utf8_key (GByteArray *b) { w_str (b, "k\xff"); w_u32 (b, 0); w_u8 (b, 0); }
 static void kv_nul_key (GByteArray *b) { w_u64 (b, 3); w_bytes (b, "k\0k", 3); w_u32 (b, 0); w_u8 (b, 0); }
+static void kv_nul_string (GByteArray *b) { w_str (b, "general.architecture"); w_u32 (b, 8); w_u64 (b, 10); w_bytes (b, "llama\0gpt2", 10); }
+static void kv_nul_str_array (GByteArray *b) { w_str (b, "k"); w_u32 (b, 9); w_u32 (b, 8); w_u64 (b, 2); w_str (b, "a"); w_u64 (b, 3); w_bytes (b, "b\0c", 3); }
 static void kv_twice (GByteArray *b) { w_str (b, "k"); w_u32 (b, 0); w_u8 (b, 0); w_str (b, "k"); w_u32 (b, 0); w_u8 (b, 0); }
 static void kv_alignment_3 (GByteArray *b) { w_str (b, "general.alignment"); w_u32 (b, 4); w_u32 (b, 3); }
 static void kv_alignment_0 (GByteArray *b) { w_str (b, "general.alignment"); w_u32 (b, 4); w_u32 (b, 0); }
@@ -643,6 +645,8 @@ test_bad_metadata (void)
     { kv_bad_bool_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
     { kv_bad_utf8_key, AMK_MODEL_ERROR_CORRUPT, "UTF-8" },
     { kv_nul_key, AMK_MODEL_ERROR_CORRUPT, "NUL" },
+    { kv_nul_string, AMK_MODEL_ERROR_CORRUPT, "“general.architecture”" },
+    { kv_nul_str_array, AMK_MODEL_ERROR_CORRUPT, "“k”" },
     { kv_alignment_3, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },
     { kv_alignment_0, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },
     { kv_alignment_u64, AMK_MODEL_ERROR_CORRUPT, "general.alignment" },

@@ -628,32 +628,47 @@ expect_error (const char *dir, GQuark domain, gint code, ...)
   va_end (args);
 }
 
+/* Rewrites the JSON object in `dir`/`file` with `edit` (it gets the object and `data`). */
+static void
+edit_json (const char *dir, const char *file, void (*edit) (JsonObject *o, gconstpointer data),
+           gconstpointer data)
+{
+  g_autofree char *path = g_build_filename (dir, file, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (json_parser_load_from_file (parser, path, &error));
+  edit (json_node_get_object (json_parser_get_root (parser)), data);
+  json_generator_set_root (gen, json_parser_get_root (parser));
+  g_assert_true (json_generator_to_file (gen, path, &error));
+  g_assert_no_error (error);
+}
+
+static void
+set_member (JsonObject *o, gconstpointer data)
+{
+  const char * const *member_value = data;
+  g_autoptr(JsonParser) vp = json_parser_new ();
+
+  if (member_value[1] == NULL)
+    {
+      json_object_remove_member (o, member_value[0]);
+      return;
+    }
+  g_assert_true (json_parser_load_from_data (vp, member_value[1], -1, NULL));
+  json_object_set_member (o, member_value[0], json_node_copy (json_parser_get_root (vp)));
+}
+
 /* A copy of tiny-llama whose config.json member `member` is set to the JSON `value`
  * (NULL: removed). */
 static char *
 copy_with_config (const char *member, const char *value)
 {
   char *dir = copy_checkpoint ("tiny-llama");
-  g_autofree char *path = g_build_filename (dir, "config.json", NULL);
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(JsonGenerator) gen = json_generator_new ();
-  g_autoptr(GError) error = NULL;
-  JsonObject *o;
+  const char *member_value[] = { member, value };
 
-  g_assert_true (json_parser_load_from_file (parser, path, &error));
-  o = json_node_get_object (json_parser_get_root (parser));
-  if (value == NULL)
-    json_object_remove_member (o, member);
-  else
-    {
-      g_autoptr(JsonParser) vp = json_parser_new ();
-
-      g_assert_true (json_parser_load_from_data (vp, value, -1, &error));
-      json_object_set_member (o, member, json_node_copy (json_parser_get_root (vp)));
-    }
-  json_generator_set_root (gen, json_parser_get_root (parser));
-  g_assert_true (json_generator_to_file (gen, path, &error));
-  g_assert_no_error (error);
+  edit_json (dir, "config.json", set_member, member_value);
   return dir;
 }
 
@@ -1295,6 +1310,39 @@ test_gguf_llama3_rope (void)
   remove_checkpoint (plain_dir);
 }
 
+/* Drops the two added tokens of a tiny-llama copy's tokenizer.json (and the
+ * post-processor that names one): 510 pieces for an embedding of 512 rows, as in
+ * checkpoints whose vocabulary is padded. */
+static void
+drop_added_tokens (JsonObject *o, gconstpointer data)
+{
+  json_object_set_array_member (o, "added_tokens", json_array_new ());
+  json_object_set_null_member (o, "post_processor");   /* it adds BOS */
+}
+
+/* BOS/EOS ids inside vocab_size but without a piece in the tokenizer */
+static void
+test_error_special_ids (void)
+{
+  static const struct { const char *eos, *file, *field, *id; } cases[] = {
+    { NULL, "generation_config.json", "eos_token_id", "511" },   /* read first */
+    { "[2, 511]", "config.json", "eos_token_id", "511" },
+    { "2", "config.json", "bos_token_id", "510" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *dir = copy_with_config ("eos_token_id", cases[i].eos != NULL ? cases[i].eos : "511");
+
+      edit_json (dir, "tokenizer.json", drop_added_tokens, NULL);
+      if (cases[i].eos != NULL)
+        write_file (dir, "generation_config.json", "{}", -1);
+      expect_error (dir, AMK_MODEL_ERROR, AMK_MODEL_ERROR_INVALID_METADATA,
+                    cases[i].file, cases[i].field, cases[i].id, "only 510 tokens", NULL);
+      remove_checkpoint (dir);
+    }
+}
+
 static void
 test_error_path (void)
 {
@@ -1325,5 +1373,6 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/hf-model/error/config", test_error_config);
   g_test_add_func ("/amk/hf-model/error/tensors", test_error_tensors);
   g_test_add_func ("/amk/hf-model/error/path", test_error_path);
+  g_test_add_func ("/amk/hf-model/error/special-ids", test_error_special_ids);
   return g_test_run ();
 }

@@ -49,6 +49,7 @@ typedef struct {
   const char *short_tensor;    /* a tensor one column short */
   const char *i32_tensor;      /* a tensor of type I32 (no bf16 conversion) */
   guint       embd_rows;       /* rows of token_embd.weight (default VOCAB) */
+  gboolean    loud_padding;    /* 2 * VOCAB padding rows, +-10 times the token rows */
   gboolean    add_bos;
   guint32     bos_id;
   guint32     eos_id;
@@ -77,7 +78,7 @@ tensor_list (const Mod *m, Tensor *t)
 
   g_snprintf (t[n].name, sizeof t[n].name, "token_embd.weight");
   t[n].cols = HIDDEN;
-  t[n++].rows = m->embd_rows != 0 ? m->embd_rows : VOCAB;
+  t[n++].rows = m->loud_padding ? 3 * VOCAB : m->embd_rows != 0 ? m->embd_rows : VOCAB;
   for (guint i = 0; i < G_N_ELEMENTS (layer); i++)
     {
       g_snprintf (t[n].name, sizeof t[n].name, "blk.0.%s.weight", layer[i].name);
@@ -141,6 +142,7 @@ make_model (const Mod *m, gsize sections[3])
   guint64 offset = 0;
   const char *bad_merges[] = { "a b", "a zz" };
   GRand *rand = g_rand_new_with_seed (42);
+  float embd[VOCAB * HIDDEN];
 
   /* metadata */
   if (g_strcmp0 (m->skip_key, "general.architecture") != 0)
@@ -223,6 +225,12 @@ make_model (const Mod *m, gsize sections[3])
       for (guint64 e = 0; e < elements; e++)
         if (g_str_equal (t[i].name, "rope_freqs.weight"))
           w_f32 (b, m->rope_freqs[e]);
+        else if (m->loud_padding && i == 0 && e >= VOCAB * HIDDEN)
+          /* the tied embedding's padding rows, +10 and -10 times the token rows: one
+           * of their logits is 10 times the largest magnitude of the tokens' logits */
+          w_f32 (b, (e < 2 * VOCAB * HIDDEN ? 10.0f : -10.0f) * embd[e % (VOCAB * HIDDEN)]);
+        else if (i == 0 && e < VOCAB * HIDDEN)
+          w_f32 (b, embd[e] = (float) g_rand_double_range (rand, -0.5, 0.5));
         else
           w_f32 (b, t[i].rows == 0 ? 1.0f + (float) g_rand_double_range (rand, -0.1, 0.1)
                                     : (float) g_rand_double_range (rand, -0.5, 0.5));
@@ -697,6 +705,103 @@ test_rope_freqs (Fixture *f, gconstpointer data)
   expect_build_error (f, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, "llama.rope.scaling.type", "“yarn”");
 }
 
+/* An embedding padded beyond the tokenizer whose padding ids get the largest logits:
+ * only the tokenizer's ids are produced, greedy (where the device's argmax picks a
+ * padding id) and sampled alike. Once generation failed at the first such id
+ * ("Token id 12 not in the vocabulary") and the text so far was lost. */
+static void
+test_padded_vocab (Fixture *f, gconstpointer data)
+{
+  Mod m = { 0 };
+  g_autoptr(AmkModel) model = NULL;
+
+  m.loud_padding = TRUE;
+  write_model (f, &m);
+  model = test_load_model (f->path, 2, 16);
+  g_assert_cmpuint (amk_model_get_vocab_size (model), ==, 3 * VOCAB);
+  for (guint sampled = 0; sampled < 2; sampled++)
+    {
+      g_autoptr(AmkGenerator) gen = amk_generator_new (model, NULL);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *text = NULL;
+      const gint32 *ids;
+      gsize n_ids;
+
+      if (sampled)
+        g_object_set (gen, "temperature", 1.0, NULL);
+      text = amk_generator_generate (gen, "abc ab", 6, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (text);
+      ids = amk_generator_get_tokens (gen, &n_ids);
+      g_assert_cmpuint (n_ids, >, 0);
+      for (gsize i = 0; i < n_ids; i++)
+        {
+          g_assert_cmpint (ids[i], >=, 0);
+          g_assert_cmpint (ids[i], <, VOCAB);
+        }
+    }
+}
+
+/* Two threads loading one model at once: one builds it, the other waits and finds it
+ * loaded. Without the lock both built it, and the later build replaced (and leaked) the
+ * first, so the two saw different programs. */
+typedef struct {
+  AmkModel   *model;
+  GMutex      lock;
+  GCond       cond;
+  guint       waiting;
+  AmkProgram *seen[2];
+} LoadRace;
+
+static gpointer
+load_in_thread (gpointer data)
+{
+  LoadRace *race = data;
+  g_autoptr(GError) error = NULL;
+  guint me;
+
+  /* start both loads together */
+  g_mutex_lock (&race->lock);
+  me = race->waiting++;
+  if (race->waiting == 2)
+    g_cond_broadcast (&race->cond);
+  while (race->waiting < 2)
+    g_cond_wait (&race->cond, &race->lock);
+  g_mutex_unlock (&race->lock);
+
+  g_assert_true (g_initable_init (G_INITABLE (race->model), NULL, &error));
+  g_assert_no_error (error);
+  race->seen[me] = amk_model_get_program (race->model);
+  return NULL;
+}
+
+static void
+test_load_once (Fixture *f, gconstpointer data)
+{
+  const Mod m = { 0 };
+
+  write_model (f, &m);
+  for (guint round = 0; round < 4; round++)
+    {
+      g_autoptr(AmkModel) model = g_object_new (AMK_TYPE_MODEL, "path", f->path, "n-queues", 2,
+                                                "context-length", 16, NULL);
+      LoadRace race = { .model = model };
+      GThread *threads[2];
+
+      g_mutex_init (&race.lock);
+      g_cond_init (&race.cond);
+      for (guint t = 0; t < 2; t++)
+        threads[t] = g_thread_new ("load", load_in_thread, &race);
+      for (guint t = 0; t < 2; t++)
+        g_thread_join (threads[t]);
+      g_assert_nonnull (race.seen[0]);
+      g_assert_true (race.seen[0] == race.seen[1]);
+      g_assert_true (race.seen[0] == amk_model_get_program (model));
+      g_mutex_clear (&race.lock);
+      g_cond_clear (&race.cond);
+    }
+}
+
 /* Prompts the generator refuses, and one whose continuation fills the context. */
 static void
 test_prompt_too_long (Fixture *f, gconstpointer data)
@@ -822,6 +927,8 @@ main (int argc, char **argv)
   ADD ("rope-freqs", test_rope_freqs);
   ADD ("prompt-too-long", test_prompt_too_long);
   ADD ("not-a-file", test_not_a_file);
+  ADD ("load-once", test_load_once);
+  ADD ("padded-vocab", test_padded_vocab);
   ADD ("codes", test_codes);
 #undef ADD
   return g_test_run ();

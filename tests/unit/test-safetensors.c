@@ -288,6 +288,30 @@ test_bad_entries (void)
                        " \"b\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [3, 4]}}", 8, inv, "overlap");
   expect_header_error ("{\"a\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
                        " \"b\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 8, inv, "overlap");
+  /* an empty tensor sorted between two overlapping ones does not hide the overlap */
+  expect_header_error ("{\"a\": {\"dtype\": \"BF16\", \"shape\": [4], \"data_offsets\": [0, 8]},"
+                       " \"z\": {\"dtype\": \"BF16\", \"shape\": [0], \"data_offsets\": [2, 2]},"
+                       " \"b\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [4, 5]}}", 8, inv, "“b”");
+  /* nor does a short tensor: "c" overlaps "a", not its neighbour "b" */
+  expect_header_error ("{\"a\": {\"dtype\": \"BF16\", \"shape\": [4], \"data_offsets\": [0, 8]},"
+                       " \"b\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [8, 9]},"
+                       " \"c\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [2, 3]}}", 9, inv, "“c”");
+}
+
+/* an empty tensor owns no byte: inside another tensor or at its start, it overlaps nothing */
+static void
+test_empty_tensor_inside (void)
+{
+  guint8 data[8] = { 0 };
+  g_autoptr(GBytes) bytes = make_file (
+    "{\"a\": {\"dtype\": \"BF16\", \"shape\": [4], \"data_offsets\": [0, 8]},"
+    " \"z\": {\"dtype\": \"BF16\", \"shape\": [0], \"data_offsets\": [4, 4]},"
+    " \"y\": {\"dtype\": \"BF16\", \"shape\": [0], \"data_offsets\": [0, 0]}}", data, sizeof data);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkSafetensors) st = amk_safetensors_open_bytes (bytes, "empty.safetensors", &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (st);
 }
 
 /* ---- sharded checkpoints -------------------------------------------------------------- */
@@ -457,6 +481,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/safetensors/corrupt/length", test_bad_length);
   g_test_add_func ("/amk/safetensors/corrupt/json", test_bad_json);
   g_test_add_func ("/amk/safetensors/corrupt/entries", test_bad_entries);
+  g_test_add_func ("/amk/safetensors/empty-tensor-inside", test_empty_tensor_inside);
   g_test_add_func ("/amk/safetensors/corrupt/random", test_random_garbage);
   g_test_add_func ("/amk/safetensors/sharded", test_sharded);
 
