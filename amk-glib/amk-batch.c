@@ -13,6 +13,7 @@
 #include "amk-cpu-executor.h"
 #include "amk-enum-types.h"
 #include "amk-model-private.h"
+#include "amk-sampler-private.h"
 #include "amk-tokenizer-stream-private.h"
 
 /**
@@ -741,7 +742,7 @@ take_token (AmkBatch  *self,
   AmkFinishReason reason = AMK_FINISH_REASON_NONE;
   guint id;
 
-  if (token < 0 || (guint) token >= build->vocab_size)
+  if (token < 0 || (guint) token >= MIN (build->vocab_size, amk_tokenizer_get_vocab_size (build->tokenizer)))
     {
       g_debug ("sequence %u: no valid token at position %u (its logits are not finite)",
                seq->id, seq->position);
@@ -777,6 +778,39 @@ take_token (AmkBatch  *self,
     finish (self, seq, reason);   /* unless a handler cancelled or removed it */
 }
 
+/* The rows' greedy tokens with no id that the tokenizer has no piece for: a model whose
+ * embedding is padded beyond the tokenizer (Qwen3) never produces those ids, as in
+ * transformers. The device's argmax runs over every id; a row that picked a padding id
+ * takes the argmax of its logits over the tokenizer's ids instead (a download of the
+ * logits, only then). */
+static gint32 *
+without_padding (AmkBatch      *self,
+                 const gint32  *next,
+                 GError       **error)
+{
+  AmkModelBuild *build = amk_model_get_build (self->model);
+  const guint vocab = build->vocab_size;
+  const guint n_pieces = MIN (vocab, amk_tokenizer_get_vocab_size (build->tokenizer));
+  g_autofree gint32 *chosen = g_memdup2 (next, self->capacity * sizeof (gint32));
+  g_autoptr(GBytes) logits = NULL;
+
+  for (guint s = 0; s < self->capacity; s++)
+    {
+      const float *row;
+      gsize size = 0;
+
+      if (chosen[s] < 0 || (guint) chosen[s] < n_pieces || (guint) chosen[s] >= vocab)
+        continue;
+      if (logits == NULL &&
+          (logits = amk_executor_download (self->executor, (guint) self->programs->step->logits, error)) == NULL)
+        return NULL;
+      row = g_bytes_get_data (logits, &size);
+      g_return_val_if_fail (size == (gsize) self->capacity * vocab * sizeof (float), NULL);
+      chosen[s] = amk_sample_argmax (row + (gsize) s * vocab, n_pieces);
+    }
+  return g_steal_pointer (&chosen);
+}
+
 /* One step; signals through emit(). */
 static gboolean
 step_run (AmkBatch      *self,
@@ -786,6 +820,7 @@ step_run (AmkBatch      *self,
   gint32 tokens[AMK_BATCH_MAX_CAPACITY], pos[AMK_BATCH_MAX_CAPACITY];
   guint ran[AMK_BATCH_MAX_CAPACITY];
   g_autoptr(GBytes) out = NULL;
+  g_autofree gint32 *chosen = NULL;
   const gint32 *next;
   AmkModelRows *step;
   gsize size = 0;
@@ -815,6 +850,8 @@ step_run (AmkBatch      *self,
     return FALSE;
   next = g_bytes_get_data (out, &size);
   g_return_val_if_fail (size == self->capacity * sizeof (gint32), FALSE);
+  if ((chosen = without_padding (self, next, error)) == NULL)
+    return FALSE;
   g_atomic_int_inc (&self->steps);
 
   /* by id: the signals' handlers may cancel, remove and add sequences meanwhile */
@@ -827,7 +864,7 @@ step_run (AmkBatch      *self,
       seq->position++;
       if (seq->fed < seq->n_prompt && ++seq->fed < seq->n_prompt)
         continue;   /* still in its prompt: the row's token is not wanted */
-      take_token (self, seq, next[s]);
+      take_token (self, seq, chosen[s]);
     }
   notify (self, PROP_STEPS);
   return TRUE;

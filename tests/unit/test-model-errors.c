@@ -739,6 +739,20 @@ test_padded_vocab (Fixture *f, gconstpointer data)
           g_assert_cmpint (ids[i], >=, 0);
           g_assert_cmpint (ids[i], <, VOCAB);
         }
+      if (!sampled)
+        {
+          /* a batch: the same greedy tokens, none a padding id */
+          g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 2);
+          g_autoptr(GArray) got = NULL;
+          guint id = amk_batch_add (batch, "abc ab", 6, &error);
+
+          g_assert_no_error (error);
+          g_assert_true (amk_batch_run (batch, NULL, &error));
+          g_assert_no_error (error);
+          got = amk_batch_get_tokens (batch, id, &error);
+          g_assert_no_error (error);
+          g_assert_cmpmem (got->data, got->len * sizeof (gint32), ids, n_ids * sizeof (gint32));
+        }
     }
 }
 
