@@ -58,8 +58,33 @@ typedef float v4sf __attribute__ ((vector_size (16)));
 #define AMK_CPU_THREAD_MACS  (1 << 20)
 
 /* Rows n0 .. n0 + nc (at most AMK_CPU_COLS) of the matrix W [N, k] as fp32, transposed:
- * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). */
-void amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt);
+ * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). Inline: it runs once per block
+ * of rows, in the ops' inner loops. */
+static inline void
+amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
+{
+  memset (wt, 0, sizeof (float) * AMK_CPU_COLS * k);
+  for (gint32 j = 0; j < nc; j++)
+    {
+      const guint64 row = (guint64) (n0 + j) * k;
+      if (w->info->dtype == AMK_DTYPE_BF16)
+        {
+          const guint8 *src = w->data + row * 2;
+          for (gint32 c = 0; c < k; c++)
+            {
+              guint16 h;
+              guint32 bits;
+              memcpy (&h, src + 2 * (guint64) c, 2);
+              bits = (guint32) h << 16;
+              memcpy (&wt[(guint64) c * AMK_CPU_COLS + j], &bits, 4);
+            }
+        }
+      else
+        for (gint32 c = 0; c < k; c++)
+          wt[(guint64) c * AMK_CPU_COLS + j] = amk_dtype_load (w->info->dtype, w->data, row + c);
+    }
+}
+
 
 /* A range of rows or columns, the first member of a thread's share of an instruction. */
 typedef struct {
