@@ -26,10 +26,10 @@
  *
  * Add sequences with [method@Amk.Batch.add], each with its prompt and its most tokens;
  * then call [method@Amk.Batch.step] (or [method@Amk.Batch.run], which steps until every
- * sequence has finished). A step first feeds the prompts of the sequences added since
- * the last step, a chunk of prompt tokens per launch
- * ([property@Amk.Model:prefill-chunk]), then advances every running sequence by one
- * token, emitting [signal@Amk.Batch::token] for each. A sequence finishes at an
+ * sequence has finished). A step first feeds one chunk of prompt tokens
+ * ([property@Amk.Model:prefill-chunk]) of each sequence still reading its prompt, then
+ * advances every sequence whose prompt is in by one token, emitting
+ * [signal@Amk.Batch::token] for each. A sequence finishes at an
  * end-of-sequence token, after its most tokens, when it fills the context, or when
  * [method@Amk.Batch.cancel] stops it; [signal@Amk.Batch::finished] says which. Its slot
  * is then free for the next [method@Amk.Batch.add]: sequences join and leave between
@@ -683,9 +683,9 @@ amk_batch_remove (AmkBatch  *self,
 
 /* ---- steps -------------------------------------------------------------------------- */
 
-/* Feeds every prompt token but the last of a sequence that joined since the last step
- * into its slot of the caches, a chunk per launch; the rows after the last token are
- * padding (position -1). */
+/* Feeds the next chunk of a sequence's prompt (of every token but the last) into its
+ * slot of the caches, one launch; the rows after the last token are padding (position
+ * -1). One chunk per step: the running sequences go on meanwhile. */
 static gboolean
 prefill (AmkBatch      *self,
          Sequence      *seq,
@@ -697,7 +697,7 @@ prefill (AmkBatch      *self,
   g_autofree gint32 *pos = g_new (gint32, chunk->rows);
   g_autofree gint32 *slot = g_new (gint32, chunk->rows);
 
-  while (seq->fed + 1 < seq->n_prompt)
+  if (seq->fed + 1 < seq->n_prompt)
     {
       const guint rows = MIN (chunk->rows, seq->n_prompt - 1 - seq->fed);
 
@@ -819,6 +819,7 @@ step_run (AmkBatch      *self,
 {
   gint32 tokens[AMK_BATCH_MAX_CAPACITY], pos[AMK_BATCH_MAX_CAPACITY];
   guint ran[AMK_BATCH_MAX_CAPACITY];
+  gboolean any = FALSE;
   g_autoptr(GBytes) out = NULL;
   g_autofree gint32 *chosen = NULL;
   const gint32 *next;
@@ -835,13 +836,21 @@ step_run (AmkBatch      *self,
     {
       Sequence *seq = self->slots[s];
 
-      if (seq != NULL && self->prefill_executor != NULL && !prefill (self, seq, cancellable, error))
-        return FALSE;
+      if (seq != NULL && self->prefill_executor != NULL)
+        {
+          if (!prefill (self, seq, cancellable, error))
+            return FALSE;
+          if (seq->fed + 1 < seq->n_prompt)
+            seq = NULL;   /* more of its prompt next step: its row idles */
+        }
       /* a row feeds its sequence's next prompt token or its last generated one */
       tokens[s] = seq == NULL ? 0 : seq->fed < seq->n_prompt ? seq->prompt[seq->fed] : seq->next;
       pos[s] = seq == NULL ? -1 : (gint32) seq->position;
       ran[s] = seq == NULL ? 0 : seq->id;
+      any |= seq != NULL;
     }
+  if (!any)
+    return TRUE;   /* only prompts were fed */
   if (g_cancellable_set_error_if_cancelled (cancellable, error) ||
       !upload_i32 (self->executor, step->tokens, tokens, self->capacity, error) ||
       !upload_i32 (self->executor, step->pos, pos, self->capacity, error) ||
@@ -876,9 +885,11 @@ step_run (AmkBatch      *self,
  * @cancellable: (nullable): a #GCancellable
  * @error: return location for a #GError
  *
- * Feeds the prompts of the sequences added since the last step, then runs the batch
- * step once: every running sequence gets its next token
- * ([signal@Amk.Batch::token]), and those that end emit [signal@Amk.Batch::finished].
+ * Feeds the next chunk of the prompt of each sequence still reading it (one launch of
+ * the prefill chunk each), then runs the batch step once: every sequence whose prompt
+ * is in gets its next token ([signal@Amk.Batch::token]), and those that end emit
+ * [signal@Amk.Batch::finished]. So a long prompt that joins does not hold the others
+ * up: they go on a token per step while it is read.
  * With no running sequence it does nothing. A failed launch or a cancellation leaves
  * the sequences as they were before the launch. While an asynchronous step runs it
  * fails with %AMK_BATCH_ERROR_BUSY.
