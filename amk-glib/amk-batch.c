@@ -441,6 +441,14 @@ ensure_loaded (AmkBatch  *self,
                      "lost: give each batch an executor of its own"));
       return FALSE;
     }
+  if (self->model == NULL)
+    {
+      /* made from a binding without its model */
+      g_set_error_literal (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_NO_MODEL,
+                           _("The batch has no model: make it with a model (amk_batch_new(), "
+                             "or the “model” property)"));
+      return FALSE;
+    }
   if (!amk_model_load_for_executor (self->model, self->executor, NULL, error))
     return FALSE;
   /* (every shape the decode step takes suits the many-token ops too) */

@@ -33,6 +33,8 @@ G_BEGIN_DECLS
  * @AMK_BATCH_ERROR_EXECUTOR_TAKEN: another program was loaded on the batch's executor,
  *   so the batch's KV caches are gone
  * @AMK_BATCH_ERROR_BUSY: an asynchronous step is running
+ * @AMK_BATCH_ERROR_NO_MODEL: the batch was made without a model (its
+ *   [property@Amk.Batch:model] is unset)
  *
  * Error codes of the %AMK_BATCH_ERROR domain.
  */
@@ -42,7 +44,8 @@ typedef enum {
   AMK_BATCH_ERROR_CONTEXT_FULL,
   AMK_BATCH_ERROR_UNKNOWN_SEQUENCE,
   AMK_BATCH_ERROR_EXECUTOR_TAKEN,
-  AMK_BATCH_ERROR_BUSY
+  AMK_BATCH_ERROR_BUSY,
+  AMK_BATCH_ERROR_NO_MODEL
 } AmkBatchError;
 
 AMK_AVAILABLE_IN_1_0

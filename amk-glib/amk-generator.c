@@ -252,8 +252,6 @@ amk_generator_constructed (GObject *object)
 
   G_OBJECT_CLASS (amk_generator_parent_class)->constructed (object);
 
-  if (self->model == NULL)
-    g_critical ("An AmkGenerator needs a model: set the “model” property");
   if (self->executor == NULL)
     self->executor = AMK_EXECUTOR (amk_cpu_executor_new_empty ());
 }
@@ -1484,6 +1482,14 @@ static gboolean
 begin (AmkGenerator  *self,
        GError       **error)
 {
+  /* a generator made from a binding without its model: every run says so */
+  if (self->model == NULL)
+    {
+      g_set_error_literal (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_MODEL,
+                           _("The generator has no model: make it with a model "
+                             "(amk_generator_new(), or the “model” property)"));
+      return FALSE;
+    }
   if (self->busy)
     {
       g_set_error_literal (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_BUSY,
@@ -1541,7 +1547,6 @@ amk_generator_prefill (AmkGenerator  *self,
   g_autofree char *ok = NULL;
 
   g_return_val_if_fail (AMK_IS_GENERATOR (self), FALSE);
-  g_return_val_if_fail (self->model != NULL, FALSE);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
@@ -1582,7 +1587,6 @@ amk_generator_generate (AmkGenerator  *self,
                         GError       **error)
 {
   g_return_val_if_fail (AMK_IS_GENERATOR (self), NULL);
-  g_return_val_if_fail (self->model != NULL, NULL);
   g_return_val_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable), NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
@@ -1669,7 +1673,6 @@ amk_generator_generate_async (AmkGenerator        *self,
   Run *run;
 
   g_return_if_fail (AMK_IS_GENERATOR (self));
-  g_return_if_fail (self->model != NULL);
   g_return_if_fail (cancellable == NULL || G_IS_CANCELLABLE (cancellable));
 
   task = g_task_new (self, cancellable, callback, user_data);

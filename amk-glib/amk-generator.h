@@ -36,6 +36,8 @@ G_BEGIN_DECLS
  * @AMK_GENERATOR_ERROR_NO_TOKEN: the model's step produced no valid next token (its
  *   logits are not finite)
  * @AMK_GENERATOR_ERROR_BUSY: the generator is already generating
+ * @AMK_GENERATOR_ERROR_NO_MODEL: the generator was made without a model (its
+ *   [property@Amk.Generator:model] is unset)
  *
  * Error codes of the %AMK_GENERATOR_ERROR domain.
  */
@@ -45,7 +47,8 @@ typedef enum {
   AMK_GENERATOR_ERROR_INVALID_TOP_P,
   AMK_GENERATOR_ERROR_CONTEXT_FULL,
   AMK_GENERATOR_ERROR_NO_TOKEN,
-  AMK_GENERATOR_ERROR_BUSY
+  AMK_GENERATOR_ERROR_BUSY,
+  AMK_GENERATOR_ERROR_NO_MODEL
 } AmkGeneratorError;
 
 AMK_AVAILABLE_IN_1_0

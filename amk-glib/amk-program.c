@@ -180,9 +180,11 @@ amk_program_init (AmkProgram *self)
 
 /**
  * amk_program_new:
- * @num_queues: the number of queues (thread blocks), at least 1
+ * @num_queues: the number of queues (thread blocks), from 1 to 65536
  *
- * Creates an empty program with @num_queues queues.
+ * Creates an empty program with @num_queues queues. Another count is a programmer
+ * error (a critical and %NULL): check a count that comes from outside first, or use
+ * an executor's [method@Amk.Executor.get_preferred_queues].
  *
  * Returns: (transfer full): a new program
  */

@@ -435,6 +435,14 @@ test_errors (void)
   g_assert_cmpuint (amk_batch_add (batch, "", 4, &error), ==, 0);
   g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_EMPTY_PROMPT);
   g_clear_error (&error);
+  {
+    /* made without a model, as a binding can */
+    g_autoptr(AmkBatch) bare = g_object_new (AMK_TYPE_BATCH, NULL);
+
+    g_assert_cmpuint (amk_batch_add (bare, PROMPTS[0], 4, &error), ==, 0);
+    g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_NO_MODEL);
+    g_clear_error (&error);
+  }
   g_assert_false (amk_batch_cancel (batch, 7, &error));
   g_assert_error (error, AMK_BATCH_ERROR, AMK_BATCH_ERROR_UNKNOWN_SEQUENCE);
   g_clear_error (&error);

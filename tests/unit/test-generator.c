@@ -291,6 +291,41 @@ test_generator_errors (void)
   g_assert_cmpuint (amk_generator_get_position (gen), ==, 0);
 }
 
+static void
+no_model_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  GError **error = data;
+  char *text = amk_generator_generate_finish (AMK_GENERATOR (source), result, error);
+
+  g_assert_null (text);
+}
+
+/* A generator made without a model, as a binding can (Amk.Generator()): no critical,
+ * and every run, also an asynchronous one, fails with NO_MODEL. */
+static void
+test_generator_no_model (void)
+{
+  g_autoptr(AmkGenerator) gen = g_object_new (AMK_TYPE_GENERATOR, NULL);
+  g_autoptr(GMainContext) context = g_main_context_new ();
+  GError *error = NULL;
+
+  g_assert_null (amk_generator_get_model (gen));
+  g_assert_null (amk_generator_generate (gen, PROMPT, 4, NULL, &error));
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_MODEL);
+  g_clear_error (&error);
+  g_assert_false (amk_generator_prefill (gen, PROMPT, NULL, &error));
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_MODEL);
+  g_clear_error (&error);
+
+  g_main_context_push_thread_default (context);
+  amk_generator_generate_async (gen, PROMPT, 4, NULL, no_model_done, &error);
+  while (error == NULL)
+    g_main_context_iteration (context, TRUE);
+  g_main_context_pop_thread_default (context);
+  g_assert_error (error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_NO_MODEL);
+  g_clear_error (&error);
+}
+
 /* ---- the sampler --------------------------------------------------------------------- */
 
 static void
@@ -950,6 +985,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/model/error/async-missing-file", test_model_async_missing);
   g_test_add_func ("/amk/generator/properties", test_generator_properties);
   g_test_add_func ("/amk/generator/errors", test_generator_errors);
+  g_test_add_func ("/amk/generator/error/no-model", test_generator_no_model);
   g_test_add_func ("/amk/generator/sampler", test_sampler);
   g_test_add_func ("/amk/model/loaded", test_model_loaded);
   g_test_add_func ("/amk/generator/greedy", test_generator_greedy);
