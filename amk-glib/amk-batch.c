@@ -750,7 +750,7 @@ take_token (AmkBatch  *self,
   AmkFinishReason reason = AMK_FINISH_REASON_NONE;
   guint id;
 
-  if (token < 0 || (guint) token >= MIN (build->vocab_size, amk_tokenizer_get_vocab_size (build->tokenizer)))
+  if (token < 0 || (guint) token >= build->n_pieces)
     {
       g_debug ("sequence %u: no valid token at position %u (its logits are not finite)",
                seq->id, seq->position);
@@ -798,7 +798,7 @@ without_padding (AmkBatch      *self,
 {
   AmkModelBuild *build = amk_model_get_build (self->model);
   const guint vocab = build->vocab_size;
-  const guint n_pieces = MIN (vocab, amk_tokenizer_get_vocab_size (build->tokenizer));
+  const guint n_pieces = build->n_pieces;
   g_autofree gint32 *chosen = g_memdup2 (next, self->capacity * sizeof (gint32));
   g_autoptr(GBytes) logits = NULL;
 

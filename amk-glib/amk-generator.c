@@ -1253,7 +1253,7 @@ next_token (AmkGenerator  *self,
             GError       **error)
 {
   AmkModelBuild *build = amk_model_get_build (self->model);
-  guint n_pieces = MIN (build->vocab_size, amk_tokenizer_get_vocab_size (build->tokenizer));
+  const guint n_pieces = build->n_pieces;
   g_autoptr(GBytes) bytes = NULL;
   const void *data;
   gsize size = 0;

@@ -40,6 +40,8 @@ typedef struct {
   gint          tokens;      /* i32 [1]: the input token, then the argmax (STATE) */
   gint          pos;         /* i32 [1]: the position of the input token (INPUT) */
   guint         vocab_size;
+  guint         n_pieces;    /* ids below this have a piece in the tokenizer: at most
+                              * vocab_size (an embedding may be padded beyond it) */
   gint32        bos_id;      /* -1 when the file names none */
   gint32        eos_id;      /* -1 when the file names none */
   guint         context;     /* KV cache rows */

@@ -228,6 +228,7 @@ amk_model_build_graph (AmkModelSpec  *spec,
   build->bos_id = amk_tokenizer_get_bos_id (tokenizer);
   build->eos_id = amk_tokenizer_get_eos_id (tokenizer);
   build->vocab_size = (guint) hp->vocab;
+  build->n_pieces = MIN (build->vocab_size, amk_tokenizer_get_vocab_size (tokenizer));
   build->context = context;
   build->n_layers = hp->n_layers;
   build->hidden = hp->hidden;
