@@ -16,7 +16,8 @@
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 
-#define MATMUL_TILE       128u /* rows and columns of a full tile of the device kernel */
+#define MATMUL_TILE_ROWS  256u /* rows of a full tile: the device kernel's wgmma tile at 512 threads */
+#define MATMUL_TILE_COLS  128u /* columns of a full tile */
 #define MATMUL_MIN_COLS    16u /* a column tile is a whole number of tensor-core tiles */
 #define MATMUL_K_MULTIPLE   8u /* 16 bytes of a 16-bit row of W */
 /* M and N are int32 in the instruction; the device refuses 2^31 or more of either */
@@ -288,8 +289,8 @@ verify_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t
 
 /* ---- lowering and cost -------------------------------------------------------------- */
 
-/* The tile grid of a MATMUL op: rows in tiles of MATMUL_TILE (the last one smaller), and
- * columns in tiles of MATMUL_TILE when that gives every queue a tile; otherwise in
+/* The tile grid of a MATMUL op: rows in tiles of MATMUL_TILE_ROWS (the last one smaller),
+ * and columns in tiles of MATMUL_TILE_COLS when that gives every queue a tile; otherwise in
  * narrower tiles (whole tensor-core tiles of MATMUL_MIN_COLS) that give about one tile
  * per queue, so that a few rows still spread over the device. */
 static void
@@ -301,9 +302,9 @@ matmul_grid (AmkLowering *lw, guint64 *m, guint64 *n, guint64 *m_tiles, guint64 
 
   *n = w->shape[0];
   *m = x->n_elements / w->shape[1];
-  *m_tiles = (*m + MATMUL_TILE - 1) / MATMUL_TILE;
-  if (*m_tiles * ((*n + MATMUL_TILE - 1) / MATMUL_TILE) >= queues)
-    *n_tile = MATMUL_TILE;
+  *m_tiles = (*m + MATMUL_TILE_ROWS - 1) / MATMUL_TILE_ROWS;
+  if (*m_tiles * ((*n + MATMUL_TILE_COLS - 1) / MATMUL_TILE_COLS) >= queues)
+    *n_tile = MATMUL_TILE_COLS;
   else
     {
       const guint64 cols = (*n * *m_tiles + queues - 1) / queues;
@@ -336,8 +337,8 @@ lower_matmul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 
   matmul_grid (lw, &m, &n, &m_tiles, &n_tile);
   n_tiles = (n + n_tile - 1) / n_tile;
-  m0 = tile / n_tiles * MATMUL_TILE;
-  mc = MIN (MATMUL_TILE, m - m0);
+  m0 = tile / n_tiles * MATMUL_TILE_ROWS;
+  mc = MIN (MATMUL_TILE_ROWS, m - m0);
   n0 = tile % n_tiles * n_tile;
   nc = MIN (n_tile, n - n0);
   k = amk_lower_buffer (lw, op->buffers[1])->shape[1];

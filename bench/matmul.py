@@ -6,7 +6,8 @@ runs torch_matmul.py (cuBLAS) in the same session and prints the ratio.
     bash .gpu/run.sh python3 bench/matmul.py [--m 2048] [--repeats 10]
 
 For each shape: one program of a single MATMUL op (the compiler's tiling), random bf16
-W, f32 X; the device time of each launch (AmkLauncher.get_last_launch_time), median.
+W, bf16 X (what the GPU prefill feeds its MATMULs; --x-dtype f32 times the tile that
+converts X); the device time of each launch (AmkLauncher.get_last_launch_time), median.
 Prints "AMK name M N K ms TFLOP/s". A check of one row against numpy comes first.
 
 SPDX-License-Identifier: LGPL-2.1-or-later
@@ -29,10 +30,10 @@ def bf16(a):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def run_shape(name, m, n, k, repeats, rng):
+def run_shape(name, m, n, k, repeats, rng, x_f32):
     launcher = Amk.Launcher(device=0)
     prog = Amk.Program.new(launcher.get_preferred_queues())
-    x = prog.add_buffer("x", Amk.DType.F32, [m, k], Amk.BufferRole.INPUT)
+    x = prog.add_buffer("x", Amk.DType.F32 if x_f32 else Amk.DType.BF16, [m, k], Amk.BufferRole.INPUT)
     w = prog.add_buffer("w", Amk.DType.BF16, [n, k], Amk.BufferRole.CONSTANT)
     y = prog.add_buffer("y", Amk.DType.F32, [m, n], Amk.BufferRole.OUTPUT)
     wv = bf16(rng.standard_normal(n * k, dtype=np.float32) * 0.05)
@@ -41,7 +42,7 @@ def run_shape(name, m, n, k, repeats, rng):
     prog.compile()
     launcher.load(prog)
     xv = rng.standard_normal(m * k, dtype=np.float32)
-    launcher.upload(x, GLib.Bytes.new(xv.tobytes()))
+    launcher.upload(x, GLib.Bytes.new(xv.tobytes() if x_f32 else bf16(xv).tobytes()))
     times = []
     for _ in range(repeats + 2):
         launcher.launch(None)
@@ -64,12 +65,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--x-dtype", choices=["bf16", "f32"], default="bf16")
     args = ap.parse_args()
     if Amk.Launcher.get_device_count() == 0:
         print("matmul.py: no CUDA device")
         return 77
     rng = np.random.default_rng(0)
-    ok = all([run_shape(name, args.m, n, k, args.repeats, rng) for name, n, k in SHAPES])
+    ok = all([run_shape(name, args.m, n, k, args.repeats, rng, args.x_dtype == "f32") for name, n, k in SHAPES])
     return 0 if ok else 1
 
 

@@ -373,13 +373,12 @@ amk_abi_rope_attn_fits (int64_t d, int64_t group, int64_t max_ctx, int64_t n_spl
 #define AMK_MATVEC_SMEM_BYTES            (512 * AMK_MATVEC_RING_BYTES_PER_THREAD + 4 * 16384)
 
 /* MATMUL's shared-memory need (kernels/ops-matmul.cuh) for a block of `threads`
- * threads (a multiple of 128): AMK_MATMUL_STAGES stages of a step of W (128 rows of 64
- * 16-bit elements padded to 72) and of X (threads / 4 rows of 64 floats), the step of X
- * converted to 16 bits, and the rows' norms. The launcher gives at least this much to a
+ * threads (a multiple of 128): AMK_MATMUL_STAGES stages of a step of 64 K columns of
+ * the block tile's threads / 2 rows of X and 128 rows of W in 16 bits, and 1 KiB to
+ * align them to the tensor cores' swizzle. The launcher gives at least this much to a
  * program with a MATMUL. Tuning constants, not struct layout. */
-#define AMK_MATMUL_STAGES 3
-#define AMK_MATMUL_SMEM_BYTES(threads) \
-  (AMK_MATMUL_STAGES * (128 * 72 * 2 + ((threads) / 4) * 64 * 4) + ((threads) / 4) * (72 * 2 + 4))
+#define AMK_MATMUL_STAGES 4
+#define AMK_MATMUL_SMEM_BYTES(threads) (AMK_MATMUL_STAGES * ((threads) / 2 + 128) * 64 * 2 + 1024)
 
 /* ATTN_ROWS's tensor-core path (kernels/ops-attention-rows.cuh): two buffers of 64 key
  * and 64 value rows of a 64-dimensional head, padded to 72 elements. With less dynamic

@@ -4,16 +4,17 @@
  *   Y[m, n] = sum_c X'[m, c] W[n, c] (+ bias[n]) (+ R[m, n])
  *
  * with X' = X or X' = X[m] * rsqrt(mean(X[m]^2) + eps) * norm (a fused RMSNORM per row),
- * rounded to W's 16-bit type, and fp32 accumulation (mma.sync m16n8k16).
+ * rounded to W's 16-bit type, and fp32 accumulation on tensor cores.
  *
- * The instruction's rectangle is cut into block tiles of BM x AMK_MM_BN (BM = 8 x warps:
- * the warps form a (warps / 4) x 4 grid, each computing 32 x 32 outputs). A tile walks K
- * in steps of AMK_MM_BK columns through AMK_MATMUL_STAGES shared-memory stages: W's and
- * X's steps stream into their stage with cp.async (zero-filled past N, M and K), so no
- * load waits in registers. X of W's type without a norm feeds the tensor cores from its
- * stage; F32 X (or a norm) is converted, once its step landed, into one more 16-bit
- * buffer. Shared-memory rows are padded to AMK_MM_LDS elements, which makes every
- * ldmatrix free of bank conflicts.
+ * Many rows of bf16 X and W without a norm (the GPU prefill's) run on the warpgroup
+ * tensor cores (ops-matmul-wgmma.cuh). Otherwise the tile is BM x
+ * AMK_MM_BN (BM = 8 x warps: the warps form a (warps / 4) x 4 grid, each computing 32 x 32
+ * outputs with mma.sync) and walks K in steps of AMK_MM_BK columns through
+ * AMK_MM_SYNC_STAGES shared-memory stages: W's and X's steps stream into their stage with
+ * cp.async (zero-filled past N, M and K), so no load waits in registers; F32 X (or a
+ * norm) is converted, once its step landed, into one more 16-bit buffer. Shared-memory
+ * rows are padded to AMK_MM_LDS elements, which makes every ldmatrix free of bank
+ * conflicts. A few rows (a batch's step) stream W instead (amk_mm_few_rows()).
  *
  * Operands that another block may have written (X, R, bias, norm) are read after the
  * block's acquire, by cp.async.cg (through L2) or ordinary coherent loads, never .nc.
@@ -37,9 +38,17 @@
 #define AMK_MM_ABSENT 0xfu
 #define AMK_MM_FEW_ROWS 64 /* rows up to which a tile streams W (amk_mm_few_rows()) */
 
-static_assert (AMK_MATMUL_SMEM_BYTES (512) ==
-               AMK_MATMUL_STAGES * (AMK_MM_BN * AMK_MM_LDS * 2 + 128 * AMK_MM_BK * 4) + 128 * (AMK_MM_LDS * 2 + 4),
-               "amk-abi.h's shared-memory need of MATMUL matches the tile");
+#define AMK_MM_SYNC_STAGES 3 /* stages of amk_mm_block_tile() */
+
+/* amk_mm_block_tile()'s stages, X buffer and norms for BM = threads / 4 rows */
+#define AMK_MM_SYNC_SMEM_BYTES(threads) \
+  (AMK_MM_SYNC_STAGES * (AMK_MM_BN * AMK_MM_LDS * 2 + ((threads) / 4) * AMK_MM_BK * 4) + \
+   ((threads) / 4) * (AMK_MM_LDS * 2 + 4))
+static_assert (AMK_MM_SYNC_SMEM_BYTES (128) <= AMK_MATMUL_SMEM_BYTES (128) &&
+               AMK_MM_SYNC_SMEM_BYTES (512) <= AMK_MATMUL_SMEM_BYTES (512),
+               "amk-abi.h's shared-memory need of MATMUL covers the mma.sync tile");
+static_assert (AMK_MATMUL_SMEM_BYTES (512) == AMK_MATMUL_STAGES * (256 + AMK_MM_BN) * AMK_MM_BK * 2 + 1024,
+               "amk-abi.h's shared-memory need of MATMUL matches the wgmma tile");
 
 static __device__ __forceinline__ uint32_t
 amk_mm_dt (uint32_t packed, int slot)
@@ -267,7 +276,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
    * padded rows), the 16-bit X buffer, the rows' 1 / rms */
   const uint32_t w_bytes = AMK_MM_BN * AMK_MM_LDS * 2, stage = w_bytes + BM * AMK_MM_BK * 4;
   const uint32_t s_base = (uint32_t) __cvta_generic_to_shared (amk_dyn_smem);
-  unsigned char *xbuf = amk_dyn_smem + AMK_MATMUL_STAGES * stage;
+  unsigned char *xbuf = amk_dyn_smem + AMK_MM_SYNC_STAGES * stage;
   float *s_rs = reinterpret_cast<float *> (xbuf + BM * AMK_MM_LDS * 2);
 
   /* the rows' 1 / rms over all K columns, a warp per row */
@@ -307,7 +316,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
         acc[i][j][e] = 0.0f;
 
   /* prologue: steps 0 .. STAGES - 2 in flight */
-  for (uint32_t s = 0; s < AMK_MATMUL_STAGES - 1; s++)
+  for (uint32_t s = 0; s < AMK_MM_SYNC_STAGES - 1; s++)
     {
       if (s < steps)
         {
@@ -322,14 +331,14 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
 
   for (uint32_t kt = 0; kt < steps; kt++)
     {
-      const uint32_t st = s_base + (kt % AMK_MATMUL_STAGES) * stage;
-      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MATMUL_STAGES - 2) : "memory");
+      const uint32_t st = s_base + (kt % AMK_MM_SYNC_STAGES) * stage;
+      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MM_SYNC_STAGES - 2) : "memory");
       __syncthreads ();
       /* the stage of step kt - 1 is free for step kt + STAGES - 1 */
-      const uint32_t next = kt + AMK_MATMUL_STAGES - 1;
+      const uint32_t next = kt + AMK_MM_SYNC_STAGES - 1;
       if (next < steps)
         {
-          const uint32_t ns = s_base + (next % AMK_MATMUL_STAGES) * stage;
+          const uint32_t ns = s_base + (next % AMK_MM_SYNC_STAGES) * stage;
           amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns, tid, nt);
           if (x_f32)
             amk_mm_load_rows_f32 (x, K, t.m0, t.m_end, BM, next, ns + w_bytes, tid, nt);
@@ -339,12 +348,12 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
       asm volatile ("cp.async.commit_group;" ::: "memory");
       if (!x_direct)
         {
-          amk_mm_convert_x<F16> (amk_dyn_smem + (kt % AMK_MATMUL_STAGES) * stage + w_bytes, xdt, xbuf, norm,
+          amk_mm_convert_x<F16> (amk_dyn_smem + (kt % AMK_MM_SYNC_STAGES) * stage + w_bytes, xdt, xbuf, norm,
                                  ndt, s_rs, K, BM, kt, tid, nt);
           __syncthreads ();
         }
 
-      const uint32_t ws = st, xs = x_direct ? st + w_bytes : s_base + AMK_MATMUL_STAGES * stage;
+      const uint32_t ws = st, xs = x_direct ? st + w_bytes : s_base + AMK_MM_SYNC_STAGES * stage;
 #pragma unroll
       for (int kk = 0; kk < AMK_MM_BK; kk += 16)
         {
@@ -589,6 +598,9 @@ amk_mm_few_rows_any (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     amk_mm_few_rows<F16, 8> (ctx, ins, buffers, t, tid, nt);
 }
 
+/* the wgmma tile builds on the pieces above */
+#include "ops-matmul-wgmma.cuh"
+
 /* The whole block, after the waits (run is uniform over the block). Returns
  * AMK_ABORT_CHECK when the launch gave too little dynamic shared memory or a warp count
  * that is not a multiple of 4 (the launcher's configuration never does). */
@@ -602,12 +614,13 @@ amk_matmul_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
     return AMK_ABORT_NONE;
 
   const amk_matmul_params_t &p = ins->params.matmul;
-  const uint32_t BM = (uint32_t) nt / 4;
   const uint32_t m_end = (uint32_t) p.m0 + (uint32_t) p.m_count;
   const uint32_t n_end = (uint32_t) p.n0 + (uint32_t) p.n_count;
+  const uint32_t BM = (uint32_t) nt / 4;
   const bool f16 = amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_F16;
 
-  /* a few rows without a fused norm (a batch's step): W streamed, see amk_mm_few_rows() */
+  /* a few rows without a fused norm (a batch's step): W streamed, see amk_mm_few_rows();
+   * many rows of bf16 X and W without a norm go to amk_mmw_exec() where the build has it */
   const bool few = p.m_count <= AMK_MM_FEW_ROWS && amk_mm_dt (ctx->dtype, 5) == AMK_MM_ABSENT;
 
   for (uint32_t m = (uint32_t) p.m0; m < m_end; m += BM)

@@ -630,6 +630,13 @@ amk_megakernel_run (const amk_device_program &launched)
 
       if (opcode == AMK_ABI_OP_MATVEC)
         amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt); /* has barriers: every warp */
+#ifdef AMK_MM_HAVE_WGMMA
+      else if (MANY && opcode == AMK_ABI_OP_MATMUL && amk_mmw_takes (&ctx, ins, nt))
+        {
+          if (run)
+            amk_mmw_exec (&ctx, ins, prog.buffers, tid, nt); /* inline: see its comment */
+        }
+#endif
       else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_ROWS)
         {
           /* every warp enters (the ops may have block barriers); checks that need device

@@ -102,6 +102,18 @@ def test_matmul_few_rows_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused):
     test_matmul_gpu_matches_cpu(wdt, xdt, ydt, m, n, k, fused)
 
 
+@pytest.mark.parametrize("ydt", [F32, BF16], ids=["f32-y", "bf16-y"])
+@pytest.mark.parametrize("m,n,k,fused", [
+    (65, 136, 72, "none"), (100, 300, 264, "bias+residual"), (256, 520, 1032, "residual-in-place"),
+    (300, 264, 2056, "bias"), (513, 129, 136, "bias+residual"), (2048, 384, 2048, "none"),
+])
+def test_matmul_wgmma_gpu_matches_cpu(ydt, m, n, k, fused):
+    """Many rows of bf16 X and W without a norm: the warpgroup tiles (64 rows a
+    warpgroup, rows, columns and K past the tile's edges zero-filled, tiles whose last
+    warpgroups have no rows)."""
+    test_matmul_gpu_matches_cpu(BF16, BF16, ydt, m, n, k, fused)
+
+
 def test_matmul_refuses_a_hand_set_configuration():
     """MATMUL's tiles need a multiple of 128 threads and their shared memory: a launcher
     set by hand below that says so before the launch."""

@@ -126,7 +126,7 @@ def test_fused(rng, residual, norm, bias, m):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_many_row_tiles(rng, seed):
-    # 300 rows: row tiles of 128, 128 and 44, in place, run in random queue orders
+    # 300 rows: row tiles of 256 and 44, in place, run in random queue orders
     case = MatmulCase(rng, m=300, n=136, k=64, bias=True, residual="in-place", norm=True,
                       queues=7)
     got, want = case.run(rng, seed)
@@ -144,23 +144,25 @@ def tiles(program):
     return sorted(out)
 
 
+ROWS = 256  # rows of a full tile (the device's wgmma tile at 512 threads)
+
+
 def grid(m_tiles, n, n_tile):
-    return sorted((r * 128, min(128, m_tiles[1] - r * 128), c, min(n_tile, n - c))
+    return sorted((r * ROWS, min(ROWS, m_tiles[1] - r * ROWS), c, min(n_tile, n - c))
                   for r in range(m_tiles[0]) for c in range(0, n, n_tile))
 
 
 def test_tile_grid(rng):
-    # enough tiles of 128 x 128 for every queue: full tiles, the last ones smaller
+    # enough tiles of 256 x 128 for every queue: full tiles, the last ones smaller
     case = MatmulCase(rng, m=300, n=200, k=16, queues=4)
-    assert tiles(case.program) == grid((3, 300), 200, 128)
+    assert tiles(case.program) == grid((2, 300), 200, 128)
     # few rows, many queues: columns in multiples of 16 for about one tile per queue
     # (ceil(200 / 64) = 4 columns, rounded up to 16)
     case = MatmulCase(rng, m=7, n=200, k=16, queues=64)
     assert tiles(case.program) == grid((1, 7), 200, 16)
-    # 2 x 8 tiles of 128 leave queues idle: ceil(2 * 1000 / 20) = 100 columns, rounded
-    # up to 112
-    case = MatmulCase(rng, m=129, n=1000, k=16, queues=20)
-    assert tiles(case.program) == grid((2, 129), 1000, 112)
+    # 2 x 8 tiles leave queues idle: ceil(2 * 1000 / 20) = 100 columns, rounded up to 112
+    case = MatmulCase(rng, m=257, n=1000, k=16, queues=20)
+    assert tiles(case.program) == grid((2, 257), 1000, 112)
 
 
 def test_chain(rng):

@@ -1,0 +1,216 @@
+/* ops-matmul-wgmma.cuh: MATMUL's block tile on Hopper's warpgroup tensor cores (wgmma,
+ * sm_90a), for bf16 X and W without a fused norm (the GPU prefill's inputs; X is never
+ * f16, so f16 weights take the mma.sync tile, which converts X).
+ *
+ * A block tile is 64 x warpgroups rows of X by AMK_MM_BN rows of W. Each warpgroup owns
+ * 64 of the rows and keeps their 64 x 128 fp32 sums in registers (64 per thread): the
+ * tensor cores read both operands from shared memory, so no ldmatrix and no fragment
+ * registers stand between the stages and the products. K goes in steps of 64 columns
+ * through AMK_MATMUL_STAGES stages, filled by cp.async in the 128-byte swizzle that
+ * wgmma's descriptors name (a row of 64 elements is 128 bytes; its 16-byte chunk c lands
+ * at c XOR row % 8, which spreads every read of 8 rows over all banks). Two steps are in
+ * flight while the tensor cores work on a third, and the products of one step still run
+ * while the block waits for the next: a stage is refilled only after every warpgroup's
+ * products of it have retired (wgmma.wait_group 1, then the block's barrier).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_OPS_MATMUL_WGMMA_CUH
+#define AMK_OPS_MATMUL_WGMMA_CUH
+
+#include <stdint.h>
+
+#include "amk-abi.h"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define AMK_MM_HAVE_WGMMA 1
+
+/* The shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle:
+ * start address, leading offset (unused by this swizzle: 16 bytes), stride between
+ * groups of 8 rows (1024 bytes), swizzle mode 1. */
+static __device__ __forceinline__ uint64_t
+amk_mmw_desc (uint32_t saddr)
+{
+  return (uint64_t) ((saddr & 0x3ffffu) >> 4) | ((uint64_t) 1 << 16) | ((uint64_t) (1024 >> 4) << 32) |
+         ((uint64_t) 1 << 62);
+}
+
+/* d += A B^T for A 64 x 16 and B 128 x 16, bf16, both K-major in shared memory. */
+static __device__ __forceinline__ void
+amk_mmw_mma (float (&d)[64], uint64_t da, uint64_t db)
+{
+#define AMK_MMW_D(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define AMK_MMW_D16(i) AMK_MMW_D (i), AMK_MMW_D (i + 4), AMK_MMW_D (i + 8), AMK_MMW_D (i + 12)
+  asm volatile ("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+                "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,"
+                "%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,"
+                "%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                : AMK_MMW_D16 (0), AMK_MMW_D16 (16), AMK_MMW_D16 (32), AMK_MMW_D16 (48)
+                : "l"(da), "l"(db), "r"(1));
+#undef AMK_MMW_D16
+#undef AMK_MMW_D
+}
+
+/* Keeps the compiler from moving reads or writes of the sums across the asynchronous
+ * products' issue and wait. */
+static __device__ __forceinline__ void
+amk_mmw_fence_sums (float (&d)[64])
+{
+#pragma unroll
+  for (int i = 0; i < 64; i++)
+    asm volatile ("" : "+f"(d[i]) : : "memory");
+}
+
+/* Step `kt` of `rows` rows of a 16-bit matrix into the swizzled stage at `dst` (rows of
+ * 128 bytes): zeros past `row_end` and past K. */
+static __device__ __forceinline__ void
+amk_mmw_load (const unsigned char *src, uint32_t K, uint32_t row0, uint32_t row_end, uint32_t rows,
+              uint32_t kt, uint32_t dst, int tid, int nt)
+{
+  for (uint32_t c = (uint32_t) tid; c < rows * 8; c += (uint32_t) nt)
+    {
+      const uint32_t r = c / 8, q = c % 8;
+      const uint32_t row = row0 + r, kc = kt * 64 + q * 8;
+      const bool in = row < row_end && kc < K;
+      amk_mm_cp16 (dst + r * 128 + ((q ^ (r % 8)) << 4), in ? src + ((uint64_t) row * K + kc) * 2 : src,
+                   in ? 16u : 0u);
+    }
+}
+
+static __device__ __forceinline__ void
+amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
+                    const amk_buffer_t *buffers, const amk_mm_tile &t, int tid, int nt)
+{
+  const uint32_t packed = ctx->dtype;
+  const uint32_t N = ctx->count, K = ctx->esize;
+  const uint32_t ydt = amk_mm_dt (packed, 0), bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4);
+  const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
+  unsigned char *y = ctx->ptr[0];
+  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
+                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
+  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
+                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
+  const uint32_t BM = (uint32_t) nt / 2; /* 64 rows per warpgroup */
+  const uint32_t wg = (uint32_t) tid / 128, wt = (uint32_t) tid % 128;
+  /* a warpgroup whose rows all lie past M has nothing to multiply */
+  const bool live = t.m0 + wg * 64 < t.m_end;
+
+  /* per stage X's BM rows, then W's AMK_MM_BN rows; stages 1024-byte aligned (the
+   * swizzle repeats every 8 rows of 128 bytes) */
+  const uint32_t x_bytes = BM * 128, stage = x_bytes + AMK_MM_BN * 128;
+  const uint32_t s_base = ((uint32_t) __cvta_generic_to_shared (amk_dyn_smem) + 1023u) & ~1023u;
+  const uint32_t steps = (K + 63) / 64;
+  float acc[64];
+
+#pragma unroll
+  for (int i = 0; i < 64; i++)
+    acc[i] = 0.0f;
+
+  /* prologue: steps 0 .. STAGES - 3 in flight */
+  for (uint32_t s = 0; s < AMK_MATMUL_STAGES - 2; s++)
+    {
+      if (s < steps)
+        {
+          amk_mmw_load (x, K, t.m0, t.m_end, BM, s, s_base + s * stage, tid, nt);
+          amk_mmw_load (w, K, t.n0, t.n_end, AMK_MM_BN, s, s_base + s * stage + x_bytes, tid, nt);
+        }
+      asm volatile ("cp.async.commit_group;" ::: "memory");
+    }
+
+  for (uint32_t kt = 0; kt < steps; kt++)
+    {
+      const uint32_t st = s_base + (kt % AMK_MATMUL_STAGES) * stage;
+      asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MATMUL_STAGES - 3) : "memory");
+      /* the stage was written through the generic proxy, the tensor cores read it
+       * through the async one */
+      asm volatile ("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncthreads ();
+      /* every warpgroup's products of step kt - 2 have retired: its stage takes step
+       * kt + STAGES - 2 */
+      const uint32_t next = kt + AMK_MATMUL_STAGES - 2;
+      if (next < steps)
+        {
+          const uint32_t ns = s_base + (next % AMK_MATMUL_STAGES) * stage;
+          amk_mmw_load (x, K, t.m0, t.m_end, BM, next, ns, tid, nt);
+          amk_mmw_load (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns + x_bytes, tid, nt);
+        }
+      asm volatile ("cp.async.commit_group;" ::: "memory");
+
+      if (live)
+        {
+          const uint64_t da = amk_mmw_desc (st + wg * 64 * 128), db = amk_mmw_desc (st + x_bytes);
+          amk_mmw_fence_sums (acc);
+          asm volatile ("wgmma.fence.sync.aligned;" ::: "memory");
+          /* 16 columns are 32 bytes further along the (swizzled) rows: 2 in the
+           * descriptor's 16-byte units */
+#pragma unroll
+          for (int kk = 0; kk < 4; kk++)
+            amk_mmw_mma (acc, da + 2 * kk, db + 2 * kk);
+          asm volatile ("wgmma.commit_group.sync.aligned;" ::: "memory");
+          asm volatile ("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+          amk_mmw_fence_sums (acc);
+        }
+    }
+  asm volatile ("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  amk_mmw_fence_sums (acc);
+  asm volatile ("cp.async.wait_all;" ::: "memory");
+
+  /* epilogue: sums 4 j .. 4 j + 3 of a thread are columns 8 j + 2 (lane % 4) (+ 1) of
+   * rows lane / 4 and lane / 4 + 8 of its warp's 16; bias, residual (read before the
+   * store: it may be Y itself), store */
+  if (live)
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        {
+          const uint32_t m = t.m0 + wg * 64 + (wt / 32) * 16 + (wt % 32) / 4 + (uint32_t) (e / 2) * 8;
+          const uint32_t n = t.n0 + (uint32_t) j * 8 + (wt % 4) * 2 + (uint32_t) (e % 2);
+          if (m >= t.m_end || n >= t.n_end)
+            continue;
+          const uint64_t o = (uint64_t) m * N + n;
+          float v = acc[4 * j + e];
+          if (bias != nullptr)
+            v += amk_vec_ld (bias, bdt, n);
+          if (res != nullptr)
+            v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
+          amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
+        }
+  __syncthreads (); /* the next block tile reuses the shared memory */
+}
+
+/* Whether the block runs the MATMUL `ins` (checked: ctx holds its dtypes) here: many
+ * rows of bf16 X and W without a norm, and the launch's threads and shared
+ * memory fit the tile. amk_matmul_exec() takes the others. */
+static __device__ __forceinline__ bool
+amk_mmw_takes (const amk_op_ctx *ctx, const amk_instruction_t *ins, int nt)
+{
+  return ins->params.matmul.m_count > AMK_MM_FEW_ROWS && amk_mm_dt (ctx->dtype, 5) == AMK_MM_ABSENT &&
+         amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_BF16 && amk_mm_dt (ctx->dtype, 2) == AMK_ABI_DTYPE_BF16 &&
+         nt % 128 == 0 &&
+         amk_mv_dyn_smem_bytes () >= AMK_MATMUL_SMEM_BYTES (nt);
+}
+
+/* The instruction's block tiles, after the waits. The scheduler calls this inline: ptxas
+ * serializes the asynchronous products of a function that is called, not inlined, into
+ * the kernel. */
+static __device__ __forceinline__ void
+amk_mmw_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers, int tid, int nt)
+{
+  const amk_matmul_params_t &p = ins->params.matmul;
+  const uint32_t BM = (uint32_t) nt / 2;
+  const uint32_t m_end = (uint32_t) p.m0 + (uint32_t) p.m_count;
+  const uint32_t n_end = (uint32_t) p.n0 + (uint32_t) p.n_count;
+
+  for (uint32_t m = (uint32_t) p.m0; m < m_end; m += BM)
+    for (uint32_t n = (uint32_t) p.n0; n < n_end; n += AMK_MM_BN)
+      {
+        const amk_mm_tile t = { m, min (m + BM, m_end), n, min (n + AMK_MM_BN, n_end) };
+        amk_mmw_block_tile (ctx, ins, buffers, t, tid, nt);
+      }
+}
+
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+#endif /* AMK_OPS_MATMUL_WGMMA_CUH */
