@@ -23,7 +23,6 @@
  * bandwidth) and the fixed cost of dispatching one instruction. */
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
-#define ELEMENTWISE_MIN_TILE  256u        /* elements */
 #define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
 
 typedef AmkAccess Access;
@@ -158,7 +157,7 @@ lower_op (AmkProgram *self, guint o, const AmkOpInfo *op, const AmkOpInfo *silu,
     {
       /* elementwise over the output */
       lw.n = info (self, op->buffers[0])->n_elements;
-      lw.n_tiles = MAX (1, MIN ((guint64) self->num_queues, lw.n / ELEMENTWISE_MIN_TILE));
+      lw.n_tiles = MAX (1, MIN ((guint64) self->num_queues, lw.n / AMK_ELEMENTWISE_MIN_TILE));
     }
 
   /* n_tiles tiles as even as integers allow; a MATVEC's row tiles each in `splits`

@@ -421,7 +421,7 @@ typedef struct {
   const char *cache_prefix;  /* of the caches' names */
   guint       slots;         /* sequences in the caches; 0: one, and no seq buffer */
   gboolean    logits;        /* run to each row's logits and argmax (a batch step) */
-  AmkDType    activations;
+  AmkDType    activations;   /* BF16: the MATMULs' inputs and the FFN's gate and up in bf16 */
 } RowsPlan;
 
 static gint
@@ -490,9 +490,12 @@ build_rows (const AmkModelBuild  *build,
        (seq = rows_buffer (p, plan, "seq", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0) ||
       (x = rows_buffer (p, plan, "x", AMK_DTYPE_F32, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (qkv = rows_buffer (p, plan, "qkv", AMK_DTYPE_F32, q_dim + 2 * kv_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (attn = rows_buffer (p, plan, "attn", AMK_DTYPE_F32, q_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (gate = rows_buffer (p, plan, "gate", AMK_DTYPE_F32, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
-      (up = rows_buffer (p, plan, "up", AMK_DTYPE_F32, hp->ffn, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (attn = rows_buffer (p, plan, "attn", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, q_dim,
+                           AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (gate = rows_buffer (p, plan, "gate", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, hp->ffn,
+                           AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
+      (up = rows_buffer (p, plan, "up", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, hp->ffn,
+                         AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (act = rows_buffer (p, plan, "act", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, hp->ffn,
                           AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (bf16 && (xn = rows_buffer (p, plan, "xn", AMK_DTYPE_BF16, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0))

@@ -226,7 +226,7 @@ amk_program_op_rope_rows (AmkProgram  *self,
 /**
  * amk_program_op_attention_rows:
  * @self: a program
- * @out: the attention output, f32 `[M, n_q_heads × head_dim]`
+ * @out: the attention output, f32 or bf16 `[M, n_q_heads × head_dim]`
  * @qkv: the rows after [method@Amk.Program.op_rope_rows], f32 `[M, (n_q_heads + 2 ×
  *   n_kv_heads) × head_dim]`; only the query heads are read
  * @k_cache: the key cache, bf16 or f32, `[positions, n_kv_heads × head_dim]` or
@@ -270,7 +270,7 @@ amk_program_op_attention_rows (AmkProgram  *self,
   if (!amk_op_can_record (self, "ATTN_ROWS", error) ||
       !rows_operands_ok (self, "ATTN_ROWS", qkv, k_cache, v_cache, pos, seq, head_dim, n_q_heads,
                          n_kv_heads, &shape, error) ||
-      !amk_op_f32_of (self, "ATTN_ROWS", _("the output"), out, shape.m * n_q_heads * head_dim, error) ||
+      !amk_op_vector_of (self, "ATTN_ROWS", _("the output"), out, shape.m * n_q_heads * head_dim, NULL, error) ||
       !amk_op_writable ("ATTN_ROWS", amk_program_get_buffer_info (self, out), error))
     return -1;
   if (out == qkv || out == k_cache || out == v_cache || !(scale > 0.0f && scale < G_MAXFLOAT))
@@ -550,10 +550,11 @@ verify_attn_rows (AmkProgram *self, guint queue, guint pos, const amk_instructio
                    queue, pos, c.op);
       return FALSE;
     }
-  if (out->dtype != AMK_DTYPE_F32 || out->n_elements != m * p->shape.n_q_heads * p->shape.head_dim)
+  if ((out->dtype != AMK_DTYPE_F32 && out->dtype != AMK_DTYPE_BF16) ||
+      out->n_elements != m * p->shape.n_q_heads * p->shape.head_dim)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (%s): the output, buffer %d “%s”, must be f32 [%" PRIu64 " rows, %d × %d]"),
+                   _("Queue %u instruction %u (%s): the output, buffer %d “%s”, must be f32 or bf16 [%" PRIu64 " rows, %d × %d]"),
                    queue, pos, c.op, ins->buffers[0], out->name, m, p->shape.n_q_heads, p->shape.head_dim);
       return FALSE;
     }

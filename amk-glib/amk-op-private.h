@@ -148,6 +148,9 @@ typedef struct {
   gint32           arrival;  /* ATTN_DECODE: the arrival counter of the current kv head */
 } AmkLowering;
 
+/* An elementwise op's smallest tile, in elements (tiles: at most one per queue). */
+#define AMK_ELEMENTWISE_MIN_TILE 256u
+
 typedef struct {
   guint                opcode;
   const char          *name;           /* as in messages: "MATVEC" */

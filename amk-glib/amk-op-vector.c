@@ -561,17 +561,33 @@ bytes_rmsnorm (AmkProgram *self, const amk_instruction_t *ins)
   return 2.0 * 4 * MAX (ins->params.rmsnorm.n, 0) * MAX (ins->params.rmsnorm.n_vecs, 0);
 }
 
+/* Tiles start at multiples of SILU_MUL_GRANULE elements: the device reads and writes 16
+ * bytes at a time only where all three operands are 16-byte aligned. */
+#define SILU_MUL_GRANULE 8u
+
+static void
+plan_silu_mul (AmkLowering *lw)
+{
+  const guint64 n = amk_lower_buffer (lw, lw->op->buffers[0])->n_elements;
+
+  lw->n = (n + SILU_MUL_GRANULE - 1) / SILU_MUL_GRANULE;
+  lw->n_tiles = MAX (1, MIN ((guint64) lw->program->num_queues, n / AMK_ELEMENTWISE_MIN_TILE));
+  lw->n_tiles = MIN (lw->n_tiles, lw->n);
+}
+
 static void
 lower_silu_mul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 {
   const AmkOpInfo *op = lw->op;
+  const guint64 n = amk_lower_buffer (lw, op->buffers[0])->n_elements;
+  const guint64 start = t->start * SILU_MUL_GRANULE, end = MIN (t->end * SILU_MUL_GRANULE, n);
 
   amk_tile_use_buffers (t, op, 3);
-  t->ins.params.silu_mul.offset = (gint32) t->start;
-  t->ins.params.silu_mul.count = (gint32) (t->end - t->start);
-  amk_tile_access (t, op->buffers[0], t->start, t->end, TRUE);
-  amk_tile_access (t, op->buffers[1], t->start, t->end, FALSE);
-  amk_tile_access (t, op->buffers[2], t->start, t->end, FALSE);
+  t->ins.params.silu_mul.offset = (gint32) start;
+  t->ins.params.silu_mul.count = (gint32) (end - start);
+  amk_tile_access (t, op->buffers[0], start, end, TRUE);
+  amk_tile_access (t, op->buffers[1], start, end, FALSE);
+  amk_tile_access (t, op->buffers[2], start, end, FALSE);
 }
 
 static double
@@ -854,7 +870,7 @@ const AmkOpClass amk_op_rmsnorm = {
 const AmkOpClass amk_op_silu_mul = {
   .opcode = AMK_ABI_OP_SILU_MUL, .name = "SILU_MUL", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (silu_mul_fields),
-  .verify = verify_vector, .lower = lower_silu_mul, .bytes = bytes_silu_mul,
+  .verify = verify_vector, .plan = plan_silu_mul, .lower = lower_silu_mul, .bytes = bytes_silu_mul,
   .run_cpu = run_silu_mul,
 };
 

@@ -26,7 +26,8 @@
 
 /* amk_op_ctx for both ops: ptr[0] = qkv (ROPE_ROWS) or out (ATTN_ROWS), ptr[1] = k cache,
  * ptr[2] = v cache; count = M (rows); esize = S (sequences in the caches); dtype = the
- * caches' dtype | (1 << 8 when seq is given) | (norm dtype << 12, 0xf when absent). */
+ * caches' dtype | (1 << 8 when seq is given) | (norm dtype << 12, 0xf when absent) |
+ * (ATTN_ROWS's output dtype << 20). */
 
 static __device__ __forceinline__ bool
 amk_rows_shape_ok (const amk_attn_shape_t &s)
@@ -97,9 +98,9 @@ amk_attention_rows_check (const amk_instruction_t *ins, const amk_buffer_t *buff
   if (!rope)
     {
       uint64_t nout = m * (uint64_t) s.n_q_heads * d;
-      if ((code = amk_rows_ref (ins, 0, buffers, n_buffers, &nout, 1, AMK_ATTN_F32, &a0, &dt0, detail)))
+      if ((code = amk_rows_ref (ins, 0, buffers, n_buffers, &nout, 1, AMK_VEC_MASK_VEC, &a0, &dt0, detail)))
         return code;
-      if (a0 < ax + nqkv * 4 && ax < a0 + nout * 4)
+      if (a0 < ax + nqkv * 4 && ax < a0 + nout * amk_dtype_size (dt0))
         return AMK_ABORT_CHECK;
     }
   else
@@ -121,6 +122,8 @@ amk_attention_rows_check (const amk_instruction_t *ins, const amk_buffer_t *buff
       packed |= 1u << 8;
     }
   packed |= 0xfu << 12;
+  if (!rope)
+    packed |= dt0 << 20; /* ATTN_ROWS's output: F32 or BF16 */
   if (rope && ins->n_buffers >= 7 && ins->buffers[5] != AMK_NO_BUFFER)
     {
       uint64_t nn = d;
@@ -289,8 +292,8 @@ amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
 /* A warp: out[r, h] for one row and query head, positions 0 .. ps of sequence slot
  * `srow0` (element offset of its position 0, kv head's columns included). */
 static __device__ __forceinline__ void
-amk_attn_rows_warp (const float *q, float *out, const unsigned char *kc, const unsigned char *vc,
-                    uint32_t cdt, uint64_t srow0, uint64_t kvw, int32_t ps, int32_t d, float scale,
+amk_attn_rows_warp (const float *q, unsigned char *out, uint32_t odt, const unsigned char *kc,
+                    const unsigned char *vc, uint32_t cdt, uint64_t srow0, uint64_t kvw, int32_t ps, int32_t d, float scale,
                     int lane)
 {
   float qv[8], acc[8];
@@ -346,7 +349,7 @@ amk_attn_rows_warp (const float *q, float *out, const unsigned char *kc, const u
     {
       const int32_t c = lane + 32 * e;
       if (c < d)
-        out[c] = acc[e] * inv;
+        amk_vec_st (out, odt, (uint32_t) c, acc[e] * inv);
     }
 }
 
@@ -414,8 +417,8 @@ amk_rows_load_kv (const unsigned char *kc, const unsigned char *vc, uint64_t sro
 /* The block: query vectors qv = (row - row0) * group + h of the instruction, 16 per warp
  * and pass; every row's sequence is `sq`. */
 static __device__ __forceinline__ void
-amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float *qkv, float *out,
-                  const unsigned char *kc, const unsigned char *vc, int32_t sq, int tid, int nt)
+amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float *qkv, unsigned char *out,
+                  uint32_t odt, const unsigned char *kc, const unsigned char *vc, int32_t sq, int tid, int nt)
 {
   const amk_attn_rows_params_t &p = ins->params.attn_rows;
   const int32_t d = 64, nq = p.shape.n_q_heads, nkv = p.shape.n_kv_heads, group = nq / nkv;
@@ -591,11 +594,16 @@ amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float 
             continue;
           const int32_t r = p.row0 + qv / group, h = p.kv_head * group + qv % group;
           const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-          float *dst = out + (uint64_t) r * nq * d + (uint64_t) h * d;
+          const uint64_t dst = (uint64_t) r * nq * d + (uint64_t) h * d + (lane % 4) * 2;
 #pragma unroll
           for (int j = 0; j < 8; j++)
-            *reinterpret_cast<float2 *> (dst + j * 8 + (lane % 4) * 2) =
-              make_float2 (o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+            {
+              const float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+              if (odt == AMK_ABI_DTYPE_BF16)
+                *reinterpret_cast<__nv_bfloat162 *> (out + (dst + j * 8) * 2) = __floats2bfloat162_rn (a, b);
+              else
+                *reinterpret_cast<float2 *> (out + (dst + j * 8) * 4) = make_float2 (a, b);
+            }
         }
     }
 }
@@ -617,7 +625,8 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
 
   const uint32_t cdt = ctx->dtype & 0xfu;
   const float *qkv = reinterpret_cast<const float *> (buffers[ins->buffers[1]].addr);
-  float *out = reinterpret_cast<float *> (ctx->ptr[0]);
+  unsigned char *out = ctx->ptr[0];
+  const uint32_t odt = (ctx->dtype >> 20) & 0xfu, osize = amk_dtype_size (odt);
   const uint64_t width = (uint64_t) (nq + 2 * nkv) * d, kvw = (uint64_t) nkv * d;
   const int lane = tid & 31, nw = nt / 32;
 
@@ -642,7 +651,7 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
       __syncthreads ();
       if (one)
         {
-          amk_attn_rows_tc (ins, pos, qkv, out, ctx->ptr[1], ctx->ptr[2], sq, tid, nt);
+          amk_attn_rows_tc (ins, pos, qkv, out, odt, ctx->ptr[1], ctx->ptr[2], sq, tid, nt);
           return AMK_ABORT_NONE;
         }
     }
@@ -653,16 +662,16 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
       const int32_t r = p.row0 + p.n_rows - 1 - (int32_t) (item / group);
       const int32_t h = p.kv_head * group + (int32_t) (item % group);
       const int32_t ps = pos[r];
-      float *o = out + (uint64_t) r * nq * d + (uint64_t) h * d;
+      unsigned char *o = out + ((uint64_t) r * nq * d + (uint64_t) h * d) * osize;
       if (ps < 0)
         {
           for (int32_t c = lane; c < d; c += 32)
-            o[c] = 0.0f;
+            amk_vec_st (o, odt, (uint32_t) c, 0.0f);
           continue;
         }
       const uint64_t srow0 = (uint64_t) (seq != nullptr ? seq[r] : 0) * (uint64_t) p.shape.max_ctx * kvw +
                              (uint64_t) p.kv_head * d;
-      amk_attn_rows_warp (qkv + (uint64_t) r * width + (uint64_t) h * d, o, ctx->ptr[1], ctx->ptr[2], cdt,
+      amk_attn_rows_warp (qkv + (uint64_t) r * width + (uint64_t) h * d, o, odt, ctx->ptr[1], ctx->ptr[2], cdt,
                           srow0, kvw, ps, d, p.scale, lane);
     }
   return AMK_ABORT_NONE;

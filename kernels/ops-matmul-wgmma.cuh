@@ -2,7 +2,7 @@
  * sm_90a), for bf16 X and W without a fused norm (the GPU prefill's inputs; X is never
  * f16, so f16 weights take the mma.sync tile, which converts X).
  *
- * A block tile is 64 x warpgroups rows of X by AMK_MM_BN rows of W. Each warpgroup owns
+ * A block tile is 256 rows of X by AMK_MM_BN rows of W (512 threads). Each warpgroup owns
  * 64 of the rows and keeps their 64 x 128 fp32 sums in registers (64 per thread): the
  * tensor cores read both operands from shared memory, so no ldmatrix and no fragment
  * registers stand between the stages and the products. K goes in steps of 64 columns
@@ -63,25 +63,62 @@ amk_mmw_fence_sums (float (&d)[64])
     asm volatile ("" : "+f"(d[i]) : : "memory");
 }
 
-/* Step `kt` of `rows` rows of a 16-bit matrix into the swizzled stage at `dst` (rows of
- * 128 bytes): zeros past `row_end` and past K. */
-static __device__ __forceinline__ void
-amk_mmw_load (const unsigned char *src, uint32_t K, uint32_t row0, uint32_t row_end, uint32_t rows,
-              uint32_t kt, uint32_t dst, int tid, int nt)
+/* A thread's share of a step's loads at 512 threads: 4 of X's 256 rows and 2 of W's 128,
+ * 64 rows apart, each at the same 16-byte column group q, so that a step only moves the
+ * sources 128 bytes on. In shared memory a row is 128 bytes and the chunk's place in
+ * it, q XOR row % 8, is the same for all six rows. */
+#define AMK_MMW_THREADS 512
+#define AMK_MMW_BM      (AMK_MMW_THREADS / 2) /* 64 rows per warpgroup */
+#define AMK_MMW_X_BYTES (AMK_MMW_BM * 128)
+#define AMK_MMW_STAGE   (AMK_MMW_X_BYTES + AMK_MM_BN * 128)
+#define AMK_MMW_APART   (AMK_MMW_THREADS / 8 * 128) /* bytes between a thread's rows in a stage */
+
+struct amk_mmw_loads {
+  const unsigned char *src[6]; /* X's rows, then W's, at column 8 q of step 0 */
+  uint32_t live;               /* bit i: row i exists (not past M or N) */
+  uint32_t q;                  /* the thread's 16-byte column group */
+  uint32_t dst;                /* the first row's chunk in stage 0 */
+};
+
+static __device__ __forceinline__ amk_mmw_loads
+amk_mmw_loads_init (const unsigned char *x, const unsigned char *w, uint32_t K, const amk_mm_tile &t,
+                    uint32_t s_base, int tid)
 {
-  for (uint32_t c = (uint32_t) tid; c < rows * 8; c += (uint32_t) nt)
+  amk_mmw_loads l;
+  const uint32_t r = (uint32_t) tid / 8;
+
+  l.q = (uint32_t) tid % 8;
+  l.live = 0;
+  l.dst = s_base + r * 128 + ((l.q ^ (r % 8)) << 4);
+#pragma unroll
+  for (int i = 0; i < 6; i++)
     {
-      const uint32_t r = c / 8, q = c % 8;
-      const uint32_t row = row0 + r, kc = kt * 64 + q * 8;
-      const bool in = row < row_end && kc < K;
-      amk_mm_cp16 (dst + r * 128 + ((q ^ (r % 8)) << 4), in ? src + ((uint64_t) row * K + kc) * 2 : src,
-                   in ? 16u : 0u);
+      const uint32_t row = (i < 4 ? t.m0 : t.n0) + r + (uint32_t) (i % 4) * (AMK_MMW_THREADS / 8);
+      const bool in = row < (i < 4 ? t.m_end : t.n_end);
+      l.src[i] = (i < 4 ? x : w) + (in ? ((uint64_t) row * K + l.q * 8) * 2 : 0);
+      l.live |= (in ? 1u : 0u) << i;
+    }
+  return l;
+}
+
+/* Step `kt` into stage `st` (0 .. AMK_MATMUL_STAGES - 1): zeros past M, N and K. */
+static __device__ __forceinline__ void
+amk_mmw_load_step (const amk_mmw_loads &l, uint32_t K, uint32_t kt, uint32_t st)
+{
+  const bool k_in = kt * 64 + l.q * 8 < K;
+#pragma unroll
+  for (int i = 0; i < 6; i++)
+    {
+      const bool in = k_in && ((l.live >> i) & 1u);
+      const uint32_t dst = l.dst + st * AMK_MMW_STAGE + (i < 4 ? 0u : (uint32_t) AMK_MMW_X_BYTES) +
+                           (uint32_t) (i % 4) * AMK_MMW_APART;
+      amk_mm_cp16 (dst, in ? l.src[i] + (uint64_t) kt * 128 : l.src[i], in ? 16u : 0u);
     }
 }
 
 static __device__ __forceinline__ void
 amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
-                    const amk_buffer_t *buffers, const amk_mm_tile &t, int tid, int nt)
+                    const amk_buffer_t *buffers, const amk_mm_tile &t, int tid)
 {
   const uint32_t packed = ctx->dtype;
   const uint32_t N = ctx->count, K = ctx->esize;
@@ -92,16 +129,15 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                               : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
   const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
-  const uint32_t BM = (uint32_t) nt / 2; /* 64 rows per warpgroup */
   const uint32_t wg = (uint32_t) tid / 128, wt = (uint32_t) tid % 128;
   /* a warpgroup whose rows all lie past M has nothing to multiply */
   const bool live = t.m0 + wg * 64 < t.m_end;
 
-  /* per stage X's BM rows, then W's AMK_MM_BN rows; stages 1024-byte aligned (the
-   * swizzle repeats every 8 rows of 128 bytes) */
-  const uint32_t x_bytes = BM * 128, stage = x_bytes + AMK_MM_BN * 128;
+  /* per stage X's rows, then W's; stages 1024-byte aligned (the swizzle repeats every 8
+   * rows of 128 bytes) */
   const uint32_t s_base = ((uint32_t) __cvta_generic_to_shared (amk_dyn_smem) + 1023u) & ~1023u;
   const uint32_t steps = (K + 63) / 64;
+  const amk_mmw_loads loads = amk_mmw_loads_init (x, w, K, t, s_base, tid);
   float acc[64];
 
 #pragma unroll
@@ -109,19 +145,17 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     acc[i] = 0.0f;
 
   /* prologue: steps 0 .. STAGES - 3 in flight */
+#pragma unroll
   for (uint32_t s = 0; s < AMK_MATMUL_STAGES - 2; s++)
     {
       if (s < steps)
-        {
-          amk_mmw_load (x, K, t.m0, t.m_end, BM, s, s_base + s * stage, tid, nt);
-          amk_mmw_load (w, K, t.n0, t.n_end, AMK_MM_BN, s, s_base + s * stage + x_bytes, tid, nt);
-        }
+        amk_mmw_load_step (loads, K, s, s);
       asm volatile ("cp.async.commit_group;" ::: "memory");
     }
 
   for (uint32_t kt = 0; kt < steps; kt++)
     {
-      const uint32_t st = s_base + (kt % AMK_MATMUL_STAGES) * stage;
+      const uint32_t st = s_base + (kt % AMK_MATMUL_STAGES) * AMK_MMW_STAGE;
       asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MATMUL_STAGES - 3) : "memory");
       /* the stage was written through the generic proxy, the tensor cores read it
        * through the async one */
@@ -131,16 +165,12 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
        * kt + STAGES - 2 */
       const uint32_t next = kt + AMK_MATMUL_STAGES - 2;
       if (next < steps)
-        {
-          const uint32_t ns = s_base + (next % AMK_MATMUL_STAGES) * stage;
-          amk_mmw_load (x, K, t.m0, t.m_end, BM, next, ns, tid, nt);
-          amk_mmw_load (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns + x_bytes, tid, nt);
-        }
+        amk_mmw_load_step (loads, K, next, next % AMK_MATMUL_STAGES);
       asm volatile ("cp.async.commit_group;" ::: "memory");
 
       if (live)
         {
-          const uint64_t da = amk_mmw_desc (st + wg * 64 * 128), db = amk_mmw_desc (st + x_bytes);
+          const uint64_t da = amk_mmw_desc (st + wg * 64 * 128), db = amk_mmw_desc (st + AMK_MMW_X_BYTES);
           amk_mmw_fence_sums (acc);
           asm volatile ("wgmma.fence.sync.aligned;" ::: "memory");
           /* 16 columns are 32 bytes further along the (swizzled) rows: 2 in the
@@ -183,32 +213,30 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
 
 /* Whether the block runs the MATMUL `ins` (checked: ctx holds its dtypes) here: many
  * rows of bf16 X and W without a norm, and the launch's threads and shared
- * memory fit the tile. amk_matmul_exec() takes the others. */
+ * memory fit the tile (512 threads: 4 warpgroups). amk_matmul_exec() takes the others. */
 static __device__ __forceinline__ bool
 amk_mmw_takes (const amk_op_ctx *ctx, const amk_instruction_t *ins, int nt)
 {
   return ins->params.matmul.m_count > AMK_MM_FEW_ROWS && amk_mm_dt (ctx->dtype, 5) == AMK_MM_ABSENT &&
          amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_BF16 && amk_mm_dt (ctx->dtype, 2) == AMK_ABI_DTYPE_BF16 &&
-         nt % 128 == 0 &&
-         amk_mv_dyn_smem_bytes () >= AMK_MATMUL_SMEM_BYTES (nt);
+         nt == AMK_MMW_THREADS && amk_mv_dyn_smem_bytes () >= AMK_MATMUL_SMEM_BYTES (nt);
 }
 
 /* The instruction's block tiles, after the waits. The scheduler calls this inline: ptxas
  * serializes the asynchronous products of a function that is called, not inlined, into
  * the kernel. */
 static __device__ __forceinline__ void
-amk_mmw_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers, int tid, int nt)
+amk_mmw_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers, int tid)
 {
   const amk_matmul_params_t &p = ins->params.matmul;
-  const uint32_t BM = (uint32_t) nt / 2;
   const uint32_t m_end = (uint32_t) p.m0 + (uint32_t) p.m_count;
   const uint32_t n_end = (uint32_t) p.n0 + (uint32_t) p.n_count;
 
-  for (uint32_t m = (uint32_t) p.m0; m < m_end; m += BM)
+  for (uint32_t m = (uint32_t) p.m0; m < m_end; m += AMK_MMW_BM)
     for (uint32_t n = (uint32_t) p.n0; n < n_end; n += AMK_MM_BN)
       {
-        const amk_mm_tile t = { m, min (m + BM, m_end), n, min (n + AMK_MM_BN, n_end) };
-        amk_mmw_block_tile (ctx, ins, buffers, t, tid, nt);
+        const amk_mm_tile t = { m, min (m + AMK_MMW_BM, m_end), n, min (n + AMK_MM_BN, n_end) };
+        amk_mmw_block_tile (ctx, ins, buffers, t, tid);
       }
 }
 

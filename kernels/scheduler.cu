@@ -634,7 +634,7 @@ amk_megakernel_run (const amk_device_program &launched)
       else if (MANY && opcode == AMK_ABI_OP_MATMUL && amk_mmw_takes (&ctx, ins, nt))
         {
           if (run)
-            amk_mmw_exec (&ctx, ins, prog.buffers, tid, nt); /* inline: see its comment */
+            amk_mmw_exec (&ctx, ins, prog.buffers, tid); /* inline: see its comment */
         }
 #endif
       else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_ROWS)

@@ -149,7 +149,7 @@ def test_embed_rows_gpu_matches_cpu():
     assert cpu.tobytes() == gpu.tobytes()
 
 
-def attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt, qk_norm, rope):
+def attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt, qk_norm, rope, out_dt=F32):
     """A ROPE_ROWS + ATTN_ROWS program over `rows` (list of (seq, pos)) with random qkv
     and random earlier cache rows; returns (prog, inputs, outputs, buffers)."""
     m = len(rows)
@@ -163,7 +163,7 @@ def attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt, qk_norm, r
     seq = add(prog, "seq", I32, (m,)) if n_seq > 1 else -1
     qn = add(prog, "q_norm", F32, (d,)) if qk_norm else -1
     kn = add(prog, "k_norm", F32, (d,)) if qk_norm else -1
-    out = add(prog, "out", F32, (m, n_q * d), Amk.BufferRole.OUTPUT)
+    out = add(prog, "out", out_dt, (m, n_q * d), Amk.BufferRole.OUTPUT)
     prog.op_rope_rows(qkv, kc, vc, pos, seq, qn, kn, d, n_q, n_kv, 1e-6, rope["theta"],
                       rope.get("factor", 0.0), rope.get("low", 0.0), rope.get("high", 0.0),
                       rope.get("old_ctx", 0))
@@ -181,10 +181,11 @@ def attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt, qk_norm, r
     if qk_norm:
         inputs[qn] = (F32, rng.uniform(0.5, 1.5, d).astype(np.float32))
         inputs[kn] = (F32, rng.uniform(0.5, 1.5, d).astype(np.float32))
-    outputs = {out: (F32, m * n_q * d), kc: (cache_dt, n_cache)}
+    outputs = {out: (out_dt, m * n_q * d), kc: (cache_dt, n_cache)}
     return prog, inputs, outputs, out, kc
 
 
+@pytest.mark.parametrize("out_dt", [F32, BF16], ids=["f32-out", "bf16-out"])
 @pytest.mark.parametrize("cache_dt", [F32, BF16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("name,n_q,n_kv,d,rows_kind,qk_norm,rope", [
     ("llama-chunk", 32, 8, 64, "chunk", False, LLAMA3),
@@ -192,7 +193,7 @@ def attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt, qk_norm, r
     ("llama-batch", 32, 8, 64, "batch", False, LLAMA3),
     ("smollm2-padded", 9, 3, 64, "padded", False, dict(theta=10000.0)),
 ])
-def test_attention_rows_gpu_matches_cpu(cache_dt, name, n_q, n_kv, d, rows_kind, qk_norm, rope):
+def test_attention_rows_gpu_matches_cpu(out_dt, cache_dt, name, n_q, n_kv, d, rows_kind, qk_norm, rope):
     rng = make_rng()
     max_ctx = 512
     if rows_kind == "chunk":
@@ -203,11 +204,11 @@ def test_attention_rows_gpu_matches_cpu(cache_dt, name, n_q, n_kv, d, rows_kind,
         n_seq = 6
         rows = [(s, int(p)) for s, p in zip(range(n_seq), rng.integers(0, max_ctx, n_seq))]
     prog, inputs, outputs, out, kc = attention_case(rng, n_q, n_kv, d, max_ctx, n_seq, rows, cache_dt,
-                                                    qk_norm, rope)
+                                                    qk_norm, rope, out_dt)
     # the caches keep their random earlier rows: uploaded as inputs, not poisoned
     r = run_both(prog, inputs, outputs)
     (cpu_out, gpu_out), (cpu_k, gpu_k) = r[out], r[kc]
-    tol = 1e-4 if cache_dt == F32 else 2e-2
+    tol = 1e-4 if cache_dt == F32 and out_dt == F32 else 2e-2
     err_out, err_k = rel_err(gpu_out, cpu_out), rel_err(gpu_k, cpu_k)
     print(f"# {name}: out {err_out:.2e}, k cache {err_k:.2e}")
     assert np.all(np.isfinite(gpu_out))
