@@ -112,10 +112,17 @@ amk_tokenizer_split_added (AmkTokenizer *self,
 {
   g_autoptr(GArray) out = g_array_new (FALSE, FALSE, sizeof (Segment));
   gboolean any = FALSE;
+  /* the first bytes of the tokens of this kind: a position whose byte starts none of
+   * them is passed at once (Llama 3 has 256 added tokens, all starting with '<') */
+  gboolean first[256] = { FALSE };
 
   for (guint t = 0; t < self->added->len; t++)
-    if (g_array_index (self->added, AddedToken, t).normalized == normalized)
-      any = TRUE;
+    {
+      const AddedToken *tok = &g_array_index (self->added, AddedToken, t);
+
+      if (tok->normalized == normalized)
+        any = first[(guchar) tok->content[0]] = TRUE;
+    }
   if (!any)
     return;
 
@@ -135,6 +142,11 @@ amk_tokenizer_split_added (AmkTokenizer *self,
           const AddedToken *best = NULL;
           gsize start, stop;
 
+          if (!first[(guchar) text[pos]])
+            {
+              pos++;
+              continue;
+            }
           for (guint t = 0; t < self->added->len; t++)
             {
               const AddedToken *tok = &g_array_index (self->added, AddedToken, t);

@@ -23,6 +23,8 @@
 #include "ops-attention.cuh"
 
 #define AMK_ROWS_MAX_HEAD_DIM 256 /* 32 lanes x 8 elements */
+#define AMK_ROPE_ROWS_INFLIGHT 4  /* (row, head) items a warp of ROPE_ROWS loads at once
+                                   * in the many-token kernel */
 
 /* amk_op_ctx for both ops: ptr[0] = qkv (ROPE_ROWS) or out (ATTN_ROWS), ptr[1] = k cache,
  * ptr[2] = v cache; count = M (rows); esize = S (sequences in the caches); dtype = the
@@ -190,6 +192,7 @@ amk_rows_ld (const unsigned char *p, uint32_t dt, uint64_t i)
 
 /* ---- ROPE_ROWS ------------------------------------------------------------------------ */
 
+template <int INFLIGHT>
 static __device__ __forceinline__ int
 amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                     bool run, int tid, int nt, int32_t *detail)
@@ -224,63 +227,91 @@ amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   const uint64_t width = (uint64_t) heads * d, kvw = (uint64_t) nkv * d;
   const int lane = tid & 31, nw = nt / 32;
 
-  for (int64_t item = tid / 32; item < (int64_t) p.n_rows * heads; item += nw)
+  /* a warp per (row, head) item, INFLIGHT items at a time: their loads go out together,
+   * then each is rotated and stored (one item after another waits a load's latency each;
+   * the decode kernel takes 1, which keeps its registers for the other ops) */
+  const int64_t items = (int64_t) p.n_rows * heads;
+  for (int64_t base = tid / 32; base < items; base += (int64_t) nw * INFLIGHT)
     {
-      const int32_t r = p.row0 + (int32_t) (item / heads), h = (int32_t) (item % heads);
-      const int32_t ps = pos[r];
-      if (ps < 0)
-        continue;
-      const uint64_t srow = ((uint64_t) (seq != nullptr ? seq[r] : 0) * (uint64_t) p.shape.max_ctx + (uint64_t) ps) * kvw;
-      float *head = qkv + (uint64_t) r * width + (uint64_t) h * d;
-
-      if (h >= nq + nkv)
-        {
-          /* a value head: into the cache as it is */
-          const uint64_t o = srow + (uint64_t) (h - nq - nkv) * d;
-          for (int32_t c = lane; c < d; c += 32)
-            amk_attn_store_cache (ctx->ptr[2], cdt, o + c, head[c]);
-          continue;
-        }
-      float x1[4], x2[4];
-      float ss = 0.0f;
+      float x1[INFLIGHT][4], x2[INFLIGHT][4];
+      int32_t rows[INFLIGHT], hs[INFLIGHT], ps[INFLIGHT];
 #pragma unroll
-      for (int i = 0; i < 4; i++)
+      for (int u = 0; u < INFLIGHT; u++)
         {
-          const int32_t c = lane + 32 * i;
-          x1[i] = c < half ? head[c] : 0.0f;
-          x2[i] = c < half ? head[c + half] : 0.0f;
-          ss += x1[i] * x1[i] + x2[i] * x2[i];
-        }
-      const unsigned char *nwt = h < nq ? qn : kn;
-      const uint32_t ndt = h < nq ? qn_dt : kn_dt;
-      float rs = 1.0f;
-      if (nwt != nullptr)
-        {
-          ss = amk_attn_warp_sum (ss);
-          rs = rsqrtf (ss / (float) d + p.eps);
-        }
-      const float fpos = __int2float_rn (ps);
+          const int64_t item = base + (int64_t) u * nw;
+          rows[u] = item < items ? p.row0 + (int32_t) (item / heads) : -1;
+          hs[u] = (int32_t) (item % heads);
+          ps[u] = rows[u] >= 0 ? pos[rows[u]] : -1;
+          const float *head = qkv + (uint64_t) max (rows[u], 0) * width + (uint64_t) hs[u] * d;
 #pragma unroll
-      for (int i = 0; i < 4; i++)
+          for (int i = 0; i < 4; i++)
+            {
+              const int32_t c = lane + 32 * i;
+              x1[u][i] = ps[u] >= 0 && c < half ? head[c] : 0.0f;
+              x2[u][i] = ps[u] >= 0 && c < half ? head[c + half] : 0.0f;
+            }
+        }
+#pragma unroll
+      for (int u = 0; u < INFLIGHT; u++)
         {
-          const int32_t c = lane + 32 * i;
-          if (c >= half)
+          if (ps[u] < 0)
             continue;
-          float a = x1[i], b = x2[i];
+          const int32_t r = rows[u], h = hs[u];
+          const uint64_t srow = ((uint64_t) (seq != nullptr ? seq[r] : 0) * (uint64_t) p.shape.max_ctx +
+                                 (uint64_t) ps[u]) * kvw;
+          float *head = qkv + (uint64_t) r * width + (uint64_t) h * d;
+
+          if (h >= nq + nkv)
+            {
+              /* a value head: into the cache as it is */
+              const uint64_t o = srow + (uint64_t) (h - nq - nkv) * d;
+#pragma unroll
+              for (int i = 0; i < 4; i++)
+                {
+                  const int32_t c = lane + 32 * i;
+                  if (c < half)
+                    {
+                      amk_attn_store_cache (ctx->ptr[2], cdt, o + c, x1[u][i]);
+                      amk_attn_store_cache (ctx->ptr[2], cdt, o + c + half, x2[u][i]);
+                    }
+                }
+              continue;
+            }
+          float ss = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            ss += x1[u][i] * x1[u][i] + x2[u][i] * x2[u][i];
+          const unsigned char *nwt = h < nq ? qn : kn;
+          const uint32_t ndt = h < nq ? qn_dt : kn_dt;
+          float rs = 1.0f;
           if (nwt != nullptr)
             {
-              a = a * rs * amk_rows_ld (nwt, ndt, c);
-              b = b * rs * amk_rows_ld (nwt, ndt, c + half);
+              ss = amk_attn_warp_sum (ss);
+              rs = rsqrtf (ss / (float) d + p.eps);
             }
-          const float2 cs = amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_cs[c].x));
-          const float2 rot = amk_rope_rotate (a, b, cs);
-          head[c] = rot.x;
-          head[c + half] = rot.y;
-          if (h >= nq)
+          const float fpos = __int2float_rn (ps[u]);
+#pragma unroll
+          for (int i = 0; i < 4; i++)
             {
-              const uint64_t o = srow + (uint64_t) (h - nq) * d;
-              amk_attn_store_cache (ctx->ptr[1], cdt, o + c, rot.x);
-              amk_attn_store_cache (ctx->ptr[1], cdt, o + c + half, rot.y);
+              const int32_t c = lane + 32 * i;
+              if (c >= half)
+                continue;
+              float a = x1[u][i], b = x2[u][i];
+              if (nwt != nullptr)
+                {
+                  a = a * rs * amk_rows_ld (nwt, ndt, c);
+                  b = b * rs * amk_rows_ld (nwt, ndt, c + half);
+                }
+              const float2 cs = amk_rope_cos_sin (__fmul_rn (fpos, amk_rope_cs[c].x));
+              const float2 rot = amk_rope_rotate (a, b, cs);
+              head[c] = rot.x;
+              head[c + half] = rot.y;
+              if (h >= nq)
+                {
+                  const uint64_t o = srow + (uint64_t) (h - nq) * d;
+                  amk_attn_store_cache (ctx->ptr[1], cdt, o + c, rot.x);
+                  amk_attn_store_cache (ctx->ptr[1], cdt, o + c + half, rot.y);
+                }
             }
         }
     }

@@ -19,6 +19,7 @@
 #define AMK_OPS_MATMUL_WGMMA_CUH
 
 #include <stdint.h>
+#include <cuda_bf16.h>
 
 #include "amk-abi.h"
 
@@ -116,6 +117,32 @@ amk_mmw_load_step (const amk_mmw_loads &l, uint32_t K, uint32_t kt, uint32_t st)
     }
 }
 
+/* v += elements o and o + 1 (o even) of an F32 or BF16 matrix, in one load. */
+static __device__ __forceinline__ void
+amk_mmw_add2 (const unsigned char *m, uint32_t dt, uint64_t o, float (&v)[2])
+{
+  if (dt == AMK_ABI_DTYPE_BF16)
+    {
+      const float2 f = __bfloat1622float2 (*reinterpret_cast<const __nv_bfloat162 *> (m + o * 2));
+      v[0] += f.x, v[1] += f.y;
+    }
+  else
+    {
+      const float2 f = *reinterpret_cast<const float2 *> (m + o * 4);
+      v[0] += f.x, v[1] += f.y;
+    }
+}
+
+/* Elements o and o + 1 (o even) of an F32 or BF16 matrix, in one store. */
+static __device__ __forceinline__ void
+amk_mmw_store2 (unsigned char *m, uint32_t dt, uint64_t o, const float (&v)[2])
+{
+  if (dt == AMK_ABI_DTYPE_BF16)
+    *reinterpret_cast<__nv_bfloat162 *> (m + o * 2) = __floats2bfloat162_rn (v[0], v[1]);
+  else
+    *reinterpret_cast<float2 *> (m + o * 4) = make_float2 (v[0], v[1]);
+}
+
 static __device__ __forceinline__ void
 amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
                     const amk_buffer_t *buffers, const amk_mm_tile &t, int tid)
@@ -187,26 +214,40 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   amk_mmw_fence_sums (acc);
   asm volatile ("cp.async.wait_all;" ::: "memory");
 
-  /* epilogue: sums 4 j .. 4 j + 3 of a thread are columns 8 j + 2 (lane % 4) (+ 1) of
-   * rows lane / 4 and lane / 4 + 8 of its warp's 16; bias, residual (read before the
-   * store: it may be Y itself), store */
+  /* epilogue: sums 4 j + 2 h and 4 j + 2 h + 1 of a thread are columns 8 j + 2 (lane %
+   * 4) and the next of row lane / 4 + 8 h of its warp's 16; bias, residual (read before
+   * the store: it may be Y itself), stored as pairs where Y's rows have an even length */
   if (live)
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
-      for (int e = 0; e < 4; e++)
+      for (int h = 0; h < 2; h++)
         {
-          const uint32_t m = t.m0 + wg * 64 + (wt / 32) * 16 + (wt % 32) / 4 + (uint32_t) (e / 2) * 8;
-          const uint32_t n = t.n0 + (uint32_t) j * 8 + (wt % 4) * 2 + (uint32_t) (e % 2);
+          const uint32_t m = t.m0 + wg * 64 + (wt / 32) * 16 + (wt % 32) / 4 + (uint32_t) h * 8;
+          const uint32_t n = t.n0 + (uint32_t) j * 8 + (wt % 4) * 2;
           if (m >= t.m_end || n >= t.n_end)
             continue;
           const uint64_t o = (uint64_t) m * N + n;
-          float v = acc[4 * j + e];
-          if (bias != nullptr)
-            v += amk_vec_ld (bias, bdt, n);
-          if (res != nullptr)
-            v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
-          amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
+          float v[2] = { acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1] };
+          const int count = n + 1 < t.n_end ? 2 : 1;
+          if (count == 2 && N % 2 == 0)
+            {
+              if (bias != nullptr)
+                v[0] += amk_vec_ld (bias, bdt, n), v[1] += amk_vec_ld (bias, bdt, n + 1);
+              if (res != nullptr)
+                amk_mmw_add2 (res, rdt, o, v);
+              amk_mmw_store2 (y, ydt, o, v);
+              continue;
+            }
+          for (int e = 0; e < count; e++)
+            {
+              float x = v[e];
+              if (bias != nullptr)
+                x += amk_vec_ld (bias, bdt, n + (uint32_t) e);
+              if (res != nullptr)
+                x += amk_vec_ld (res + (o + (uint64_t) e) * amk_dtype_size (rdt), rdt, 0);
+              amk_vec_st (y + (o + (uint64_t) e) * amk_dtype_size (ydt), ydt, 0, x);
+            }
         }
   __syncthreads (); /* the next block tile reuses the shared memory */
 }

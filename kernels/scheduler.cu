@@ -641,13 +641,15 @@ amk_megakernel_run (const amk_device_program &launched)
         {
           /* every warp enters (the ops may have block barriers); checks that need device
            * data (a token id, a position) give the same verdict in every thread */
+          /* the decode kernel keeps ROPE_ROWS's registers few (ops-attention-rows.cuh) */
+          constexpr int rope_inflight = MANY ? AMK_ROPE_ROWS_INFLIGHT : 1;
           int32_t late_detail = ins->buffers[0];
           const int late = opcode <= AMK_ABI_OP_ARGMAX_FINAL
                              ? amk_vector_exec (&ctx, ins, prog, run, tid, nt, &late_detail)
                            : opcode <= AMK_ABI_OP_ATTN_REDUCE
                              ? amk_attention_exec (&ctx, ins, prog, early_pos, run, tid, nt, &late_detail)
                            : opcode == AMK_ABI_OP_ROPE_ROWS
-                             ? amk_rope_rows_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
+                             ? amk_rope_rows_exec<rope_inflight> (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
                            : MANY
                              ? amk_many_tokens_exec (&ctx, ins, prog.buffers, run, tid, nt, &late_detail)
                              : AMK_ABORT_BAD_OPCODE;
