@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """prefill-ops.py: where a Llama-3.2-1B prefill chunk's time goes, op by op: each op of
 one layer alone in a program of its own over M rows at positions 0 .. M-1 (the shapes
-of a whole-prompt chunk), with the launcher's own configuration; the device time of a
-launch (AmkLauncher.get_last_launch_time), median of the repeats. A layer's sum times
-16 layers approximates a chunk.
+and dtypes of the GPU's whole-prompt chunk: RMSNORM into bf16, MATMULs of bf16 X,
+attention output, gate and up in bf16), with the launcher's own configuration; the
+device time of a launch (AmkLauncher.get_last_launch_time), median of the repeats. A
+layer's sum times 16 layers approximates a chunk without the waits between its ops.
 
     bash .gpu/run.sh python3 bench/prefill-ops.py [M] [REPEATS]
 
@@ -57,7 +58,7 @@ def main(m, repeats):
             kc = p.add_buffer("kc", BF16, [m, NKV * D], Amk.BufferRole.STATE)
             vc = p.add_buffer("vc", BF16, [m, NKV * D], Amk.BufferRole.STATE)
             ps = p.add_buffer("pos", I32, [m], Amk.BufferRole.INPUT)
-            out = p.add_buffer("out", F32, [m, NQ * D], Amk.BufferRole.OUTPUT)
+            out = p.add_buffer("out", BF16, [m, NQ * D], Amk.BufferRole.OUTPUT)
             if rope:
                 p.op_rope_rows(qkv, kc, vc, ps, -1, -1, -1, D, NQ, NKV, 1e-5, 500000.0, 32.0, 1.0, 4.0, 8192)
             else:
@@ -71,36 +72,54 @@ def main(m, repeats):
                     vc: bf16(rng.standard_normal(m * NKV * D, dtype=np.float32)), ps: pos}
         return build, inputs
 
-    def matmul(n, k, xdt, norm):
+    def matmul(n, k, ydt):
         def build(p):
-            x = p.add_buffer("x", xdt, [m, k], Amk.BufferRole.INPUT)
+            x = p.add_buffer("x", BF16, [m, k], Amk.BufferRole.INPUT)
             w = p.add_buffer("w", BF16, [n, k], Amk.BufferRole.CONSTANT)
-            y = p.add_buffer("y", F32, [m, n], Amk.BufferRole.OUTPUT)
-            g = p.add_buffer("g", F32, [k], Amk.BufferRole.INPUT) if norm else -1
+            y = p.add_buffer("y", ydt, [m, n], Amk.BufferRole.OUTPUT)
             p.set_buffer_data(w, GLib.Bytes.new(bf16(rng.standard_normal(n * k, dtype=np.float32) * 0.05).tobytes()))
-            p.op_matmul(y, w, x, -1, -1, g, 1e-5)
+            p.op_matmul(y, w, x, -1, -1, -1, 0.0)
+            return (x,)
+
+        def inputs(b):
+            return {b[0]: bf16(rng.standard_normal(m * k, dtype=np.float32))}
+        return build, inputs
+
+    def rmsnorm():
+        def build(p):
+            x = p.add_buffer("x", F32, [m, HIDDEN], Amk.BufferRole.INPUT)
+            g = p.add_buffer("g", F32, [HIDDEN], Amk.BufferRole.INPUT)
+            xn = p.add_buffer("xn", BF16, [m, HIDDEN], Amk.BufferRole.OUTPUT)
+            p.op_rmsnorm(xn, x, g, HIDDEN, 1e-5)
             return x, g
 
         def inputs(b):
-            x, g = b
-            xv = rng.standard_normal(m * k, dtype=np.float32)
-            d = {x: xv if xdt == F32 else bf16(xv)}
-            if g >= 0:
-                d[g] = np.ones(k, np.float32)
-            return d
+            return {b[0]: rng.standard_normal(m * HIDDEN, dtype=np.float32), b[1]: np.ones(HIDDEN, np.float32)}
+        return build, inputs
+
+    def silu_mul():
+        def build(p):
+            g = p.add_buffer("gate", BF16, [m, FFN], Amk.BufferRole.INPUT)
+            u = p.add_buffer("up", BF16, [m, FFN], Amk.BufferRole.INPUT)
+            a = p.add_buffer("act", BF16, [m, FFN], Amk.BufferRole.OUTPUT)
+            p.op_silu_mul(a, g, u)
+            return g, u
+
+        def inputs(b):
+            return {b[0]: bf16(rng.standard_normal(m * FFN, dtype=np.float32)),
+                    b[1]: bf16(rng.standard_normal(m * FFN, dtype=np.float32))}
         return build, inputs
 
     total = 0.0
     total += timed("ROPE_ROWS", *attention(True), repeats)
     # causal: about m^2 / 2 scores of 2 D flops each, twice (scores and values), per query head
     total += timed("ATTN_ROWS", *attention(False), repeats, flops=2.0 * 2 * D * NQ * m * m / 2)
-    for name, n, k, norm in (("qkv", width, HIDDEN, True), ("o", HIDDEN, NQ * D, False),
-                             ("gate", FFN, HIDDEN, True), ("up", FFN, HIDDEN, True),
-                             ("down", HIDDEN, FFN, False)):
-        total += timed(f"MATMUL {name} (f32 X{', norm' if norm else ''})", *matmul(n, k, F32, norm), repeats,
-                       flops=2.0 * m * n * k)
-    timed("MATMUL gate (bf16 X, no norm: straight from its stage)", *matmul(FFN, HIDDEN, BF16, False), repeats,
-          flops=2.0 * m * FFN * HIDDEN)
+    total += 2 * timed("RMSNORM (into bf16, twice a layer)", *rmsnorm(), repeats)
+    for name, n, k, ydt in (("qkv", width, HIDDEN, F32), ("o", HIDDEN, NQ * D, F32),
+                            ("gate", FFN, HIDDEN, BF16), ("up", FFN, HIDDEN, BF16),
+                            ("down", HIDDEN, FFN, F32)):
+        total += timed(f"MATMUL {name}", *matmul(n, k, ydt), repeats, flops=2.0 * m * n * k)
+    total += timed("SILU_MUL (bf16)", *silu_mul(), repeats)
     print(f"LAYER sum {total:.3f} ms, x16 layers {16 * total:.1f} ms (M = {m})")
 
 
