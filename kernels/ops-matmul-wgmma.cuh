@@ -152,10 +152,8 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const uint32_t ydt = amk_mm_dt (packed, 0), bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4);
   const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
   unsigned char *y = ctx->ptr[0];
-  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
-                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
-  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
-                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
+  const unsigned char *bias = amk_mm_operand (ctx, ins, buffers, 3);
+  const unsigned char *res = amk_mm_operand (ctx, ins, buffers, 4);
   const uint32_t wg = (uint32_t) tid / 128, wt = (uint32_t) tid % 128;
   /* a warpgroup whose rows all lie past M has nothing to multiply */
   const bool live = t.m0 + wg * 64 < t.m_end;

@@ -179,6 +179,16 @@ amk_mm_cp16 (uint32_t saddr, const void *src, uint32_t src_bytes)
 
 /* ---- exec -------------------------------------------------------------------------- */
 
+/* Operand `slot` (3 bias, 4 residual, 5 norm) of a checked MATMUL, or nullptr when the
+ * instruction has none. */
+static __device__ __forceinline__ const unsigned char *
+amk_mm_operand (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers, int slot)
+{
+  return amk_mm_dt (ctx->dtype, slot) == AMK_MM_ABSENT
+         ? nullptr : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[slot]].addr);
+}
+
+
 struct amk_mm_tile {
   uint32_t m0, m_end, n0, n_end; /* the block tile, clipped to the instruction */
 };
@@ -258,12 +268,9 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const uint32_t bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4), ndt = amk_mm_dt (packed, 5);
   const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
   unsigned char *y = ctx->ptr[0];
-  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
-                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
-  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
-                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
-  const unsigned char *norm = ndt == AMK_MM_ABSENT ? nullptr
-                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[5]].addr);
+  const unsigned char *bias = amk_mm_operand (ctx, ins, buffers, 3);
+  const unsigned char *res = amk_mm_operand (ctx, ins, buffers, 4);
+  const unsigned char *norm = amk_mm_operand (ctx, ins, buffers, 5);
   const int nw = nt / 32, warp = tid / 32, lane = tid % 32;
   const uint32_t BM = (uint32_t) nw * 8;
   const int wm = warp / 4, wn = warp % 4; /* the warp's 32 x 32 outputs */
@@ -497,10 +504,8 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const uint32_t bdt = amk_mm_dt (packed, 3), rdt = amk_mm_dt (packed, 4);
   const unsigned char *w = ctx->ptr[1], *x = ctx->ptr[2];
   unsigned char *y = ctx->ptr[0];
-  const unsigned char *bias = bdt == AMK_MM_ABSENT ? nullptr
-                              : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[3]].addr);
-  const unsigned char *res = rdt == AMK_MM_ABSENT ? nullptr
-                             : reinterpret_cast<const unsigned char *> (buffers[ins->buffers[4]].addr);
+  const unsigned char *bias = amk_mm_operand (ctx, ins, buffers, 3);
+  const unsigned char *res = amk_mm_operand (ctx, ins, buffers, 4);
   const bool x_f32 = xdt == AMK_ABI_DTYPE_F32;
   const bool x_other = !x_f32 && xdt != (F16 ? AMK_ABI_DTYPE_F16 : AMK_ABI_DTYPE_BF16);
   const uint32_t xsize = x_f32 ? 4 : 2;
