@@ -9,7 +9,6 @@ bytes over it.
 
 SPDX-License-Identifier: LGPL-2.1-or-later
 """
-import statistics
 import sys
 
 import gi
@@ -17,30 +16,15 @@ import numpy as np
 
 gi.require_version("Amk", "1.0")
 from gi.repository import Amk, GLib  # noqa: E402
+from op_timing import bf16, launch_median_ms  # noqa: E402
 
 HIDDEN, NQ, NKV, D, FFN, VOCAB, POS = 2048, 32, 8, 64, 8192, 128256, 64
 F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
 rng = np.random.default_rng(0)
 
 
-def bf16(a):
-    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def timed(name, build, repeats, nbytes=0):
-    launcher = Amk.Launcher(device=0)
-    prog = Amk.Program.new(launcher.get_preferred_queues())
-    inputs = build(prog)
-    prog.compile()
-    launcher.load(prog)
-    for key, array in inputs.items():
-        launcher.upload(key, GLib.Bytes.new(np.ascontiguousarray(array).tobytes()))
-    times = []
-    for _ in range(repeats + 2):
-        launcher.launch(None)
-        times.append(launcher.get_last_launch_time())
-    ms = statistics.median(times[2:])
+    ms = launch_median_ms(build, repeats)
     extra = f", {nbytes / (ms * 1e-3) / 1e9:.0f} GB/s of weights" if nbytes else ""
     print(f"OP {name}: {ms:.4f} ms{extra}")
     sys.stdout.flush()

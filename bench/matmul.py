@@ -20,14 +20,10 @@ import numpy as np
 
 gi.require_version("Amk", "1.0")
 from gi.repository import Amk, GLib  # noqa: E402
+from op_timing import bf16  # noqa: E402
 
 # Llama-3.2-1B: hidden 2048, q + 2 kv = 3072, ffn 8192
 SHAPES = [("qkv", 3072, 2048), ("o", 2048, 2048), ("gate", 8192, 2048), ("down", 2048, 8192)]
-
-
-def bf16(a):
-    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 def run_shape(name, m, n, k, repeats, rng, x_f32):
