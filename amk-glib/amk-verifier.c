@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #include <glib/gi18n-lib.h>
 
@@ -358,12 +359,16 @@ check_queues_and_instructions (AmkProgram  *self,
  * totals of the instructions already finished; a blocked queue parks on the counter it
  * needs and is woken when that counter grows. Counters only grow, so this greedy run
  * reaches the one fixpoint: if it leaves an instruction unfinished, no schedule finishes
- * it. GRID_SYNC releases once every queue stands at one. */
+ * it. GRID_SYNC releases once every queue stands at one. A queue parks on one counter
+ * at a time, so the parked queues are lists threaded through the queues (next_parked):
+ * the run's memory grows by 12 bytes a counter, whatever their number. */
 typedef struct {
   AmkProgram *self;
   guint      *pc;
   guint64    *value;
-  GArray    **parked;   /* per counter: queues parked on it */
+  gint32     *parked;       /* per counter: the last queue parked on it, or -1 */
+  gint32     *next_parked;  /* per queue: the queue parked on the same counter before it;
+                             * -2 while the queue is not parked */
   GArray     *work;
   guint       at_barrier;
 } AbstractRun;
@@ -393,10 +398,18 @@ finish (AbstractRun *run, guint q, const amk_instruction_t *ins)
   run->pc[q]++;
   if (ins->signal.counter != AMK_NO_COUNTER && ins->signal.amount > 0)
     {
-      GArray *parked = run->parked[ins->signal.counter];
       run->value[ins->signal.counter] += ins->signal.amount;
-      g_array_append_vals (run->work, parked->data, parked->len);
-      g_array_set_size (parked, 0);
+      gint32 p = run->parked[ins->signal.counter];
+
+      run->parked[ins->signal.counter] = -1;
+      while (p >= 0)
+        {
+          gint32 next = run->next_parked[p];
+
+          run->next_parked[p] = -2;
+          g_array_append_val (run->work, p);
+          p = next;
+        }
     }
   g_array_append_val (run->work, q);
 }
@@ -412,7 +425,11 @@ advance (AbstractRun *run, guint q)
   w = first_unmet_wait (run, ins);
   if (w >= 0)
     {
-      g_array_append_val (run->parked[ins->waits[w].counter], q);
+      if (run->next_parked[q] == -2)   /* not parked already */
+        {
+          run->next_parked[q] = run->parked[ins->waits[w].counter];
+          run->parked[ins->waits[w].counter] = (gint32) q;
+        }
       return;
     }
   if (ins->opcode == AMK_ABI_OP_GRID_SYNC)
@@ -468,15 +485,17 @@ static gboolean
 check_deadlock (AmkProgram  *self,
                 GError     **error)
 {
-  AbstractRun run = { self, NULL, NULL, NULL, NULL, 0 };
+  AbstractRun run = { self, NULL, NULL, NULL, NULL, NULL, 0 };
   guint n_counters = self->counter_names->len;
   gboolean ok;
 
   run.pc = g_new0 (guint, self->num_queues);
   run.value = g_new0 (guint64, n_counters + 1);
-  run.parked = g_new0 (GArray *, n_counters + 1);
-  for (guint c = 0; c < n_counters; c++)
-    run.parked[c] = g_array_new (FALSE, FALSE, sizeof (guint));
+  run.parked = g_new (gint32, n_counters + 1);
+  memset (run.parked, 0xff, (n_counters + 1) * sizeof (gint32));
+  run.next_parked = g_new (gint32, MAX (self->num_queues, 1));
+  for (guint q = 0; q < self->num_queues; q++)
+    run.next_parked[q] = -2;
   run.work = g_array_new (FALSE, FALSE, sizeof (guint));
 
   for (guint q = 0; q < self->num_queues; q++)
@@ -490,9 +509,8 @@ check_deadlock (AmkProgram  *self,
 
   ok = report_stuck (&run, error);
 
-  for (guint c = 0; c < n_counters; c++)
-    g_array_unref (run.parked[c]);
   g_free (run.parked);
+  g_free (run.next_parked);
   g_free (run.value);
   g_free (run.pc);
   g_array_unref (run.work);
