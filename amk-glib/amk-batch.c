@@ -997,6 +997,8 @@ amk_batch_step_async (AmkBatch            *self,
  * @error: return location for a #GError
  *
  * Ends [method@Amk.Batch.step_async].
+ * Call it once for each @result: a second call is a programmer error (a critical
+ * warning, and no result).
  *
  * Returns: %TRUE, or %FALSE with @error set
  */

@@ -317,6 +317,8 @@ amk_executor_run_async (AmkExecutor         *self,
  * @error: return location for a #GError
  *
  * Finishes [method@Amk.Executor.run_async].
+ * Call it once for each @result: a second call is a programmer error (a critical
+ * warning, and no result).
  *
  * Returns: %TRUE if the run succeeded, with @error set as by [method@Amk.Executor.run]
  *   otherwise

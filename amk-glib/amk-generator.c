@@ -1696,6 +1696,8 @@ amk_generator_generate_async (AmkGenerator        *self,
  * @error: return location for a #GError
  *
  * Finishes [method@Amk.Generator.generate_async].
+ * Call it once for each @result: a second call is a programmer error (a critical
+ * warning, and no result).
  *
  * Returns: (transfer full): the generated text, or %NULL with @error set
  */

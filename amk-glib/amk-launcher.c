@@ -1451,6 +1451,8 @@ amk_launcher_launch_async (AmkLauncher         *self,
  * @error: return location for a #GError
  *
  * Finishes [method@Amk.Launcher.launch_async].
+ * Call it once for each @result: a second call is a programmer error (a critical
+ * warning, and no result).
  *
  * Returns: %TRUE if the launch succeeded
  */

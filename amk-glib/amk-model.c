@@ -610,6 +610,8 @@ amk_model_new_from_file_async (const char          *path,
  * @error: return location for a #GError
  *
  * Finishes [func@Amk.Model.new_from_file_async].
+ * Call it once for each @result: a second call is a programmer error (a critical
+ * warning, and no result).
  *
  * Returns: (transfer full): the model, or %NULL with @error set
  */
