@@ -560,7 +560,9 @@ amk_program_get_buffer_n_elements (AmkProgram *self,
  *
  * Sets the buffer's default contents (weights, an initial state): executors and
  * launchers start from them. Buffers without data start as zeros. Scratch buffers have
- * no default contents.
+ * no default contents. An executor copies the contents when it takes the program
+ * ([ctor@Amk.CpuExecutor.new], [method@Amk.Executor.load]): data set later reaches it
+ * only through [method@Amk.Executor.upload] or a new load.
  *
  * Returns: %TRUE on success
  */
