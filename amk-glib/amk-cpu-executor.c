@@ -461,10 +461,21 @@ amk_cpu_executor_download (AmkCpuExecutor  *self,
   return g_bytes_new (buf->data, buf->info->size_bytes);
 }
 
+/* The run's schedule. Every queue that has not finished is in exactly one place: the
+ * runnable set (its head's waits hold), the barrier (its head is a GRID_SYNC whose waits
+ * hold), or parked on the first counter its head still waits for. A signal wakes the
+ * queues parked on its counter and places them again, so picking an instruction costs
+ * no scan of the queues. */
 typedef struct {
   AmkProgram *program;
   guint      *pc;
   guint32    *counters;
+  guint      *runnable;      /* the runnable queues, in no order */
+  guint      *slot;          /* per queue: its index in runnable, or G_MAXUINT */
+  guint       n_runnable;
+  guint       at_barrier;
+  gint32     *parked;        /* per counter: the last queue parked on it, or -1 */
+  gint32     *next_parked;   /* per queue: the queue parked on the same counter before it */
 } RunState;
 
 static const amk_instruction_t *
@@ -477,13 +488,58 @@ head (RunState *st, guint q)
                          g_array_index (queue, gint32, st->pc[q]));
 }
 
-static gboolean
-waits_hold (RunState *st, const amk_instruction_t *ins)
+/* Queue q (in no place) into the place its head calls for. */
+static void
+place (RunState *st, guint q)
 {
+  const amk_instruction_t *ins = head (st, q);
+
+  if (ins == NULL)
+    return;
   for (guint w = 0; w < ins->n_waits; w++)
     if (st->counters[ins->waits[w].counter] < ins->waits[w].target)
-      return FALSE;
-  return TRUE;
+      {
+        st->next_parked[q] = st->parked[ins->waits[w].counter];
+        st->parked[ins->waits[w].counter] = (gint32) q;
+        return;
+      }
+  if (ins->opcode == AMK_ABI_OP_GRID_SYNC)
+    {
+      st->at_barrier++;
+      return;
+    }
+  st->slot[q] = st->n_runnable;
+  st->runnable[st->n_runnable++] = q;
+}
+
+static void
+take_runnable (RunState *st, guint q)
+{
+  const guint i = st->slot[q], last = st->runnable[--st->n_runnable];
+
+  st->runnable[i] = last;
+  st->slot[last] = i;
+  st->slot[q] = G_MAXUINT;
+}
+
+/* Adds a finished instruction's signal and places the queues it wakes. */
+static void
+signal_counter (RunState *st, const amk_instruction_t *ins)
+{
+  gint32 p;
+
+  if (ins->signal.counter == AMK_NO_COUNTER)
+    return;
+  st->counters[ins->signal.counter] += ins->signal.amount;
+  p = st->parked[ins->signal.counter];
+  st->parked[ins->signal.counter] = -1;
+  while (p >= 0)
+    {
+      const gint32 next = st->next_parked[p];
+
+      place (st, (guint) p);
+      p = next;
+    }
 }
 
 static gboolean
@@ -495,9 +551,12 @@ cpu_run (AmkCpuExecutor  *self,
   RunState st;
   g_autoptr(GRand) rand = NULL;
   g_autofree guint *runnable = NULL;
+  g_autofree guint *slot = NULL;
   g_autofree guint *pc = NULL;
   g_autofree guint32 *counters = NULL;
-  guint remaining, n_queues;
+  g_autofree gint32 *parked = NULL;
+  g_autofree gint32 *next_parked = NULL;
+  guint remaining, n_queues, n_counters;
   guint32 seed_words[2];
 
   if (!ensure_ready (self, error) || !amk_loaded_program_check (&self->loaded, error))
@@ -505,19 +564,26 @@ cpu_run (AmkCpuExecutor  *self,
 
   program = self->loaded.program;
   n_queues = program->num_queues;
+  n_counters = program->counter_names->len;
   pc = g_new0 (guint, n_queues);
-  counters = g_new0 (guint32, program->counter_names->len + 1);
+  counters = g_new0 (guint32, n_counters + 1);
   runnable = g_new0 (guint, n_queues);
-  st = (RunState) { program, pc, counters };
+  slot = g_new (guint, n_queues);
+  parked = g_new (gint32, n_counters + 1);
+  next_parked = g_new0 (gint32, n_queues);
+  memset (slot, 0xff, n_queues * sizeof (guint));
+  memset (parked, 0xff, (n_counters + 1) * sizeof (gint32));
+  st = (RunState) { program, pc, counters, runnable, slot, 0, 0, parked, next_parked };
   seed_words[0] = (guint32) self->seed;
   seed_words[1] = (guint32) (self->seed >> 32);
   rand = g_rand_new_with_seed_array (seed_words, 2);
   memset (&self->last_abort, 0, sizeof self->last_abort);
   remaining = program->instructions->len;
+  for (guint q = 0; q < n_queues; q++)
+    place (&st, q);
 
   while (remaining > 0)
     {
-      guint n_runnable = 0, n_at_barrier = 0;
       guint q, pos;
       const amk_instruction_t *ins;
       AmkAbortCode code;
@@ -526,30 +592,21 @@ cpu_run (AmkCpuExecutor  *self,
       if (g_cancellable_set_error_if_cancelled (cancellable, error))
         return FALSE;
 
-      for (q = 0; q < n_queues; q++)
+      if (st.n_runnable == 0)
         {
-          ins = head (&st, q);
-          if (ins == NULL || !waits_hold (&st, ins))
-            continue;
-          if (ins->opcode == AMK_ABI_OP_GRID_SYNC)
-            n_at_barrier++;
-          else
-            runnable[n_runnable++] = q;
-        }
-
-      if (n_runnable == 0)
-        {
-          if (n_at_barrier == n_queues)
+          if (st.at_barrier == n_queues)
             {
               /* every queue stands at its barrier: release them together */
+              st.at_barrier = 0;
               for (q = 0; q < n_queues; q++)
                 {
                   ins = head (&st, q);
                   pc[q]++;
                   remaining--;
-                  if (ins->signal.counter != AMK_NO_COUNTER)
-                    counters[ins->signal.counter] += ins->signal.amount;
+                  signal_counter (&st, ins);   /* no queue is parked: it wakes none */
                 }
+              for (q = 0; q < n_queues; q++)
+                place (&st, q);
               continue;
             }
           /* the verifier proves this cannot happen; say so if it ever does */
@@ -558,7 +615,8 @@ cpu_run (AmkCpuExecutor  *self,
           return FALSE;
         }
 
-      q = runnable[g_rand_int_range (rand, 0, (gint32) n_runnable)];
+      q = runnable[g_rand_int_range (rand, 0, (gint32) st.n_runnable)];
+      take_runnable (&st, q);
       pos = pc[q];
       ins = head (&st, q);
       code = amk_op_run_cpu (ins, self->buffers, counters, &detail);
@@ -574,8 +632,8 @@ cpu_run (AmkCpuExecutor  *self,
         }
       pc[q]++;
       remaining--;
-      if (ins->signal.counter != AMK_NO_COUNTER)
-        counters[ins->signal.counter] += ins->signal.amount;
+      signal_counter (&st, ins);
+      place (&st, q);
     }
   return TRUE;
 }

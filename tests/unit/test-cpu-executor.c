@@ -756,6 +756,43 @@ test_runtime_deadlock_guard (void)
   g_clear_error (&error);
 }
 
+/* Picking the next instruction scans no queues: 65,536 queues of one NOP each (a scan
+ * of every queue per instruction took 35 s), and a chain through all of them, each
+ * queue waiting for the counter of the queue before it (parked, then woken). */
+static void
+test_many_queues (void)
+{
+  const guint n = 65536;
+  g_autoptr(AmkProgram) p = amk_program_new (n);
+  g_autoptr(AmkProgram) chain = amk_program_new (n);
+  g_autoptr(AmkCpuExecutor) ex = NULL;
+  g_autoptr(AmkCpuExecutor) chain_ex = NULL;
+  GError *error = NULL;
+  gint before = -1;
+  gint64 start;
+
+  for (guint q = 0; q < n; q++)
+    {
+      gint c = amk_program_add_counter (chain, NULL);
+      gint i;
+
+      test_add (p, q, AMK_OPCODE_NOP, NULL, 0, NULL);
+      i = test_add (chain, n - 1 - q, AMK_OPCODE_NOP, NULL, 0, NULL);
+      if (before >= 0)
+        test_wait (chain, i, before, 1);
+      test_signal (chain, i, c, 1);
+      before = c;
+    }
+  ex = make_executor (p, 1);
+  chain_ex = make_executor (chain, 2);
+  start = g_get_monotonic_time ();
+  g_assert_true (amk_cpu_executor_run (ex, &error));
+  g_assert_no_error (error);
+  g_assert_true (amk_cpu_executor_run (chain_ex, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -782,6 +819,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/cpu-executor/upload-download", test_upload_download);
   g_test_add_func ("/amk/cpu-executor/scratch-persists", test_scratch_persists);
   g_test_add_func ("/amk/cpu-executor/runtime-deadlock-guard", test_runtime_deadlock_guard);
+  g_test_add_func ("/amk/cpu-executor/many-queues", test_many_queues);
 
   return g_test_run ();
 }
