@@ -581,8 +581,9 @@ amk_model_prefill_fits (const AmkModelSpec *spec)
  * @build: a decode step built by amk_model_build_graph()
  * @chunk: the rows of the chunk, at least 2
  * @activations: the type of the MATMULs' inputs: F32 (the norm fused into the MATMUL),
- *   or BF16 (a RMSNORM into a BF16 buffer first, and SILU_MUL's output in BF16), which
- *   the tensor cores read without a conversion (amk_executor_get_activation_dtype())
+ *   or BF16 (a RMSNORM into a BF16 buffer first; the attention output, gate, up and
+ *   SILU_MUL's output in BF16), which the tensor cores read without a conversion
+ *   (amk_executor_get_activation_dtype())
  * @error: return location for a #GError
  *
  * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
