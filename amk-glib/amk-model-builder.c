@@ -354,7 +354,7 @@ share_buffer (AmkProgram  *p,
               GError     **error)
 {
   const gint64 *shape;
-  GBytes *data;
+  g_autoptr(GBytes) data = NULL;
   gsize n_dims;
   gint buf;
 

@@ -9,6 +9,29 @@
  */
 #include "amk-test-common.h"
 
+/* The program's data for `buffer`: `size` bytes at `data`, which outlive the program. */
+static void
+set_data (AmkProgram *p, gint buffer, const void *data, gsize size)
+{
+  g_autoptr(GBytes) bytes = g_bytes_new_static (data, size);
+  GError *error = NULL;
+
+  g_assert_true (amk_program_set_buffer_data (p, (guint) buffer, bytes, &error));
+  g_assert_no_error (error);
+}
+
+/* `size` bytes at `data` into the executor's `buffer`. */
+static void
+upload (AmkCpuExecutor *ex, gint buffer, const void *data, gsize size)
+{
+  g_autoptr(GBytes) bytes = g_bytes_new_static (data, size);
+  GError *error = NULL;
+
+  g_assert_true (amk_cpu_executor_upload (ex, (guint) buffer, bytes, &error));
+  g_assert_no_error (error);
+}
+
+
 #define N_BUFFERS 8
 
 typedef struct {
@@ -69,7 +92,7 @@ graph_build (Graph *g, guint queues, guint n, guint n_ops)
       g->w[m] = g_new (float, (gsize) n * n);
       for (guint i = 0; i < n * n; i++)
         g->w[m][i] = (float) g_test_rand_double_range (-1, 1) / sqrtf ((float) n);
-      g_assert_true (amk_program_set_buffer_data (g->p, g->mat[m], g_bytes_new_static (g->w[m], (gsize) n * n * 4), &error));
+      set_data (g->p, g->mat[m], g->w[m], (gsize) n * n * 4);
     }
 
   for (guint k = 0; k < n_ops; k++)
@@ -182,7 +205,7 @@ test_random_graphs (void)
 
       ex = amk_cpu_executor_new (g.p, &error);
       g_assert_no_error (error);
-      g_assert_true (amk_cpu_executor_upload (ex, g.buf[0], g_bytes_new_static (g.data[0], n * 4), &error));
+      upload (ex, g.buf[0], g.data[0], n * 4);
       for (guint64 seed = 0; seed < 4; seed++)
         {
           amk_cpu_executor_set_seed (ex, seed * 7919 + round);
@@ -286,7 +309,7 @@ test_matvec_split_k (void)
         x[i] = (float) g_test_rand_double_range (-1, 1);
       for (guint i = 0; i < rows; i++)
         y0[i] = (float) g_test_rand_double_range (-1, 1);
-      g_assert_true (amk_program_set_buffer_data (p, wb, g_bytes_new_static (w, (gsize) rows * k * 4), &error));
+      set_data (p, wb, w, (gsize) rows * k * 4);
       g_assert_cmpint (amk_program_op_matvec (p, yb, wb, xb, -1, in_place ? yb : -1, -1, 0, &error), >=, 0);
       g_assert_true (amk_program_compile (p, &error));
       g_assert_no_error (error);
@@ -315,8 +338,8 @@ test_matvec_split_k (void)
 
       ex = amk_cpu_executor_new (p, &error);
       g_assert_no_error (error);
-      g_assert_true (amk_cpu_executor_upload (ex, xb, g_bytes_new_static (x, k * 4), &error));
-      g_assert_true (amk_cpu_executor_upload (ex, yb, g_bytes_new_static (y0, rows * 4), &error));
+      upload (ex, xb, x, k * 4);
+      upload (ex, yb, y0, rows * 4);
       g_assert_true (amk_cpu_executor_run (ex, &error));
       out = amk_cpu_executor_download (ex, yb, &error);
       g_assert_no_error (error);
@@ -431,9 +454,9 @@ test_silu_fused (void)
           wu[i] = (float) g_test_rand_double_range (-1, 1);
           wd[i] = (float) g_test_rand_double_range (-1, 1);
         }
-      g_assert_true (amk_program_set_buffer_data (p, mg, g_bytes_new_static (wg, f * h * 4), &error));
-      g_assert_true (amk_program_set_buffer_data (p, mu, g_bytes_new_static (wu, f * h * 4), &error));
-      g_assert_true (amk_program_set_buffer_data (p, md, g_bytes_new_static (wd, f * h * 4), &error));
+      set_data (p, mg, wg, f * h * 4);
+      set_data (p, mu, wu, f * h * 4);
+      set_data (p, md, wd, f * h * 4);
       for (guint l = 0; l < layers; l++)
         {
           g_assert_cmpint (amk_program_op_matvec (p, bg, mg, bx, -1, -1, -1, 0, &error), >=, 0);
@@ -474,7 +497,7 @@ test_silu_fused (void)
         }
       ex = amk_cpu_executor_new (p, &error);
       g_assert_no_error (error);
-      g_assert_true (amk_cpu_executor_upload (ex, bx, g_bytes_new_static (x, h * 4), &error));
+      upload (ex, bx, x, h * 4);
       g_assert_true (amk_cpu_executor_run (ex, &error));
       g_assert_no_error (error);
       out = amk_cpu_executor_download (ex, bx, &error);

@@ -86,8 +86,10 @@ assert_shares_weights (const char *path,
                         amk_program_get_buffer_size (build->prefill->program, b));
       if (role == AMK_BUFFER_ROLE_CONSTANT)
         {
-          g_assert_true (amk_program_get_buffer_data (build->prefill->program, b) ==
-                         amk_program_get_buffer_data (build->program, (guint) d));
+          g_autoptr(GBytes) chunk_data = amk_program_get_buffer_data (build->prefill->program, b);
+          g_autoptr(GBytes) step_data = amk_program_get_buffer_data (build->program, (guint) d);
+
+          g_assert_true (chunk_data == step_data);
           n_constants++;
         }
     }
