@@ -48,6 +48,16 @@ batch_tokens (AmkBatch *batch, guint id)
   return ids;
 }
 
+/* Sequence `id` of the batch got exactly the tokens `prompt` gets alone. */
+static void
+assert_as_alone (AmkBatch *batch, guint id, const char *path, const char *prompt, guint max_tokens)
+{
+  g_autoptr(GArray) got = batch_tokens (batch, id);
+  g_autoptr(GArray) want = alone (path, prompt, max_tokens);
+
+  test_assert_ids_equal (got, want);
+}
+
 static guint
 batch_tokens_len (AmkBatch *batch, guint id)
 {
@@ -214,18 +224,9 @@ test_continuous (void)
   /* the second ran all along: the joiner took the first's slot while it ran */
   g_assert_cmpuint (amk_batch_get_steps (batch), <, 3 + MAX_TOKENS[1] + MAX_TOKENS[2]);
 
-  {
-    g_autoptr(GArray) got0 = batch_tokens (batch, first);
-    g_autoptr(GArray) got1 = batch_tokens (batch, second);
-    g_autoptr(GArray) got2 = batch_tokens (batch, joiner.id);
-    g_autoptr(GArray) want0 = alone (path, PROMPTS[0], 3);
-    g_autoptr(GArray) want1 = alone (path, PROMPTS[1], MAX_TOKENS[1]);
-    g_autoptr(GArray) want2 = alone (path, PROMPTS[2], MAX_TOKENS[2]);
-
-    test_assert_ids_equal (got0, want0);
-    test_assert_ids_equal (got1, want1);
-    test_assert_ids_equal (got2, want2);
-  }
+  assert_as_alone (batch, first, path, PROMPTS[0], 3);
+  assert_as_alone (batch, second, path, PROMPTS[1], MAX_TOKENS[1]);
+  assert_as_alone (batch, joiner.id, path, PROMPTS[2], MAX_TOKENS[2]);
 }
 
 /* A long prompt joins while a sequence runs: it is read a chunk per step, and the
@@ -257,15 +258,8 @@ test_joining_prompt (void)
     }
   g_assert_true (amk_batch_run (batch, NULL, &error));
   g_assert_no_error (error);
-  {
-    g_autoptr(GArray) got0 = batch_tokens (batch, running);
-    g_autoptr(GArray) got1 = batch_tokens (batch, joining);
-    g_autoptr(GArray) want0 = alone (path, PROMPTS[2], 20);
-    g_autoptr(GArray) want1 = alone (path, PROMPTS[1], 3);
-
-    test_assert_ids_equal (got0, want0);
-    test_assert_ids_equal (got1, want1);
-  }
+  assert_as_alone (batch, running, path, PROMPTS[2], 20);
+  assert_as_alone (batch, joining, path, PROMPTS[1], 3);
 }
 
 /* Cancelling one sequence midway: it keeps its tokens so far, the others go on exactly
@@ -487,8 +481,6 @@ test_cancelled_step (void)
   g_autoptr(AmkBatch) batch = amk_batch_new (model, NULL, 2);
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) got = NULL;
-  g_autoptr(GArray) want = NULL;
   guint id;
 
   id = amk_batch_add (batch, PROMPTS[1], 4, &error);
@@ -500,9 +492,7 @@ test_cancelled_step (void)
   /* nothing was lost: the run goes on as if the cancelled step never was */
   g_assert_true (amk_batch_run (batch, NULL, &error));
   g_assert_no_error (error);
-  got = batch_tokens (batch, id);
-  want = alone (path, PROMPTS[1], 4);
-  test_assert_ids_equal (got, want);
+  assert_as_alone (batch, id, path, PROMPTS[1], 4);
 }
 
 /* Steps in a worker thread: the signals come in the main loop before each callback, and
