@@ -902,16 +902,18 @@ upload_table (AmkLauncher *self, GError **error)
 }
 
 /* The instruction table, followed by room for the check kernel's records
- * (AMK_PROGRAM_CHECKED), which it fills before the first launch. */
+ * (AMK_PROGRAM_CHECKED) and the tensor maps (AMK_PROGRAM_TENSOR_MAPS), which the check
+ * fills before the first launch. */
 static gboolean
 alloc_instructions (AmkLauncher *self, AmkProgram *program, GError **error)
 {
   char msg[MSG_LEN] = "";
   const gsize n = program->instructions->len;
   const gsize bytes = n * sizeof (amk_instruction_t);
+  const gsize maps = 2 * (gsize) program->buffers->len * sizeof (amk_tensor_map_t);
 
   self->checked = FALSE;
-  return alloc_upload (self, &self->d_instructions, NULL, bytes + n * AMK_CHECKED_RECORD_BYTES, error) &&
+  return alloc_upload (self, &self->d_instructions, NULL, AMK_TENSOR_MAPS_OFFSET (n) + maps, error) &&
          (n == 0 || cuda_error (amk_cuda_upload (self->device, self->d_instructions,
                                                  program->instructions->data, bytes, msg, sizeof msg),
                                 msg, error));
@@ -1347,14 +1349,18 @@ amk_launcher_launch (AmkLauncher   *self,
   prog.n_instructions = (int32_t) self->loaded.n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
   prog.l2_prefetch = self->l2_prefetch;
+  prog.flags = AMK_PROGRAM_TENSOR_MAPS | (self->many_tokens ? AMK_PROGRAM_MANY_TOKENS : 0u);
   if (!self->checked)
     {
-      /* the device-side checks, once for this image and buffer table */
-      if (!cuda_error (amk_cuda_check_program (self->device, &prog, msg, sizeof msg), msg, error))
+      /* the device-side checks and the tensor maps, once for this image and buffer table */
+      if (!cuda_error (amk_cuda_check_program (self->device, &prog, self->table,
+                                               (const amk_instruction_t *) (gconstpointer) program->instructions->data,
+                                               msg, sizeof msg),
+                       msg, error))
         return FALSE;
       self->checked = TRUE;
     }
-  prog.flags = AMK_PROGRAM_CHECKED | (self->many_tokens ? AMK_PROGRAM_MANY_TOKENS : 0u);
+  prog.flags |= AMK_PROGRAM_CHECKED;
 
   memset (&self->last_abort, 0, sizeof self->last_abort);
   if (cancellable != NULL)

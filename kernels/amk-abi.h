@@ -473,6 +473,21 @@ typedef struct {
   uint64_t end_ns;
 } amk_trace_event_t;
 
+/* A tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned) of a bf16 matrix of
+ * `rows` rows of k elements, in boxes of 64 columns by AMK_MATMUL_TMA_X_ROWS (X) or
+ * AMK_MATMUL_TMA_W_ROWS (W) rows in the 128-byte swizzle. k = AMK_TENSOR_MAP_CONFLICT:
+ * MATMULs read the buffer with different k, none through a map. */
+typedef struct {
+  uint64_t map[16];
+  uint32_t k;
+  uint32_t rows;
+  uint32_t reserved[14];
+} amk_tensor_map_t;
+
+#define AMK_MATMUL_TMA_X_ROWS   256
+#define AMK_MATMUL_TMA_W_ROWS   128
+#define AMK_TENSOR_MAP_CONFLICT 0xffffffffu
+
 /* The POD the kernel receives by value. */
 typedef struct {
   const amk_buffer_t      *buffers;
@@ -509,6 +524,15 @@ typedef struct {
  * them (amk_megakernel_many); the other build aborts with BAD_OPCODE there. */
 #define AMK_PROGRAM_MANY_TOKENS  2u
 #define AMK_CHECKED_RECORD_BYTES 48
+/* TENSOR_MAPS: the checked records are followed, at the next 128-byte boundary, by
+ * 2 n_buffers amk_tensor_map_t the launcher wrote for this buffer table: [2 b] maps
+ * buffer b as a MATMUL's X, [2 b + 1] as its W (k = 0: no map). The check kernel marks
+ * the MATMULs whose two maps fit (AMK_MM_TMA in their resolved dtypes); those read X and W
+ * with the tensor memory accelerator. */
+#define AMK_PROGRAM_TENSOR_MAPS  4u
+/* Bytes from the instruction table's start (allocated 256-byte aligned) to the maps. */
+#define AMK_TENSOR_MAPS_OFFSET(n_instructions) \
+  (((uint64_t) (n_instructions) * (128 + AMK_CHECKED_RECORD_BYTES) + 127) & ~(uint64_t) 127)
 
 #define AMK_L2_PREFETCH_MAX 2
 
@@ -526,6 +550,7 @@ AMK_STATIC_ASSERT (sizeof (amk_instruction_t) == 128, "amk_instruction_t must be
 AMK_STATIC_ASSERT (sizeof (amk_abort_record_t) == 32, "amk_abort_record_t must be 32 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_trace_event_t) == 32, "amk_trace_event_t must be 32 bytes");
 AMK_STATIC_ASSERT (sizeof (amk_device_program) == 128, "amk_device_program must be 128 bytes");
+AMK_STATIC_ASSERT (sizeof (amk_tensor_map_t) == 192, "amk_tensor_map_t must be 192 bytes");
 
 /* Each parameter stays in the 32-bit slot it had when the ops read numbered slots, so
  * images made then load unchanged. */

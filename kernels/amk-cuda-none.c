@@ -77,7 +77,8 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
 }
 
 amk_cuda_status
-amk_cuda_check_program (int device, const amk_device_program *prog, char *msg, size_t msg_len)
+amk_cuda_check_program (int device, const amk_device_program *prog, const amk_buffer_t *table,
+                        const amk_instruction_t *instructions, char *msg, size_t msg_len)
 {
   return no_cuda (msg, msg_len);
 }

@@ -6,12 +6,15 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <chrono>
 #include <mutex>
 #include <thread>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include "amk-abi.h"
@@ -758,8 +761,98 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
     }
 }
 
+/* ---- tensor maps ------------------------------------------------------------------- */
+
+/* cuTensorMapEncodeTiled, from the driver the runtime loaded (no link to libcuda), or
+ * NULL. */
+static PFN_cuTensorMapEncodeTiled_v12000
+amk_encode_tiled_fn (void)
+{
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
+
+  std::call_once (once, [] {
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion ("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                          &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      fn = (PFN_cuTensorMapEncodeTiled_v12000) p;
+  });
+  return fn;
+}
+
+/* Map `b` (of `box_rows`-row boxes) for a MATMUL of `k` columns, once per buffer and role:
+ * a second k marks the buffer AMK_TENSOR_MAP_CONFLICT. */
+static void
+amk_map_operand (amk_tensor_map_t *m, const amk_buffer_t *b, uint32_t k, uint32_t box_rows)
+{
+  PFN_cuTensorMapEncodeTiled_v12000 encode = amk_encode_tiled_fn ();
+  const uint64_t row_bytes = (uint64_t) k * 2;
+
+  if (m->k == k || m->k == AMK_TENSOR_MAP_CONFLICT)
+    return;
+  if (m->k != 0)
+    {
+      m->k = AMK_TENSOR_MAP_CONFLICT;
+      return;
+    }
+  if (encode == NULL || b->dtype != AMK_ABI_DTYPE_BF16 || k == 0 || row_bytes % 16 != 0 ||
+      b->size_bytes % row_bytes != 0 || b->size_bytes / row_bytes >= (1ull << 31) || (b->addr & 15u) != 0)
+    return;
+
+  const cuuint64_t dims[2] = { k, b->size_bytes / row_bytes };
+  const cuuint64_t strides[1] = { row_bytes };
+  const cuuint32_t box[2] = { 64, box_rows };
+  const cuuint32_t unit[2] = { 1, 1 };
+  CUtensorMap map;
+  if (encode (&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *) (uintptr_t) b->addr, dims, strides, box,
+              unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return;
+  static_assert (sizeof map == sizeof m->map, "a CUtensorMap fills amk_tensor_map_t.map");
+  memcpy (m->map, &map, sizeof map);
+  m->k = k;
+  m->rows = (uint32_t) dims[1];
+}
+
+/* The tensor maps of prog's MATMULs of bf16 X and W without a fused norm (the operands
+ * of the TMA tile, ops-matmul-wgmma.cuh), uploaded behind the checked records. */
+static amk_cuda_status
+amk_write_tensor_maps (amk_device_state *st, const amk_device_program *prog, const amk_buffer_t *table,
+                       const amk_instruction_t *instructions, char *msg, size_t msg_len)
+{
+  const size_t n = (size_t) prog->n_buffers * 2;
+  amk_tensor_map_t *maps = (amk_tensor_map_t *) calloc (n > 0 ? n : 1, sizeof *maps);
+
+  if (maps == NULL)
+    {
+      amk_msg (msg, msg_len, "out of host memory for %zu tensor maps", n);
+      return AMK_CUDA_FAILED;
+    }
+  for (int32_t i = 0; i < prog->n_instructions && table != NULL && instructions != NULL; i++)
+    {
+      const amk_instruction_t *ins = &instructions[i];
+      const int32_t w = ins->buffers[1], x = ins->buffers[2];
+      if (ins->opcode != AMK_ABI_OP_MATMUL || ins->n_buffers < 3 || ins->buffers[5] != AMK_NO_BUFFER ||
+          w < 0 || w >= prog->n_buffers || x < 0 || x >= prog->n_buffers || ins->params.matmul.k <= 0)
+        continue;
+      amk_map_operand (&maps[2 * x], &table[x], (uint32_t) ins->params.matmul.k, AMK_MATMUL_TMA_X_ROWS);
+      amk_map_operand (&maps[2 * w + 1], &table[w], (uint32_t) ins->params.matmul.k, AMK_MATMUL_TMA_W_ROWS);
+    }
+  const uintptr_t dst = (uintptr_t) prog->instructions + AMK_TENSOR_MAPS_OFFSET (prog->n_instructions);
+  cudaError_t e = cudaMemcpyAsync ((void *) dst, maps, n * sizeof *maps, cudaMemcpyHostToDevice, st->stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize (st->stream);
+  free (maps);
+  if (e != cudaSuccess)
+    return amk_fail (e, msg, msg_len, "uploading the tensor maps");
+  return AMK_CUDA_OK;
+}
+
 extern "C" amk_cuda_status
-amk_cuda_check_program (int device, const amk_device_program *prog, char *msg, size_t msg_len)
+amk_cuda_check_program (int device, const amk_device_program *prog, const amk_buffer_t *table,
+                        const amk_instruction_t *instructions, char *msg, size_t msg_len)
 {
   amk_device_state *st = NULL;
   amk_cuda_status s;
@@ -777,6 +870,9 @@ amk_cuda_check_program (int device, const amk_device_program *prog, char *msg, s
     return s;
 
   std::lock_guard<std::mutex> launch_guard (*st->launch_lock);
+  if ((prog->flags & AMK_PROGRAM_TENSOR_MAPS) != 0 &&
+      (s = amk_write_tensor_maps (st, prog, table, instructions, msg, msg_len)) != AMK_CUDA_OK)
+    return s;
   amk_device_program copy = *prog;
   void *args[] = { &copy };
   const unsigned threads = 128, blocks = ((unsigned) prog->n_instructions + threads - 1) / threads;

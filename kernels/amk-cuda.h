@@ -76,8 +76,13 @@ amk_cuda_status amk_cuda_launch                 (int device, const amk_device_pr
 
 /* Checks every instruction of `prog` once, for its buffer table as it is now, into the
  * records behind the instruction table (AMK_PROGRAM_CHECKED in amk-abi.h: the table must
- * have room for them) and waits. */
+ * have room for them) and waits. With AMK_PROGRAM_TENSOR_MAPS in prog->flags it first
+ * writes the tensor maps behind the records from `table` and `instructions`, the host's
+ * copies of prog's buffer table and instructions (room for them too); a map the driver
+ * cannot make is left out, and its MATMULs read X and W without one. */
 amk_cuda_status amk_cuda_check_program          (int device, const amk_device_program *prog,
+                                                 const amk_buffer_t *table,
+                                                 const amk_instruction_t *instructions,
                                                  char *msg, size_t msg_len);
 
 /* Launches an empty kernel of `grid` x `threads` and waits: the baseline for launch

@@ -427,6 +427,10 @@ amk_check_program (amk_device_program prog)
     return;
   amk_checked_t r = {};
   r.code = amk_check (prog, prog.instructions + i, i, &r.ctx, &r.detail, true);
+#ifdef AMK_MM_HAVE_WGMMA
+  if (r.code == AMK_ABORT_NONE)
+    amk_mmw_mark_tma (prog, prog.instructions + i, &r.ctx);
+#endif
   const_cast<amk_checked_t *> (amk_checked_table (prog))[i] = r;
 }
 
@@ -634,7 +638,7 @@ amk_megakernel_run (const amk_device_program &launched)
       else if (MANY && opcode == AMK_ABI_OP_MATMUL && amk_mmw_takes (&ctx, ins, nt))
         {
           if (run)
-            amk_mmw_exec (&ctx, ins, prog.buffers, tid); /* inline: see its comment */
+            amk_mmw_exec (&ctx, ins, prog, tid); /* inline: see its comment */
         }
 #endif
       else if (opcode >= AMK_ABI_OP_RMSNORM && opcode <= AMK_ABI_OP_ATTN_ROWS)

@@ -114,6 +114,28 @@ def test_matmul_wgmma_gpu_matches_cpu(ydt, m, n, k, fused):
     test_matmul_gpu_matches_cpu(BF16, BF16, ydt, m, n, k, fused)
 
 
+def test_matmul_one_x_read_with_two_k_gpu_matches_cpu():
+    """One X buffer read by two MATMULs as [2048, 128] and [1024, 256]: its tensor map
+    can fit only one k, so both read X without one (the mma.sync tile), and agree."""
+    rng = make_rng()
+    prog = Amk.Program.new(queues())
+    x = add(prog, "x", BF16, (2048, 128))
+    ws, ys = [], []
+    for k, m in ((128, 2048), (256, 1024)):
+        w = add(prog, f"w{k}", BF16, (136, k), Amk.BufferRole.CONSTANT)
+        prog.set_buffer_data(w, GLib.Bytes.new(from_f32(BF16, rng.standard_normal(136 * k).astype(np.float32) * 0.1).tobytes()))
+        y = add(prog, f"y{k}", F32, (m, 136), Amk.BufferRole.OUTPUT)
+        prog.op_matmul(y, w, x, -1, -1, -1, 1e-5)
+        ws.append(w), ys.append((y, m))
+    prog.compile()
+    inputs = {x: (BF16, from_f32(BF16, rng.standard_normal(2048 * 128).astype(np.float32)))}
+    got = run_both(prog, inputs, {y: (F32, m * 136) for y, m in ys})
+    for y, m in ys:
+        cpu, gpu = got[y]
+        assert np.all(np.isfinite(gpu))
+        assert rel_err(gpu, cpu) <= 1e-2
+
+
 def test_matmul_refuses_a_hand_set_configuration():
     """MATMUL's tiles need a multiple of 128 threads and their shared memory: a launcher
     set by hand below that says so before the launch."""
