@@ -17,6 +17,8 @@
 #include "amk-error.h"
 
 #define MATMUL_TILE_ROWS  256u /* rows of a full tile: the device kernel's wgmma tile at 512 threads */
+#define MATMUL_ROW_STEP    64u /* a warpgroup's rows in that tile */
+#define MATMUL_TILE_FIXED  32u /* a tile's fixed cost (pipeline fill, stores), in rows */
 #define MATMUL_TILE_COLS  128u /* columns of a full tile */
 #define MATMUL_MIN_COLS    16u /* a column tile is a whole number of tensor-core tiles */
 #define MATMUL_K_MULTIPLE   8u /* 16 bytes of a 16-bit row of W */
@@ -289,22 +291,50 @@ verify_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t
 
 /* ---- lowering and cost -------------------------------------------------------------- */
 
-/* The tile grid of a MATMUL op: rows in tiles of MATMUL_TILE_ROWS (the last one smaller),
- * and columns in tiles of MATMUL_TILE_COLS when that gives every queue a tile; otherwise in
- * narrower tiles (whole tensor-core tiles of MATMUL_MIN_COLS) that give about one tile
- * per queue, so that a few rows still spread over the device. */
+/* Rows per tile when the tiles fill every queue: a multiple of the warpgroup's rows, the
+ * one whose rounds over the queues take least (a round lasts as long as its tiles, about
+ * their rows plus a fixed cost). Fewer rows can help: 192 tiles of 256 rows on 132 queues
+ * take two full rounds, 264 tiles of 192 rows two rounds of shorter tiles. */
+static guint64
+matmul_tile_rows (guint64 m, guint64 n_tiles, guint64 queues)
+{
+  guint64 best = MATMUL_TILE_ROWS;
+  double best_cost = G_MAXDOUBLE;
+
+  for (guint64 rows = MATMUL_TILE_ROWS; rows >= MATMUL_TILE_ROWS / 2; rows -= MATMUL_ROW_STEP)
+    {
+      const guint64 tiles = (m + rows - 1) / rows * n_tiles;
+      const double cost = (double) ((tiles + queues - 1) / queues) * (double) (rows + MATMUL_TILE_FIXED);
+
+      if (cost < best_cost)
+        best = rows, best_cost = cost;
+    }
+  return best;
+}
+
+/* The tile grid of a MATMUL op: columns in tiles of MATMUL_TILE_COLS and rows in tiles of
+ * matmul_tile_rows() (the last one smaller) when that gives every queue a tile;
+ * otherwise rows in tiles of MATMUL_TILE_ROWS and columns in narrower tiles (whole
+ * tensor-core tiles of MATMUL_MIN_COLS) that give about one tile per queue, so that a few
+ * rows still spread over the device. */
 static void
-matmul_grid (AmkLowering *lw, guint64 *m, guint64 *n, guint64 *m_tiles, guint64 *n_tile)
+matmul_grid (AmkLowering *lw, guint64 *m, guint64 *n, guint64 *m_tile, guint64 *m_tiles, guint64 *n_tile)
 {
   const guint64 queues = MAX (1, lw->program->num_queues);
   AmkBufferInfo *w = amk_lower_buffer (lw, lw->op->buffers[1]);
   AmkBufferInfo *x = amk_lower_buffer (lw, lw->op->buffers[2]);
+  const guint64 n_full = (w->shape[0] + MATMUL_TILE_COLS - 1) / MATMUL_TILE_COLS;
 
   *n = w->shape[0];
   *m = x->n_elements / w->shape[1];
+  *m_tile = MATMUL_TILE_ROWS;
   *m_tiles = (*m + MATMUL_TILE_ROWS - 1) / MATMUL_TILE_ROWS;
-  if (*m_tiles * ((*n + MATMUL_TILE_COLS - 1) / MATMUL_TILE_COLS) >= queues)
-    *n_tile = MATMUL_TILE_COLS;
+  if (*m_tiles * n_full >= queues)
+    {
+      *n_tile = MATMUL_TILE_COLS;
+      *m_tile = matmul_tile_rows (*m, n_full, queues);
+      *m_tiles = (*m + *m_tile - 1) / *m_tile;
+    }
   else
     {
       const guint64 cols = (*n * *m_tiles + queues - 1) / queues;
@@ -316,9 +346,9 @@ matmul_grid (AmkLowering *lw, guint64 *m, guint64 *n, guint64 *m_tiles, guint64 
 static void
 plan_matmul (AmkLowering *lw)
 {
-  guint64 m, n, m_tiles, n_tile;
+  guint64 m, n, m_tile, m_tiles, n_tile;
 
-  matmul_grid (lw, &m, &n, &m_tiles, &n_tile);
+  matmul_grid (lw, &m, &n, &m_tile, &m_tiles, &n_tile);
   lw->n = m_tiles * ((n + n_tile - 1) / n_tile);
   lw->n_tiles = lw->n;
 }
@@ -333,12 +363,12 @@ lower_matmul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
 {
   const AmkOpInfo *op = lw->op;
   amk_matmul_params_t *mp = &t->ins.params.matmul;
-  guint64 m, n, m_tiles, n_tile, n_tiles, m0, mc, n0, nc, k, y0, y1;
+  guint64 m, n, m_tile, m_tiles, n_tile, n_tiles, m0, mc, n0, nc, k, y0, y1;
 
-  matmul_grid (lw, &m, &n, &m_tiles, &n_tile);
+  matmul_grid (lw, &m, &n, &m_tile, &m_tiles, &n_tile);
   n_tiles = (n + n_tile - 1) / n_tile;
-  m0 = tile / n_tiles * MATMUL_TILE_ROWS;
-  mc = MIN (MATMUL_TILE_ROWS, m - m0);
+  m0 = tile / n_tiles * m_tile;
+  mc = MIN (m_tile, m - m0);
   n0 = tile % n_tiles * n_tile;
   nc = MIN (n_tile, n - n0);
   k = amk_lower_buffer (lw, op->buffers[1])->shape[1];

@@ -147,15 +147,23 @@ def tiles(program):
 ROWS = 256  # rows of a full tile (the device's wgmma tile at 512 threads)
 
 
-def grid(m_tiles, n, n_tile):
-    return sorted((r * ROWS, min(ROWS, m_tiles[1] - r * ROWS), c, min(n_tile, n - c))
+def grid(m_tiles, n, n_tile, rows=ROWS):
+    return sorted((r * rows, min(rows, m_tiles[1] - r * rows), c, min(n_tile, n - c))
                   for r in range(m_tiles[0]) for c in range(0, n, n_tile))
 
 
 def test_tile_grid(rng):
     # enough tiles of 256 x 128 for every queue: full tiles, the last ones smaller
+    case = MatmulCase(rng, m=1000, n=200, k=16, queues=4)
+    assert tiles(case.program) == grid((4, 1000), 200, 128)
+    # the rows per tile that take the fewest rounds of the queues: 4 tiles of 256 rows
+    # and 4 of 192 rows both take one round, the tiles of 192 rows take less
     case = MatmulCase(rng, m=300, n=200, k=16, queues=4)
-    assert tiles(case.program) == grid((2, 300), 200, 128)
+    assert tiles(case.program) == grid((2, 300), 200, 128, rows=192)
+    # Llama-3.2-1B's q/k/v on 132 queues: 8 x 24 tiles of 256 rows take two rounds,
+    # 11 x 24 of 192 rows two shorter ones
+    case = MatmulCase(rng, m=2048, n=3072, k=8, queues=132)
+    assert tiles(case.program) == grid((11, 2048), 3072, 128, rows=192)
     # few rows, many queues: columns in multiples of 16 for about one tile per queue
     # (ceil(200 / 64) = 4 columns, rounded up to 16)
     case = MatmulCase(rng, m=7, n=200, k=16, queues=64)
