@@ -379,22 +379,23 @@ drop_implied_preds (Tile *tiles, guint n_tiles)
 
 /* A producer op whose consumers each need at most FINE_GRAINED_MAX of its tiles gets one
  * counter per tile (consumers start as soon as their rows exist); otherwise one counter
- * for the op, which consumers wait on for all its tiles. */
+ * for the op, which consumers wait on for all its tiles. Such a consumer then depends on
+ * every tile of the op, not only those it reads: scheduled before one it does not read,
+ * on that tile's queue, it would wait for it forever. */
 static void
 assign_counters (AmkProgram *self, Tile *tiles, guint n_tiles, OpTiles *ops)
 {
   g_autofree guint *need = g_new0 (guint, self->ops->len);
+  g_autofree guint *stamp = g_new0 (guint, self->ops->len);
 
   for (guint t = 0; t < n_tiles; t++)
     {
       memset (need, 0, self->ops->len * sizeof (guint));
       for (guint i = 0; i < tiles[t].preds->len; i++)
         {
-          guint p = g_array_index (tiles[t].preds, guint, i);
-          OpTiles *op = &ops[tiles[p].op];
-          op->has_consumers = TRUE;
-          op->max_need = MAX (op->max_need, ++need[tiles[p].op]);
-          g_array_append_val (tiles[p].succs, t);
+          const guint o = tiles[g_array_index (tiles[t].preds, guint, i)].op;
+          ops[o].has_consumers = TRUE;
+          ops[o].max_need = MAX (ops[o].max_need, ++need[o]);
         }
     }
 
@@ -413,6 +414,29 @@ assign_counters (AmkProgram *self, Tile *tiles, guint n_tiles, OpTiles *ops)
       else
         for (guint t = op->first_tile; t < op->first_tile + op->n_tiles; t++)
           tiles[t].counter = amk_program_add_counter (self, NULL);
+    }
+
+  for (guint t = 0; t < n_tiles; t++)
+    {
+      GArray *preds = tiles[t].preds, *all = g_array_new (FALSE, FALSE, sizeof (guint));
+
+      for (guint i = 0; i < preds->len; i++)
+        {
+          const guint p = g_array_index (preds, guint, i), o = tiles[p].op;
+
+          if (ops[o].counter == AMK_NO_COUNTER)
+            g_array_append_val (all, p);
+          else if (stamp[o] != t + 1)
+            {
+              stamp[o] = t + 1;
+              for (guint q = ops[o].first_tile; q < ops[o].first_tile + ops[o].n_tiles; q++)
+                g_array_append_val (all, q);
+            }
+        }
+      for (guint i = 0; i < all->len; i++)
+        g_array_append_val (tiles[g_array_index (all, guint, i)].succs, t);
+      g_array_unref (preds);
+      tiles[t].preds = all;
     }
 }
 

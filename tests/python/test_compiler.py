@@ -3,7 +3,7 @@ the schedule report, and the op API's errors."""
 import numpy as np
 import pytest
 
-from amktest import Amk, GLib, from_bytes, make_rng, to_bytes
+from amktest import Amk, GLib, bf16_to_f32, f32_to_bf16, from_bytes, make_rng, to_bytes
 
 
 @pytest.fixture
@@ -62,6 +62,37 @@ def test_op_errors():
     with pytest.raises(GLib.Error) as info:
         p.op_copy(y, x)
     assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+
+
+def test_op_wide_counter_waits_for_every_tile(rng):
+    """A MATMUL tile reads a few of the RMSNORM's row tiles but, as the norm has one
+    counter for the whole op, waits for all of them: the schedule must put it after every
+    one (here, 64 queues and 600 rows once left a norm tile behind a MATMUL tile on its
+    queue, a deadlock the verifier refused)."""
+    m, n, h, queues = 600, 3072, 64, 64
+    p = Amk.Program(num_queues=queues)
+    x = p.add_buffer("x", Amk.DType.F32, [m, h], Amk.BufferRole.INPUT)
+    g = p.add_buffer("g", Amk.DType.F32, [h], Amk.BufferRole.CONSTANT)
+    xn = p.add_buffer("xn", Amk.DType.BF16, [m, h], Amk.BufferRole.SCRATCH)
+    w = p.add_buffer("w", Amk.DType.BF16, [n, h], Amk.BufferRole.CONSTANT)
+    y = p.add_buffer("y", Amk.DType.F32, [m, n], Amk.BufferRole.OUTPUT)
+    G = rng.uniform(0.5, 1.5, h).astype(np.float32)
+    W = f32_to_bf16(rng.standard_normal((n, h)) / np.sqrt(h))
+    p.set_buffer_data(g, to_bytes(G))
+    p.set_buffer_data(w, to_bytes(W))
+    p.op_rmsnorm(xn, x, g, h, 1e-5)
+    p.op_matmul(y, w, xn, -1, -1, -1, 0.0)
+    p.compile()
+    assert p.props.verified
+
+    X = rng.standard_normal((m, h)).astype(np.float32)
+    xn_want = X / np.sqrt(np.mean(X.astype(np.float64) ** 2, axis=1, keepdims=True) + 1e-5) * G
+    want = bf16_to_f32(f32_to_bf16(xn_want)).astype(np.float64) @ bf16_to_f32(W).T.astype(np.float64)
+    ex = Amk.CpuExecutor.new(p)
+    ex.upload(x, to_bytes(X))
+    ex.run()
+    got = from_bytes(Amk.DType.F32, ex.download(y)).reshape(m, n)
+    assert np.abs(got - want).max() < 1e-3 * np.abs(want).max()
 
 
 def test_compile_needs_an_op_only_program():
