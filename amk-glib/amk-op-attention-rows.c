@@ -813,7 +813,8 @@ run_rope_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
 }
 
 /* Per row and query head of the group: the softmax over positions 0 .. pos of the
- * scaled scores (their maximum subtracted first), weighting the values; sums in double. */
+ * scaled scores (their maximum subtracted first), weighting the values; sums in double.
+ * The row's keys and values are read into fp32 once for the group's heads. */
 static AmkAbortCode
 run_attn_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
@@ -828,39 +829,49 @@ run_attn_rows (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters,
   const AmkAbortCode code = check_row_slots (ins, sh, b, &slots, p->row0, p->n_rows, detail);
   g_autofree double *scores = NULL;
   g_autofree double *acc = g_new (double, d);
+  g_autofree float *qf = g_new (float, d);
+  g_autofree float *keys = NULL, *values = NULL;
 
   if (code != AMK_ABORT_CODE_NONE)
     return code;
   scores = g_new (double, sh->max_ctx);
+  keys = g_new (float, (gsize) sh->max_ctx * d);
+  values = g_new (float, (gsize) sh->max_ctx * d);
   for (gint32 r = p->row0; r < p->row0 + p->n_rows; r++)
     {
       const gint32 pos = amk_cpu_load_i32 (&b[ins->buffers[4]], r);
       const gint32 seq = ins->buffers[5] != AMK_NO_BUFFER ? amk_cpu_load_i32 (&b[ins->buffers[5]], r) : 0;
 
+      for (gint32 t = 0; t <= pos; t++)
+        {
+          amk_cpu_load_run (kc, cache_row (sh, seq, t, g), d, keys + (gsize) t * d);
+          amk_cpu_load_run (vc, cache_row (sh, seq, t, g), d, values + (gsize) t * d);
+        }
       for (gint32 h = g * group; h < (g + 1) * group; h++)
         {
-          const guint64 q = r * w + (guint64) h * d, o = ((guint64) r * n_q + h) * d;
+          const guint64 o = ((guint64) r * n_q + h) * d;
           double m = -INFINITY, l = 0.0;
 
+          amk_cpu_load_run (qkv, r * w + (guint64) h * d, d, qf);
           memset (acc, 0, sizeof (double) * d);
           for (gint32 t = 0; t <= pos; t++)
             {
-              const guint64 row = cache_row (sh, seq, t, g);
+              const float *k = keys + (gsize) t * d;
               double dot = 0.0;
 
               for (gint32 c = 0; c < d; c++)
-                dot += (double) amk_cpu_load (qkv, q + c) * amk_cpu_load (kc, row + c);
+                dot += (double) qf[c] * k[c];
               scores[t] = p->scale * dot;
               m = MAX (m, scores[t]);
             }
           for (gint32 t = 0; t <= pos; t++)
             {
-              const guint64 row = cache_row (sh, seq, t, g);
+              const float *v = values + (gsize) t * d;
               const double e = exp (scores[t] - m);
 
               l += e;
               for (gint32 c = 0; c < d; c++)
-                acc[c] += e * amk_cpu_load (vc, row + c);
+                acc[c] += e * v[c];
             }
           /* a padding row (pos < 0) has no positions: zeros */
           for (gint32 c = 0; c < d; c++)

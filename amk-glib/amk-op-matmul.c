@@ -408,26 +408,37 @@ bytes_matmul (AmkProgram *self, const amk_instruction_t *ins)
 /* ---- CPU reference ------------------------------------------------------------------ */
 
 /* The CPU reference is what prefill runs on without a GPU, so it is blocked: X' once per
- * instruction in fp32, W converted to fp32 MATMUL_CPU_COLS columns at a time (transposed,
- * so that a step over K reads one short contiguous run of columns), and each output
- * summed over K in order in fp32, as a plain dot product would (the results do not
- * depend on the blocking). The 4-lane vectors are GCC's generic vectors: SSE or NEON. */
-#define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
-#define MATMUL_CPU_COLS  AMK_CPU_COLS  /* columns of W per block: 2 vectors */
+ * instruction in fp32, W converted to fp32 two panels of AMK_CPU_COLS columns at a time
+ * (transposed, so that a step over K reads one short contiguous run of each), and each
+ * output summed over K in order in fp32, as a plain dot product would (the results do
+ * not depend on the blocking). The 8-lane vectors are GCC's generic vectors; on x86-64
+ * the block also has an AVX2 version, chosen at load time (multiplies and adds apart,
+ * never fused, so both versions give the same bits). */
+typedef float v8sf __attribute__ ((vector_size (32)));
 
-/* acc[r][c] = sum over k of x[r][k] wt[k][c] for 4 rows of x and 8 columns. */
-static inline void
-matmul_block (const float *const x[MATMUL_CPU_ROWS], const v4sf *wt, gint32 k,
+#define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
+#define MATMUL_CPU_COLS  (2 * AMK_CPU_COLS)  /* columns of W per block: 2 panels */
+
+/* out[r][c] = sum over k of x[r][k] W[c][k] for 4 rows of x and 16 columns of W, the
+ * first 8 transposed in wt0, the others in wt1. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__ ((target_clones ("avx2", "default")))
+#endif
+static void
+matmul_block (const float *const x[MATMUL_CPU_ROWS], const float *wt0, const float *wt1, gint32 k,
               float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS])
 {
-  v4sf a00 = { 0 }, a01 = { 0 }, a10 = { 0 }, a11 = { 0 };
-  v4sf a20 = { 0 }, a21 = { 0 }, a30 = { 0 }, a31 = { 0 };
+  v8sf a00 = { 0 }, a01 = { 0 }, a10 = { 0 }, a11 = { 0 };
+  v8sf a20 = { 0 }, a21 = { 0 }, a30 = { 0 }, a31 = { 0 };
 
+  G_STATIC_ASSERT (AMK_CPU_COLS == 8);
   for (gint32 c = 0; c < k; c++)
     {
-      const v4sf w0 = wt[2 * c], w1 = wt[2 * c + 1];
+      v8sf w0, w1;
       const float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c];
 
+      memcpy (&w0, wt0 + 8 * (gsize) c, 32);
+      memcpy (&w1, wt1 + 8 * (gsize) c, 32);
       a00 += x0 * w0;
       a01 += x0 * w1;
       a10 += x1 * w0;
@@ -437,14 +448,14 @@ matmul_block (const float *const x[MATMUL_CPU_ROWS], const v4sf *wt, gint32 k,
       a30 += x3 * w0;
       a31 += x3 * w1;
     }
-  memcpy (out[0], &a00, 16);
-  memcpy (out[0] + 4, &a01, 16);
-  memcpy (out[1], &a10, 16);
-  memcpy (out[1] + 4, &a11, 16);
-  memcpy (out[2], &a20, 16);
-  memcpy (out[2] + 4, &a21, 16);
-  memcpy (out[3], &a30, 16);
-  memcpy (out[3] + 4, &a31, 16);
+  memcpy (out[0], &a00, 32);
+  memcpy (out[0] + 8, &a01, 32);
+  memcpy (out[1], &a10, 32);
+  memcpy (out[1] + 8, &a11, 32);
+  memcpy (out[2], &a20, 32);
+  memcpy (out[2] + 8, &a21, 32);
+  memcpy (out[3], &a30, 32);
+  memcpy (out[3] + 8, &a31, 32);
 }
 
 /* One share of a MATMUL tile's columns for one thread: X' (shared, read-only) times the
@@ -471,13 +482,15 @@ matmul_columns (gpointer data)
   /* the common types without a conversion call per element */
   const gboolean f32_y = y->info->dtype == AMK_DTYPE_F32;
   const gboolean f32_residual = residual != NULL && residual->info->dtype == AMK_DTYPE_F32;
-  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * MATMUL_CPU_COLS / 4);
+  g_autofree float *wt = g_new (float, (gsize) k * MATMUL_CPU_COLS);
+  float *wt1 = wt + (gsize) k * AMK_CPU_COLS;
 
   for (gint32 j0 = s->cols.start; j0 < s->cols.end; j0 += MATMUL_CPU_COLS)
     {
       const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->cols.end - j0);
 
-      amk_cpu_load_columns (w, k, n0 + j0, cols, (float *) wt);
+      amk_cpu_load_columns (w, k, n0 + j0, MIN (cols, (gint32) AMK_CPU_COLS), wt);
+      amk_cpu_load_columns (w, k, n0 + j0 + AMK_CPU_COLS, cols - (gint32) AMK_CPU_COLS, wt1);
       for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
         {
           const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
@@ -487,7 +500,7 @@ matmul_columns (gpointer data)
           /* a partial block repeats its last row and stores only its own */
           for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
             xr[r] = s->xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
-          matmul_block (xr, wt, k, out);
+          matmul_block (xr, wt, wt1, k, out);
           for (gint32 r = 0; r < rows; r++)
             for (gint32 j = 0; j < cols; j++)
               {
@@ -534,11 +547,7 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
     {
       float *row = xs + (gsize) r * k;
 
-      if (x->info->dtype == AMK_DTYPE_F32)
-        memcpy (row, x->data + (guint64) (m0 + r) * k * 4, (gsize) k * 4);
-      else
-        for (gint32 c = 0; c < k; c++)
-          row[c] = amk_cpu_load (x, (guint64) (m0 + r) * k + c);
+      amk_cpu_load_run (x, (guint64) (m0 + r) * k, k, row);
       if (norm != NULL)
         {
           float sum = 0.0f, scale;

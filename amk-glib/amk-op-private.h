@@ -42,6 +42,26 @@ amk_cpu_load (const AmkCpuBuffer *b, guint64 i)
   return amk_dtype_load (b->info->dtype, b->data, i);
 }
 
+/* Elements i .. i + n - 1 of a CPU buffer as floats into dst, the dtype looked at once. */
+static inline void
+amk_cpu_load_run (const AmkCpuBuffer *b, guint64 i, gint32 n, float *dst)
+{
+  if (b->info->dtype == AMK_DTYPE_F32)
+    memcpy (dst, b->data + i * 4, sizeof (float) * (gsize) n);
+  else if (b->info->dtype == AMK_DTYPE_BF16)
+    for (gint32 c = 0; c < n; c++)
+      {
+        guint16 h;
+        guint32 bits;
+        memcpy (&h, b->data + (i + (guint64) c) * 2, 2);
+        bits = (guint32) h << 16;
+        memcpy (&dst[c], &bits, 4);
+      }
+  else
+    for (gint32 c = 0; c < n; c++)
+      dst[c] = amk_dtype_load (b->info->dtype, b->data, i + (guint64) c);
+}
+
 static inline void
 amk_cpu_store (AmkCpuBuffer *b, guint64 i, float v)
 {
