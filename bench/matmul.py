@@ -7,12 +7,16 @@ runs torch_matmul.py (cuBLAS) in the same session and prints the ratio.
 
 For each shape: one program of a single MATMUL op (the compiler's tiling), random bf16
 W, bf16 X (what the GPU prefill feeds its MATMULs; --x-dtype f32 times the tile that
-converts X); the device time of each launch (AmkLauncher.get_last_launch_time), median.
-Prints "AMK name M N K ms TFLOP/s". A check of one row against numpy comes first.
+converts X); the device time of each launch (AmkLauncher.get_last_launch_time), median;
+then the same launches traced, and the op's time inside the launch: from the first tile's
+start to the last tile's end, median (what the op costs inside a prefill's megakernel,
+without the launch's own fixed cost). Prints "AMK name M N K ms TFLOP/s ... in-launch ms
+TFLOP/s". A check of three rows against numpy comes first.
 
 SPDX-License-Identifier: LGPL-2.1-or-later
 """
 import argparse
+import json
 import statistics
 
 import gi
@@ -51,9 +55,17 @@ def run_shape(name, m, n, k, repeats, rng, x_f32):
     err = np.linalg.norm(out[rows] - want) / np.linalg.norm(want)
     ms = statistics.median(times[2:])
     tflops = 2.0 * m * n * k / (ms * 1e-3) / 1e12
+    launcher.props.trace = True
+    spans = []
+    for _ in range(repeats + 2):
+        launcher.launch(None)
+        events = json.loads(launcher.get_trace_json())["traceEvents"]
+        spans.append((max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) * 1e-3)
+    span = statistics.median(spans[2:])
     print(f"CHECK {name} rel err {err:.2e} {'ok' if err < 1e-3 else 'FAIL'}")
     print(f"AMK {name} {m} {n} {k} {ms:.4f} ms {tflops:.1f} TFLOP/s "
-          f"(threads {launcher.props.threads_per_block}, smem {launcher.props.dynamic_shared_memory})")
+          f"(threads {launcher.props.threads_per_block}, smem {launcher.props.dynamic_shared_memory}) "
+          f"in-launch {span:.4f} ms {2.0 * m * n * k / (span * 1e-3) / 1e12:.1f} TFLOP/s")
     return err < 1e-3
 
 
