@@ -2,7 +2,8 @@
  *
  * Reads GGUF version 3 (little-endian) files: the metadata (every value type, arrays
  * of scalars and of strings), the tensor infos and the tensor data, and dequantizes the
- * tensor types amk-glib uses (F32, F16, BF16, Q8_0, Q4_0, Q4_1) to bf16. Every offset,
+ * tensor types amk-glib uses (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the
+ * K-quants Q2_K to Q6_K; amk-dequant.c) to bf16. Every offset,
  * count and length of the file is bounds-checked; a malformed file gives a GError in
  * AMK_MODEL_ERROR, never a crash: AMK_MODEL_ERROR_CORRUPT (corrupt, truncated, out of
  * bounds), AMK_MODEL_ERROR_UNSUPPORTED_VERSION (another version, big-endian),

@@ -999,6 +999,13 @@ amk_ggml_type_to_model (AmkGgmlType type)
     case AMK_GGML_TYPE_Q8_0: return AMK_MODEL_TENSOR_Q8_0;
     case AMK_GGML_TYPE_Q4_0: return AMK_MODEL_TENSOR_Q4_0;
     case AMK_GGML_TYPE_Q4_1: return AMK_MODEL_TENSOR_Q4_1;
+    case AMK_GGML_TYPE_Q5_0: return AMK_MODEL_TENSOR_Q5_0;
+    case AMK_GGML_TYPE_Q5_1: return AMK_MODEL_TENSOR_Q5_1;
+    case AMK_GGML_TYPE_Q2_K: return AMK_MODEL_TENSOR_Q2_K;
+    case AMK_GGML_TYPE_Q3_K: return AMK_MODEL_TENSOR_Q3_K;
+    case AMK_GGML_TYPE_Q4_K: return AMK_MODEL_TENSOR_Q4_K;
+    case AMK_GGML_TYPE_Q5_K: return AMK_MODEL_TENSOR_Q5_K;
+    case AMK_GGML_TYPE_Q6_K: return AMK_MODEL_TENSOR_Q6_K;
     default: return AMK_MODEL_TENSOR_OTHER;
     }
 }
@@ -1028,7 +1035,7 @@ amk_gguf_tensor_to_bf16 (const AmkGgufTensor  *t,
                                       (gsize) t->n_elements, out))
     {
       g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE,
-                   _("Tensor “%s” of the GGUF file “%s” is of type %s, which cannot be converted to bf16 (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)"),
+                   _("Tensor “%s” of the GGUF file “%s” is of type %s, which cannot be converted to bf16 (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"),
                    t->name, t->file, amk_ggml_type_name (t->type));
       return FALSE;
     }

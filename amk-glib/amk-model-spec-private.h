@@ -72,6 +72,13 @@ typedef enum {
   AMK_MODEL_TENSOR_Q8_0,
   AMK_MODEL_TENSOR_Q4_0,
   AMK_MODEL_TENSOR_Q4_1,
+  AMK_MODEL_TENSOR_Q5_0,
+  AMK_MODEL_TENSOR_Q5_1,
+  AMK_MODEL_TENSOR_Q2_K,
+  AMK_MODEL_TENSOR_Q3_K,
+  AMK_MODEL_TENSOR_Q4_K,
+  AMK_MODEL_TENSOR_Q5_K,
+  AMK_MODEL_TENSOR_Q6_K,
   AMK_MODEL_TENSOR_OTHER,
 } AmkModelTensorType;
 
@@ -145,7 +152,7 @@ GBytes               *amk_model_spec_load_bf16    (AmkModelSpec        *spec,
                                                    const char         **name,
                                                    GError             **error);
 
-/* Converts n_elements values stored as `type` (little-endian; Q types in blocks of 32)
+/* Converts n_elements values stored as `type` (little-endian; Q types in whole blocks)
  * to bf16, rounded to nearest even. FALSE for AMK_MODEL_TENSOR_OTHER. */
 gboolean              amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,
                                                      const guint8       *data,

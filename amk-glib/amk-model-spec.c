@@ -12,6 +12,7 @@
 
 #include "amk-glib.h"
 #include "amk-dtype-private.h"
+#include "amk-dequant-private.h"
 #include "amk-model-spec-private.h"
 
 /* (public in amk-model.h; defined here so that every reader links it) */
@@ -190,19 +191,24 @@ gsize
 amk_model_tensor_type_bytes (AmkModelTensorType type,
                              guint64            n)
 {
-  static const struct { guint block, bytes; } sizes[] = {
-    [AMK_MODEL_TENSOR_F32] = { 1, 4 },
-    [AMK_MODEL_TENSOR_F16] = { 1, 2 },
-    [AMK_MODEL_TENSOR_BF16] = { 1, 2 },
-    [AMK_MODEL_TENSOR_Q8_0] = { 32, 34 },
-    [AMK_MODEL_TENSOR_Q4_0] = { 32, 18 },
-    [AMK_MODEL_TENSOR_Q4_1] = { 32, 20 },
-  };
+  guint block = 1, bytes;
 
-  if ((guint) type >= G_N_ELEMENTS (sizes) || n % sizes[type].block != 0 ||
-      n / sizes[type].block > G_MAXSIZE / sizes[type].bytes)
+  switch (type)
+    {
+    case AMK_MODEL_TENSOR_F32:
+      bytes = 4;
+      break;
+    case AMK_MODEL_TENSOR_F16:
+    case AMK_MODEL_TENSOR_BF16:
+      bytes = 2;
+      break;
+    default:
+      if (!amk_dequant_block_size (type, &block, &bytes))
+        return 0;
+    }
+  if (n % block != 0 || n / block > G_MAXSIZE / bytes)
     return 0;
-  return (gsize) (n / sizes[type].block * sizes[type].bytes);
+  return (gsize) (n / block * bytes);
 }
 
 gboolean
@@ -225,44 +231,8 @@ amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,
       for (gsize i = 0; i < n; i++)
         out[i] = rd16 (p + 2 * i);
       return TRUE;
-    case AMK_MODEL_TENSOR_Q8_0:
-      /* block: f16 d, 32 x int8 q; x = q * d (exact in float) */
-      for (gsize b = 0; b < n / 32; b++, p += 34)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          for (guint j = 0; j < 32; j++)
-            out[b * 32 + j] = amk_float_to_bf16 ((float) (gint8) p[2 + j] * d);
-        }
-      return TRUE;
-    case AMK_MODEL_TENSOR_Q4_0:
-      /* block: f16 d, 16 bytes; low nibbles are elements 0..15, high ones 16..31;
-       * x = (q - 8) * d (exact in float) */
-      for (gsize b = 0; b < n / 32; b++, p += 18)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          for (guint j = 0; j < 16; j++)
-            {
-              out[b * 32 + j] = amk_float_to_bf16 ((float) ((p[2 + j] & 0x0f) - 8) * d);
-              out[b * 32 + j + 16] = amk_float_to_bf16 ((float) ((p[2 + j] >> 4) - 8) * d);
-            }
-        }
-      return TRUE;
-    case AMK_MODEL_TENSOR_Q4_1:
-      /* block: f16 d, f16 m, 16 bytes of nibbles as Q4_0; x = q * d + m (q * d is exact,
-       * so the sum rounds once to float, with or without a fused multiply-add) */
-      for (gsize b = 0; b < n / 32; b++, p += 20)
-        {
-          float d = amk_f16_to_float (rd16 (p));
-          float m = amk_f16_to_float (rd16 (p + 2));
-          for (guint j = 0; j < 16; j++)
-            {
-              out[b * 32 + j] = amk_float_to_bf16 ((float) (p[4 + j] & 0x0f) * d + m);
-              out[b * 32 + j + 16] = amk_float_to_bf16 ((float) (p[4 + j] >> 4) * d + m);
-            }
-        }
-      return TRUE;
     default:
-      return FALSE;
+      return amk_dequant_to_bf16 (type, p, n, out);
     }
 }
 
@@ -353,7 +323,7 @@ amk_model_spec_load_bf16 (AmkModelSpec    *spec,
     {
       g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE,
                    _("The tensor “%s” of “%s” is of type %s, which cannot be converted to "
-                     "bf16 (supported: F32, F16, BF16, and in GGUF files Q8_0, Q4_0, Q4_1)"),
+                     "bf16 (supported: F32, F16, BF16, and in GGUF files Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"),
                    t->name, t->file, t->type_name);
       return NULL;
     }

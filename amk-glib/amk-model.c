@@ -30,8 +30,10 @@
  * `init()` works as well, and a generator initialises a model that is not loaded yet.
  *
  * Supported: GGUF files of the llama and qwen3 architectures (SmolLM2, TinyLlama, Llama,
- * Qwen3), with weights in F32, F16, BF16, Q8_0, Q4_0 or Q4_1 (Llama 3.1 and 3.2 with the
- * RoPE scaling that llama.cpp's rope_freqs table holds), and Hugging Face
+ * Qwen3; Llama 3.1 and 3.2 with the RoPE scaling that llama.cpp's rope_freqs table
+ * holds), with weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or the K-quants
+ * Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (the Q4_K_M, Q5_K_M and Q6_K files people download),
+ * all converted to bf16 at load, and Hugging Face
  * checkpoint folders of LlamaForCausalLM and Qwen3ForCausalLM (config.json,
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *

@@ -434,12 +434,49 @@ test_tensor_q4_1 (void)
   g_bytes_unref (tt.data);
 }
 
+/* Every block-quantized type against the format's numpy reference (gguf-py), bit for
+ * bit: tests/data/quants.gguf holds random blocks of each type ("q.TYPE") and the
+ * reference's values of them in bf16 ("ref.TYPE"; tests/data/make-quant-fixtures.py). */
+static void
+test_tensor_quants_reference (void)
+{
+  static const char *types[] = {
+    "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+  };
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "quants.gguf", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AmkGguf) g = amk_gguf_open (path, &error);
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      g_autofree char *qname = g_strconcat ("q.", types[i], NULL);
+      g_autofree char *rname = g_strconcat ("ref.", types[i], NULL);
+      const AmkGgufTensor *q = amk_gguf_find_tensor (g, qname), *ref = amk_gguf_find_tensor (g, rname);
+      g_autofree guint16 *got = NULL, *want = NULL;
+
+      g_test_message ("%s", types[i]);
+      g_assert_nonnull (q);
+      g_assert_nonnull (ref);
+      g_assert_cmpstr (amk_ggml_type_name (q->type), ==, types[i]);
+      g_assert_cmpuint (q->n_elements, ==, ref->n_elements);
+      got = g_new (guint16, q->n_elements);
+      want = g_new (guint16, ref->n_elements);
+      g_assert_true (amk_gguf_tensor_to_bf16 (q, got, &error));
+      g_assert_no_error (error);
+      g_assert_true (amk_gguf_tensor_to_bf16 (ref, want, &error));
+      for (guint64 e = 0; e < q->n_elements; e++)
+        if (got[e] != want[e])
+          g_error ("%s element %" G_GUINT64_FORMAT ": 0x%04x, the reference 0x%04x", types[i], e, got[e], want[e]);
+    }
+}
+
 /* A known-but-not-dequantized type loads, and converting it is an AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE. */
 static void
 test_tensor_unsupported (void)
 {
-  g_autoptr(GBytes) data = g_bytes_new_take (g_malloc0 (210), 210);
-  TT tt = { "w.q6k", AMK_GGML_TYPE_Q6_K, 1, { 256 }, data };
+  g_autoptr(GBytes) data = g_bytes_new_take (g_malloc0 (292), 292);
+  TT tt = { "w.q8k", AMK_GGML_TYPE_Q8_K, 1, { 256 }, data };
   g_autoptr(GBytes) bytes = make_file (&tt, 1, 0, NULL, 32);
   g_autoptr(GError) error = NULL;
   g_autoptr(AmkGguf) g = open_bytes (bytes, &error);
@@ -447,14 +484,14 @@ test_tensor_unsupported (void)
   guint16 out[256];
 
   g_assert_no_error (error);
-  t = amk_gguf_find_tensor (g, "w.q6k");
+  t = amk_gguf_find_tensor (g, "w.q8k");
   g_assert_nonnull (t);
-  g_assert_cmpuint (t->n_bytes, ==, 210);
-  g_assert_cmpstr (amk_ggml_type_name (t->type), ==, "Q6_K");
+  g_assert_cmpuint (t->n_bytes, ==, 292);
+  g_assert_cmpstr (amk_ggml_type_name (t->type), ==, "Q8_K");
   g_assert_false (amk_gguf_tensor_to_bf16 (t, out, &error));
   g_assert_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_TENSOR_TYPE);
-  test_assert_message_has (error, "w.q6k");
-  test_assert_message_has (error, "Q6_K");
+  test_assert_message_has (error, "w.q8k");
+  test_assert_message_has (error, "Q8_K");
 }
 
 /* general.alignment moves the data; several tensors land at their own offsets. */
@@ -839,6 +876,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/gguf/tensor/q8_0", test_tensor_q8_0);
   g_test_add_func ("/amk/gguf/tensor/q4_0", test_tensor_q4_0);
   g_test_add_func ("/amk/gguf/tensor/q4_1", test_tensor_q4_1);
+  g_test_add_func ("/amk/gguf/tensor/quants-reference", test_tensor_quants_reference);
   g_test_add_func ("/amk/gguf/tensor/unsupported", test_tensor_unsupported);
   g_test_add_func ("/amk/gguf/tensor/alignment", test_alignment);
   g_test_add_func ("/amk/gguf/corrupt/truncated", test_truncated);

@@ -1,0 +1,26 @@
+/* amk-dequant-private.h: ggml's block-quantized tensor types (Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1 and the K-quants Q2_K to Q6_K) decoded to floats as the format's reference does.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "amk-model-spec-private.h"
+
+G_BEGIN_DECLS
+
+/* The elements and bytes of one block of `type`; FALSE if it is not block-quantized. */
+gboolean amk_dequant_block_size (AmkModelTensorType type,
+                                 guint             *elements,
+                                 guint             *bytes);
+
+/* Decodes n values (a whole number of blocks) of a block-quantized `type` to bf16,
+ * rounded to nearest even; FALSE for another type or a partial block. */
+gboolean amk_dequant_to_bf16    (AmkModelTensorType  type,
+                                 const guint8       *data,
+                                 gsize               n,
+                                 guint16            *out);
+
+G_END_DECLS
