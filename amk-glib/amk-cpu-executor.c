@@ -1,7 +1,6 @@
 /* amk-cpu-executor.c: AmkCpuExecutor runs a verified image on the host with the VM's
- * semantics, interleaving the queues with a seeded random scheduler so that a missing
- * wait shows up as a wrong or seed-dependent result rather than hiding behind a lucky
- * order.
+ * semantics, interleaving the queues with a seeded random scheduler so that the tests
+ * run many orders of the queues rather than one lucky one.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -33,8 +32,9 @@
  *
  * At each step the executor picks one of the queues whose next instruction may start
  * (its waits hold) at random, from a generator seeded with [property@Amk.CpuExecutor:seed],
- * and runs that instruction whole. A program that forgot a wait computes different
- * results for different seeds.
+ * and runs that instruction whole. A program that forgot a wait does not get here: the
+ * verifier's race proof refuses it. What a verified program may still leave to the
+ * order (split-K's atomic adds round in the order they come) varies with the seed.
  */
 
 struct _AmkCpuExecutor

@@ -30,6 +30,8 @@ G_BEGIN_DECLS
  * @AMK_PROGRAM_ERROR_CORRUPT: serialized bytes are not an amk image
  * @AMK_PROGRAM_ERROR_VERSION: the image was made for another ABI version
  * @AMK_PROGRAM_ERROR_NOT_VERIFIED: the program must be verified before it runs
+ * @AMK_PROGRAM_ERROR_RACE: two instructions touch the same bytes, at least one writing,
+ *   and no counter orders them (the result would depend on the schedule)
  *
  * Error codes of the %AMK_PROGRAM_ERROR domain.
  */
@@ -39,7 +41,8 @@ typedef enum {
   AMK_PROGRAM_ERROR_DEADLOCK,
   AMK_PROGRAM_ERROR_CORRUPT,
   AMK_PROGRAM_ERROR_VERSION,
-  AMK_PROGRAM_ERROR_NOT_VERIFIED
+  AMK_PROGRAM_ERROR_NOT_VERIFIED,
+  AMK_PROGRAM_ERROR_RACE
 } AmkProgramError;
 
 /**

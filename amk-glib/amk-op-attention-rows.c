@@ -899,12 +899,65 @@ static const AmkParamField attn_rows_fields[] = {
 };
 
 /* seq (slot 4) may be absent; the q and k norm weights are two more operands */
+/* ---- accesses (the race proof) ------------------------------------------------------ */
+
+/* Every row of every slot of a cache (the rows are pos's and seq's, read on the device),
+ * at the columns of kv heads g0 .. g0+count. */
+static void
+all_cache_rows (AmkProgram *self, AmkAccessBox *out, guint *n, const amk_instruction_t *ins, guint slot,
+                const amk_attn_shape_t *sh, guint64 g0, guint64 count, AmkAccessKind kind)
+{
+  const guint64 width = (guint64) sh->n_kv_heads * sh->head_dim;
+  const guint64 rows = amk_verify_slot_buffer (self, ins, slot)->n_elements / width;
+
+  amk_access_rows (out, n, ins, slot, g0 * sh->head_dim, count * sh->head_dim, width, rows, kind, TRUE);
+}
+
+static guint
+accesses_rope_rows (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_rope_rows_params_t *p = &ins->params.rope_rows;
+  const guint64 w = qkv_width (&p->shape);
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, (guint64) p->row0 * w, (guint64) p->n_rows * w, AMK_ACCESS_WRITE);
+  all_cache_rows (self, out, &n, ins, 1, &p->shape, 0, p->shape.n_kv_heads, AMK_ACCESS_WRITE);
+  all_cache_rows (self, out, &n, ins, 2, &p->shape, 0, p->shape.n_kv_heads, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 3, p->row0, p->n_rows, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 4, p->row0, p->n_rows, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 5, 0, p->shape.head_dim, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 6, 0, p->shape.head_dim, AMK_ACCESS_READ);
+  return n;
+}
+
+/* rows row0.. of the output and of the query heads, at the columns of the kv head's
+ * group; the caches' columns of the kv head */
+static guint
+accesses_attn_rows (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_attn_rows_params_t *p = &ins->params.attn_rows;
+  const guint64 hd = p->shape.head_dim, group = (guint64) p->shape.n_q_heads / p->shape.n_kv_heads;
+  const guint64 qd = (guint64) p->shape.n_q_heads * hd, w = qkv_width (&p->shape);
+  const guint64 col = (guint64) p->kv_head * group * hd;
+  guint n = 0;
+
+  amk_access_rows (out, &n, ins, 0, (guint64) p->row0 * qd + col, group * hd, qd, p->n_rows,
+                   AMK_ACCESS_WRITE, FALSE);
+  amk_access_rows (out, &n, ins, 1, (guint64) p->row0 * w + col, group * hd, w, p->n_rows,
+                   AMK_ACCESS_READ, FALSE);
+  all_cache_rows (self, out, &n, ins, 2, &p->shape, p->kv_head, 1, AMK_ACCESS_READ);
+  all_cache_rows (self, out, &n, ins, 3, &p->shape, p->kv_head, 1, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 4, p->row0, p->n_rows, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 5, p->row0, p->n_rows, AMK_ACCESS_READ);
+  return n;
+}
+
 const AmkOpClass amk_op_rope_rows = {
   .opcode = AMK_ABI_OP_ROPE_ROWS, .name = "ROPE_ROWS", .n_buffers = 5, .n_extra = 2,
   .optional_slots = 0x70u,
   .fields = AMK_PARAM_FIELDS (rope_rows_fields),
   .verify = verify_rope_rows, .plan = plan_rope_rows, .lower = lower_rope_rows,
-  .bytes = bytes_rope_rows,
+  .accesses = accesses_rope_rows, .bytes = bytes_rope_rows,
   .run_cpu = run_rope_rows,
 };
 
@@ -914,6 +967,6 @@ const AmkOpClass amk_op_attn_rows = {
   .optional_slots = 0x20u,
   .fields = AMK_PARAM_FIELDS (attn_rows_fields),
   .verify = verify_attn_rows, .plan = plan_attn_rows, .lower = lower_attn_rows,
-  .bytes = bytes_attn_rows,
+  .accesses = accesses_attn_rows, .bytes = bytes_attn_rows,
   .run_cpu = run_attn_rows,
 };

@@ -1164,11 +1164,94 @@ static const AmkParamField attn_reduce_fields[] = {
   AMK_PARAM_INT (attn_reduce, n_heads),
 };
 
+/* ---- accesses (the race proof) ------------------------------------------------------ */
+
+/* The caches' rows are pos's, read on the device: every row, the columns of kv heads
+ * g0 .. g0+count. */
+static void
+cache_columns (AmkAccessBox *out, guint *n, const amk_instruction_t *ins, guint slot,
+               const amk_attn_shape_t *sh, guint64 g0, guint64 count, AmkAccessKind kind)
+{
+  const guint64 width = (guint64) sh->n_kv_heads * sh->head_dim;
+
+  amk_access_rows (out, n, ins, slot, g0 * sh->head_dim, count * sh->head_dim, width,
+                   (guint64) sh->max_ctx, kind, TRUE);
+}
+
+static guint
+accesses_rope_kv (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_rope_kv_params_t *p = &ins->params.rope_kv;
+  const guint64 hd = p->shape.head_dim, nq = p->shape.n_q_heads;
+  const guint64 h0 = p->head0, h1 = (guint64) p->head0 + p->n_heads;
+  const guint64 q1 = MIN (h1, nq), k0 = MAX (h0, nq) - nq, k1 = MAX (h1, nq) - nq;
+  guint n = 0;
+
+  if (h0 < q1)
+    amk_access_range (out, &n, ins, 0, h0 * hd, (q1 - h0) * hd, AMK_ACCESS_WRITE);
+  if (k0 < k1)
+    {
+      amk_access_range (out, &n, ins, 1, k0 * hd, (k1 - k0) * hd, AMK_ACCESS_WRITE);
+      amk_access_range (out, &n, ins, 2, k0 * hd, (k1 - k0) * hd, AMK_ACCESS_READ);
+      cache_columns (out, &n, ins, 3, &p->shape, k0, k1 - k0, AMK_ACCESS_WRITE);
+      cache_columns (out, &n, ins, 4, &p->shape, k0, k1 - k0, AMK_ACCESS_WRITE);
+    }
+  amk_access_range (out, &n, ins, 5, 0, 1, AMK_ACCESS_READ);
+  return n;
+}
+
+/* The split's partials of its group's query heads; with the merge, every split's
+ * partials of the group and the group's output (the race proof does not compare two
+ * splits of one arrival counter: the last to arrive merges); with RoPE, the caches'
+ * row pos. */
+static guint
+accesses_attn_decode (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_attn_decode_params_t *p = &ins->params.attn_decode;
+  const guint64 hd = p->shape.head_dim, group = (guint64) p->shape.n_q_heads / p->shape.n_kv_heads;
+  const guint64 h0 = (guint64) p->kv_head * group, slots = (guint64) p->n_splits * (hd + 2);
+  const AmkAccessKind cache = ins->n_buffers >= 7 ? AMK_ACCESS_WRITE : AMK_ACCESS_READ;
+  guint n = 0;
+
+  amk_access_rows (out, &n, ins, 0, h0 * slots + (guint64) p->split * (hd + 2), hd + 2, slots, group,
+                   AMK_ACCESS_WRITE, FALSE);
+  amk_access_range (out, &n, ins, 1, h0 * hd, group * hd, AMK_ACCESS_READ);
+  if (ins->n_buffers >= 7)
+    {
+      const guint64 nq = p->shape.n_q_heads, nkv = p->shape.n_kv_heads;
+      amk_access_range (out, &n, ins, 1, (nq + (guint64) p->kv_head) * hd, hd, AMK_ACCESS_READ);
+      amk_access_range (out, &n, ins, 1, (nq + nkv + (guint64) p->kv_head) * hd, hd, AMK_ACCESS_READ);
+      amk_access_range (out, &n, ins, 6, 0, hd / 2, AMK_ACCESS_READ);
+    }
+  cache_columns (out, &n, ins, 2, &p->shape, p->kv_head, 1, cache);
+  cache_columns (out, &n, ins, 3, &p->shape, p->kv_head, 1, cache);
+  amk_access_range (out, &n, ins, 4, 0, 1, AMK_ACCESS_READ);
+  if (ins->n_buffers >= 6)
+    {
+      amk_access_range (out, &n, ins, 0, h0 * slots, group * slots, AMK_ACCESS_READ);
+      amk_access_range (out, &n, ins, 5, h0 * hd, group * hd, AMK_ACCESS_WRITE);
+    }
+  return n;
+}
+
+static guint
+accesses_attn_reduce (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_attn_reduce_params_t *p = &ins->params.attn_reduce;
+  const guint64 slots = (guint64) p->n_splits * (p->head_dim + 2);
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, (guint64) p->head0 * p->head_dim, (guint64) p->n_heads * p->head_dim,
+                    AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, (guint64) p->head0 * slots, (guint64) p->n_heads * slots, AMK_ACCESS_READ);
+  return n;
+}
+
 const AmkOpClass amk_op_rope_kv = {
   .opcode = AMK_ABI_OP_ROPE_KV, .name = "ROPE_KV", .n_buffers = 6,
   .fields = AMK_PARAM_FIELDS (rope_kv_fields),
   .verify = verify_rope_kv_instruction, .plan = plan_rope_kv, .lower = lower_rope_kv,
-  .bytes = bytes_rope_kv,
+  .accesses = accesses_rope_kv, .bytes = bytes_rope_kv,
   .run_cpu = run_rope_kv,
 };
 
@@ -1177,7 +1260,7 @@ const AmkOpClass amk_op_attn_decode = {
   .opcode = AMK_ABI_OP_ATTN_DECODE, .name = "ATTN_DECODE", .n_buffers = 5, .n_extra = 2,
   .fields = AMK_PARAM_FIELDS (attn_decode_fields),
   .verify = verify_attn_decode_instruction, .plan = plan_attn_decode, .lower = lower_attn_decode,
-  .bytes = bytes_attn_decode,
+  .accesses = accesses_attn_decode, .bytes = bytes_attn_decode,
   .run_cpu = run_attn_decode,
 };
 
@@ -1185,6 +1268,6 @@ const AmkOpClass amk_op_attn_reduce = {
   .opcode = AMK_ABI_OP_ATTN_REDUCE, .name = "ATTN_REDUCE", .n_buffers = 2,
   .fields = AMK_PARAM_FIELDS (attn_reduce_fields),
   .verify = verify_attn_reduce_instruction, .plan = plan_attn_reduce, .lower = lower_attn_reduce,
-  .bytes = bytes_attn_reduce,
+  .accesses = accesses_attn_reduce, .bytes = bytes_attn_reduce,
   .run_cpu = run_attn_reduce,
 };

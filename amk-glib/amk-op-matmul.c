@@ -572,10 +572,29 @@ static const AmkParamField matmul_fields[] = {
 };
 
 /* bias, residual and norm weight may be absent */
+/* Y's and R's rows m0.. at columns n0.., W's rows n0.., X's rows m0.. */
+static guint
+accesses_matmul (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_matmul_params_t *p = &ins->params.matmul;
+  const guint64 big_n = amk_verify_slot_buffer (self, ins, 1)->n_elements / (guint64) p->k;
+  const guint64 y0 = (guint64) p->m0 * big_n + p->n0;
+  guint n = 0;
+
+  amk_access_rows (out, &n, ins, 0, y0, p->n_count, big_n, p->m_count, AMK_ACCESS_WRITE, FALSE);
+  amk_access_range (out, &n, ins, 1, (guint64) p->n0 * p->k, (guint64) p->n_count * p->k, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, (guint64) p->m0 * p->k, (guint64) p->m_count * p->k, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 3, p->n0, p->n_count, AMK_ACCESS_READ);
+  amk_access_rows (out, &n, ins, 4, y0, p->n_count, big_n, p->m_count, AMK_ACCESS_READ, FALSE);
+  amk_access_range (out, &n, ins, 5, 0, p->k, AMK_ACCESS_READ);
+  return n;
+}
+
 const AmkOpClass amk_op_matmul = {
   .opcode = AMK_ABI_OP_MATMUL, .name = "MATMUL", .n_buffers = 6, .n_extra = 0,
   .optional_slots = 0x38u,
   .fields = AMK_PARAM_FIELDS (matmul_fields),
-  .verify = verify_matmul, .plan = plan_matmul, .lower = lower_matmul, .bytes = bytes_matmul,
+  .verify = verify_matmul, .plan = plan_matmul, .lower = lower_matmul,
+  .accesses = accesses_matmul, .bytes = bytes_matmul,
   .run_cpu = run_matmul,
 };

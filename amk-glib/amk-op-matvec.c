@@ -498,11 +498,38 @@ static const AmkParamField matvec_fields[] = {
   AMK_PARAM_FLOAT (matvec, eps), AMK_PARAM_INT (matvec, k0), AMK_PARAM_INT (matvec, k_len),
 };
 
+/* Split-K tiles add into y with atomics (y is their residual too); a whole-row tile
+ * reads its residual and writes y. */
+static guint
+accesses_matvec (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_matvec_params_t *p = &ins->params.matvec;
+  const gboolean split = p->k_len > 0;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->row0, p->rows, split ? AMK_ACCESS_ATOMIC_ADD : AMK_ACCESS_WRITE);
+  if (split)
+    amk_access_rows (out, &n, ins, 1, (guint64) p->row0 * p->k + p->k0, p->k_len, p->k, p->rows,
+                     AMK_ACCESS_READ, FALSE);
+  else
+    amk_access_range (out, &n, ins, 1, (guint64) p->row0 * p->k, (guint64) p->rows * p->k, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, 0, p->k, AMK_ACCESS_READ);
+  if (!split || p->k0 == 0)
+    amk_access_range (out, &n, ins, 3, p->row0, p->rows, AMK_ACCESS_READ);
+  if (!split)
+    amk_access_range (out, &n, ins, 4, p->row0, p->rows, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 5, 0, p->k, AMK_ACCESS_READ);
+  if (ins->n_buffers > 6)
+    amk_access_range (out, &n, ins, 6, 0, p->k, AMK_ACCESS_READ);
+  return n;
+}
+
 /* bias, residual, norm weight and the fused SILU_MUL's up may be absent */
 const AmkOpClass amk_op_matvec = {
   .opcode = AMK_ABI_OP_MATVEC, .name = "MATVEC", .n_buffers = 6, .n_extra = 1,
   .optional_slots = 0x78u,
   .fields = AMK_PARAM_FIELDS (matvec_fields),
-  .verify = verify_matvec, .plan = plan_matvec, .lower = lower_matvec, .bytes = bytes_matvec,
+  .verify = verify_matvec, .plan = plan_matvec, .lower = lower_matvec,
+  .accesses = accesses_matvec, .bytes = bytes_matvec,
   .run_cpu = run_matvec,
 };

@@ -171,6 +171,32 @@ typedef struct {
 /* An elementwise op's smallest tile, in elements (tiles: at most one per queue). */
 #define AMK_ELEMENTWISE_MIN_TILE 256u
 
+/* What an instruction reads or writes of one operand, for the race proof: `rows` runs of
+ * `length` elements, `stride` elements apart, from element `start` (rows 1: one range). */
+typedef enum {
+  AMK_ACCESS_READ,
+  AMK_ACCESS_WRITE,
+  AMK_ACCESS_ATOMIC_ADD,  /* split-K: adds that may run in any order among themselves */
+} AmkAccessKind;
+
+typedef struct {
+  guint          slot;
+  guint64        start, length, stride, rows;
+  AmkAccessKind  kind;
+  /* the rows are chosen on the device (a KV cache row by pos and seq): the box is every
+   * row the choice can reach, and two such writes are not compared (distinct positions
+   * are the caller's part: the generator and the batch give each row its own) */
+  gboolean       device_rows;
+} AmkAccessBox;
+
+#define AMK_MAX_ACCESSES 12
+
+void amk_access_range (AmkAccessBox *out, guint *n, const amk_instruction_t *ins, guint slot,
+                       guint64 start, guint64 count, AmkAccessKind kind);
+void amk_access_rows  (AmkAccessBox *out, guint *n, const amk_instruction_t *ins, guint slot,
+                       guint64 start, guint64 length, guint64 stride, guint64 rows,
+                       AmkAccessKind kind, gboolean device_rows);
+
 typedef struct {
   guint                opcode;
   const char          *name;           /* as in messages: "MATVEC" */
@@ -197,6 +223,12 @@ typedef struct {
                            AmkTile     *t,
                            guint64      tile,
                            guint64      slice);
+  /* What a verified instruction reads and writes (the race proof), at most
+   * AMK_MAX_ACCESSES boxes into out; returns their number. NULL: every operand whole,
+   * written where amk_abi_written_slots() says. */
+  guint        (*accesses) (AmkProgram              *self,
+                            const amk_instruction_t *ins,
+                            AmkAccessBox            *out);
   /* The bytes an instruction moves (the cost model). NULL: none. */
   double       (*bytes)   (AmkProgram              *self,
                            const amk_instruction_t *ins);

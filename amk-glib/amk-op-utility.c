@@ -289,39 +289,82 @@ static const AmkParamField trap_fields[] = {
   AMK_PARAM_INT (trap, code),
 };
 
+/* ---- accesses (the race proof) ------------------------------------------------------ */
+
+static guint
+accesses_copy (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_copy_params_t *p = &ins->params.copy;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->dst_offset, p->count, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, p->src_offset, p->count, AMK_ACCESS_READ);
+  return n;
+}
+
+static guint
+accesses_fill (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, ins->params.fill.offset, ins->params.fill.count, AMK_ACCESS_WRITE);
+  return n;
+}
+
+static guint
+accesses_add (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_add_params_t *p = &ins->params.add;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->dst_offset, p->count, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, p->a_offset, p->count, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, p->b_offset, p->count, AMK_ACCESS_READ);
+  return n;
+}
+
+static guint
+accesses_none (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  return 0;
+}
+
 const AmkOpClass amk_op_nop = {
   .opcode = AMK_ABI_OP_NOP, .name = "NOP",
+  .accesses = accesses_none,
   .run_cpu = run_nothing,
 };
 
 const AmkOpClass amk_op_copy = {
   .opcode = AMK_ABI_OP_COPY, .name = "COPY", .n_buffers = 2,
   .fields = AMK_PARAM_FIELDS (copy_fields),
-  .verify = verify_copy, .lower = lower_copy, .bytes = bytes_copy,
+  .verify = verify_copy, .lower = lower_copy, .accesses = accesses_copy, .bytes = bytes_copy,
   .run_cpu = run_copy,
 };
 
 const AmkOpClass amk_op_fill = {
   .opcode = AMK_ABI_OP_FILL, .name = "FILL", .n_buffers = 1,
   .fields = AMK_PARAM_FIELDS (fill_fields),
-  .verify = verify_fill, .lower = lower_fill, .bytes = bytes_fill,
+  .verify = verify_fill, .lower = lower_fill, .accesses = accesses_fill, .bytes = bytes_fill,
   .run_cpu = run_fill,
 };
 
 const AmkOpClass amk_op_add = {
   .opcode = AMK_ABI_OP_ADD, .name = "ADD", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (add_fields),
-  .verify = verify_add, .lower = lower_add, .bytes = bytes_add,
+  .verify = verify_add, .lower = lower_add, .accesses = accesses_add, .bytes = bytes_add,
   .run_cpu = run_add,
 };
 
 const AmkOpClass amk_op_trap = {
   .opcode = AMK_ABI_OP_TRAP, .name = "TRAP",
   .fields = AMK_PARAM_FIELDS (trap_fields),
+  .accesses = accesses_none,
   .run_cpu = run_trap,
 };
 
 const AmkOpClass amk_op_grid_sync = {
   .opcode = AMK_ABI_OP_GRID_SYNC, .name = "GRID_SYNC",
+  .accesses = accesses_none,
   .run_cpu = run_nothing,
 };

@@ -859,10 +859,78 @@ static const AmkParamField argmax_final_fields[] = {
   AMK_PARAM_INT (argmax_final, first),
 };
 
+/* ---- accesses (the race proof) ------------------------------------------------------ */
+
+static guint
+accesses_rmsnorm (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_rmsnorm_params_t *p = &ins->params.rmsnorm;
+  const guint64 start = (guint64) p->vec0 * p->n, count = (guint64) p->n_vecs * p->n;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, start, count, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, start, count, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, 0, p->n, AMK_ACCESS_READ);
+  return n;
+}
+
+static guint
+accesses_silu_mul (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_silu_mul_params_t *p = &ins->params.silu_mul;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->offset, p->count, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, p->offset, p->count, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, p->offset, p->count, AMK_ACCESS_READ);
+  return n;
+}
+
+/* the table's row is the token's, read on the device: every row's columns col0.. */
+static guint
+accesses_embed (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_embed_params_t *p = &ins->params.embed;
+  const guint64 vocab = amk_verify_slot_buffer (self, ins, 1)->n_elements / (guint64) p->dim;
+  const guint64 tokens = MAX (p->n_tokens, 1);
+  guint n = 0;
+
+  amk_access_rows (out, &n, ins, 0, (guint64) (p->n_tokens > 0 ? p->token_index : 0) * p->dim + p->col0,
+                   p->n_cols, p->dim, tokens, AMK_ACCESS_WRITE, FALSE);
+  amk_access_rows (out, &n, ins, 1, p->col0, p->n_cols, p->dim, vocab, AMK_ACCESS_READ, TRUE);
+  amk_access_range (out, &n, ins, 2, p->token_index, tokens, AMK_ACCESS_READ);
+  return n;
+}
+
+static guint
+accesses_argmax_partial (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_argmax_partial_params_t *p = &ins->params.argmax_partial;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->slot, 1, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, p->slot, 1, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 2, p->offset, p->count, AMK_ACCESS_READ);
+  return n;
+}
+
+static guint
+accesses_argmax_final (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
+{
+  const amk_argmax_final_params_t *p = &ins->params.argmax_final;
+  guint n = 0;
+
+  amk_access_range (out, &n, ins, 0, p->out_index, 1, AMK_ACCESS_WRITE);
+  amk_access_range (out, &n, ins, 1, p->first, p->n_partials, AMK_ACCESS_READ);
+  amk_access_range (out, &n, ins, 2, p->first, p->n_partials, AMK_ACCESS_READ);
+  return n;
+}
+
 const AmkOpClass amk_op_rmsnorm = {
   .opcode = AMK_ABI_OP_RMSNORM, .name = "RMSNORM", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (rmsnorm_fields),
-  .verify = verify_vector, .plan = plan_rmsnorm, .lower = lower_rmsnorm, .bytes = bytes_rmsnorm,
+  .verify = verify_vector, .plan = plan_rmsnorm, .lower = lower_rmsnorm, .accesses = accesses_rmsnorm,
+  .bytes = bytes_rmsnorm,
   .run_cpu = run_rmsnorm,
 };
 
@@ -870,14 +938,16 @@ const AmkOpClass amk_op_rmsnorm = {
 const AmkOpClass amk_op_silu_mul = {
   .opcode = AMK_ABI_OP_SILU_MUL, .name = "SILU_MUL", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (silu_mul_fields),
-  .verify = verify_vector, .plan = plan_silu_mul, .lower = lower_silu_mul, .bytes = bytes_silu_mul,
+  .verify = verify_vector, .plan = plan_silu_mul, .lower = lower_silu_mul, .accesses = accesses_silu_mul,
+  .bytes = bytes_silu_mul,
   .run_cpu = run_silu_mul,
 };
 
 const AmkOpClass amk_op_embed = {
   .opcode = AMK_ABI_OP_EMBED, .name = "EMBED", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (embed_fields),
-  .verify = verify_vector, .plan = plan_embed, .lower = lower_embed, .bytes = bytes_embed,
+  .verify = verify_vector, .plan = plan_embed, .lower = lower_embed, .accesses = accesses_embed,
+  .bytes = bytes_embed,
   .run_cpu = run_embed,
 };
 
@@ -885,7 +955,7 @@ const AmkOpClass amk_op_argmax_partial = {
   .opcode = AMK_ABI_OP_ARGMAX_PARTIAL, .name = "ARGMAX_PARTIAL", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (argmax_partial_fields),
   .verify = verify_vector, .plan = plan_argmax_partial, .lower = lower_argmax_partial,
-  .bytes = bytes_argmax_partial,
+  .accesses = accesses_argmax_partial, .bytes = bytes_argmax_partial,
   .run_cpu = run_argmax_partial,
 };
 
@@ -893,5 +963,6 @@ const AmkOpClass amk_op_argmax_final = {
   .opcode = AMK_ABI_OP_ARGMAX_FINAL, .name = "ARGMAX_FINAL", .n_buffers = 3,
   .fields = AMK_PARAM_FIELDS (argmax_final_fields),
   .verify = verify_vector, .plan = plan_one_tile, .lower = lower_argmax_final,
+  .accesses = accesses_argmax_final,
   .run_cpu = run_argmax_final,
 };

@@ -1,6 +1,6 @@
 /* amk-verifier.c: proves an image sound before any executor touches it: every index,
- * size, dtype and arena offset in range, and an abstract run of the queues that shows
- * that every instruction can finish.
+ * size, dtype and arena offset in range, an abstract run of the queues that shows that
+ * every instruction can finish, and (amk-race.c) that no two instructions race.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -13,6 +13,7 @@
 
 #include "amk-program-private.h"
 #include "amk-op-private.h"
+#include "amk-race-private.h"
 #include "amk-dtype-private.h"
 #include "amk-error.h"
 
@@ -371,6 +372,8 @@ typedef struct {
                              * -2 while the queue is not parked */
   GArray     *work;
   guint       at_barrier;
+  guint32    *order;        /* the instructions in the order they finished */
+  guint       n_finished;
 } AbstractRun;
 
 static const amk_instruction_t *
@@ -395,6 +398,9 @@ first_unmet_wait (AbstractRun *run, const amk_instruction_t *ins)
 static void
 finish (AbstractRun *run, guint q, const amk_instruction_t *ins)
 {
+  GArray *queue = g_ptr_array_index (run->self->queues, q);
+
+  run->order[run->n_finished++] = (guint32) g_array_index (queue, gint32, run->pc[q]);
   run->pc[q]++;
   if (ins->signal.counter != AMK_NO_COUNTER && ins->signal.amount > 0)
     {
@@ -485,7 +491,7 @@ static gboolean
 check_deadlock (AmkProgram  *self,
                 GError     **error)
 {
-  AbstractRun run = { self, NULL, NULL, NULL, NULL, NULL, 0 };
+  AbstractRun run = { self, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0 };
   guint n_counters = self->counter_names->len;
   gboolean ok;
 
@@ -497,6 +503,7 @@ check_deadlock (AmkProgram  *self,
   for (guint q = 0; q < self->num_queues; q++)
     run.next_parked[q] = -2;
   run.work = g_array_new (FALSE, FALSE, sizeof (guint));
+  run.order = g_new (guint32, MAX (self->instructions->len, 1));
 
   for (guint q = 0; q < self->num_queues; q++)
     g_array_append_val (run.work, q);
@@ -507,13 +514,14 @@ check_deadlock (AmkProgram  *self,
       advance (&run, q);
     }
 
-  ok = report_stuck (&run, error);
+  ok = report_stuck (&run, error) && amk_race_check (self, run.order, error);
 
   g_free (run.parked);
   g_free (run.next_parked);
   g_free (run.value);
   g_free (run.pc);
   g_array_unref (run.work);
+  g_free (run.order);
   return ok;
 }
 

@@ -185,36 +185,19 @@ def test_correct_program_is_schedule_independent(rng):
 
 
 def test_missing_wait_races(rng):
-    # queue 0 overwrites x; queue 1 copies x to y without waiting for it: depending on the
-    # schedule y gets the old or the new x.
-    dtype = Amk.DType.F32
+    # queue 0 overwrites x; queue 1 copies x to y without waiting for it: y would get the
+    # old or the new x depending on the schedule, so the verifier's race proof refuses it
     n = 16
     p = Amk.Program.new(2)
-    x = p.add_buffer('x', dtype, [n], Amk.BufferRole.STATE)
-    y = p.add_buffer('y', dtype, [n], Amk.BufferRole.OUTPUT)
+    x = p.add_buffer('x', Amk.DType.F32, [n], Amk.BufferRole.STATE)
+    y = p.add_buffer('y', Amk.DType.F32, [n], Amk.BufferRole.OUTPUT)
     c = p.add_counter('x-written')
-    fill = _fill_value(rng, dtype)
-    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=n, value=fill), signal=(c, 1))
+    add_op(p, 0, Amk.Opcode.FILL, [x], dict(count=n, value=1.0), signal=(c, 1))
     add_op(p, 1, Amk.Opcode.COPY, [y, x], dict(count=n))     # forgot: waits=[(c, 1)]
-    ex = Amk.CpuExecutor.new(p)
-
-    old = random_data(rng, dtype, n)
-    outcomes = {}
-    for seed in range(201):
-        upload(ex, x, dtype, old)
-        upload(ex, y, dtype, poison(dtype, n))
-        ex.props.seed = seed
-        ex.run()
-        got = download(ex, y, dtype)
-        outcomes.setdefault(got.tobytes(), seed)
-        assert same_bits(got, old) or same_bits(got, np.full(n, fill, dtype=np.float32))
-    assert len(outcomes) >= 2, 'the race never showed: the scheduler ignores the seed'
-    # the same seed replays the same schedule
-    for result, seed in outcomes.items():
-        upload(ex, x, dtype, old)
-        ex.props.seed = seed
-        ex.run()
-        assert download(ex, y, dtype).tobytes() == result
+    with pytest.raises(GLib.Error) as info:
+        Amk.CpuExecutor.new(p)
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.RACE)
+    assert 'queue 1 instruction 0 (COPY)' in info.value.message and '“x”' in info.value.message
 
 
 def test_trap_aborts_with_record(rng):

@@ -1,5 +1,6 @@
 /* test-cpu-executor.c: every utility op on every dtype against values computed here,
- * chains across queues, GRID_SYNC phases, the seeded scheduler, TRAP, and the errors.
+ * chains across queues, GRID_SYNC phases, the seeded scheduler (through split-K's atomic
+ * adds), a race refused, TRAP, and the errors.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -405,68 +406,95 @@ test_grid_sync_phases (void)
     }
 }
 
-/* Queue 0 fills `shared` four times; queue 1 copies it out without waiting. */
-static AmkProgram *
-racy_program (gint *out)
+/* Queue 0 fills `shared` four times; queue 1 copies it out without waiting: the
+ * verifier's race proof refuses it, naming both instructions. */
+static void
+test_racy_program_refused (void)
 {
-  AmkProgram *p = amk_program_new (2);
+  g_autoptr(AmkProgram) p = amk_program_new (2);
   gint shared = test_add_buffer (p, "shared", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_STATE);
-  gint i;
+  gint out = test_add_buffer (p, "out", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+  g_autoptr(GError) error = NULL;
+  AmkCpuExecutor *ex;
 
-  *out = test_add_buffer (p, "out", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
   for (guint k = 0; k < 4; k++)
-    {
-      i = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { shared }, 1, "count", 8, NULL);
-      amk_program_set_param_float (p, i, "value", 1.5f + k, NULL);
-    }
-  test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { *out, shared }, 2, "count", 8, NULL);
+    test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { shared }, 1, "count", 8, NULL);
+  test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { out, shared }, 2, "count", 8, NULL);
+  ex = amk_cpu_executor_new (p, &error);
+  g_assert_null (ex);
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_RACE);
+  test_assert_message_has (error, "queue 1 instruction 0 (COPY)");
+  test_assert_message_has (error, "(FILL)");
+  test_assert_message_has (error, "“shared”");
+}
+
+/* The one schedule-dependent result a verified program may have: split-K's atomic adds.
+ * Three queues add their share of one row into y; in float, 1e8, 1 and -1e8 sum to 0 or
+ * 1 depending on their order, so the seeded scheduler shows itself. */
+static AmkProgram *
+split_k_program (gint *y)
+{
+  AmkProgram *p = amk_program_new (3);
+  const float wv[12] = { 1e8f, 0, 0, 0, 1.0f, 0, 0, 0, -1e8f, 0, 0, 0 };
+  const float xv[12] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+  gint w = test_add_buffer (p, "w", AMK_DTYPE_F32, 12, AMK_BUFFER_ROLE_CONSTANT);
+  gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 12, AMK_BUFFER_ROLE_CONSTANT);
+  g_autoptr(GBytes) wb = g_bytes_new (wv, sizeof wv), xb = g_bytes_new (xv, sizeof xv);
+
+  g_assert_true (amk_program_set_buffer_data (p, w, wb, NULL));
+  g_assert_true (amk_program_set_buffer_data (p, x, xb, NULL));
+  *y = test_add_buffer (p, "y", AMK_DTYPE_F32, 1, AMK_BUFFER_ROLE_STATE);
+  for (guint q = 0; q < 3; q++)
+    test_add (p, q, AMK_OPCODE_MATVEC, (gint[]) { *y, w, x, -1, *y, -1 }, 6,
+              "row0", 0, "rows", 1, "k", 12, "k0", 4 * q, "k_len", 4, NULL);
   return p;
 }
 
-static void
-test_racy_program (void)
+static float
+run_split_k (AmkCpuExecutor *ex, gint y)
 {
-  gint out;
-  g_autoptr(AmkProgram) p = racy_program (&out);
-  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                                      (GDestroyNotify) g_bytes_unref, NULL);
+  const float zero = 0.0f;
+  g_autofree float *got = NULL;
+  float v;
+
+  upload (ex, y, &zero, 4);
+  run_ok (ex);
+  got = (float *) download (ex, y, NULL);
+  v = got[0];
+  g_assert_true (v == 0.0f || v == 1.0f);
+  return v;
+}
+
+static void
+test_seeded_schedule (void)
+{
+  gint y;
+  g_autoptr(AmkProgram) p = split_k_program (&y);
+  gboolean seen[2] = { FALSE, FALSE };
 
   for (guint64 seed = 0; seed < 64; seed++)
     {
       g_autoptr(AmkCpuExecutor) ex = make_executor (p, seed);
-      run_ok (ex);
-      g_hash_table_add (seen, amk_cpu_executor_download (ex, out, NULL));
+      seen[(int) run_split_k (ex, y)] = TRUE;
     }
-  g_test_message ("%u different outputs over 64 seeds", g_hash_table_size (seen));
-  g_assert_cmpuint (g_hash_table_size (seen), >=, 3);
+  g_assert_true (seen[0] && seen[1]);
 }
 
 static void
 test_same_seed (void)
 {
-  gint out;
-  g_autoptr(AmkProgram) p = racy_program (&out);
+  gint y;
+  g_autoptr(AmkProgram) p = split_k_program (&y);
 
   for (guint round = 0; round < 20; round++)
     {
       guint64 seed = ((guint64) g_test_rand_int () << 32) | g_test_rand_int ();
       g_autoptr(AmkCpuExecutor) a = make_executor (p, seed);
       g_autoptr(AmkCpuExecutor) b = make_executor (p, seed);
-      g_autoptr(GBytes) ra = NULL, rb = NULL, rc = NULL;
-      g_autoptr(GBytes) start = test_random_bytes (8 * 4);   /* "shared" before the run */
+      const float first = run_split_k (a, y);
 
-      g_assert_true (amk_cpu_executor_upload (a, 0, start, NULL));
-      g_assert_true (amk_cpu_executor_upload (b, 0, start, NULL));
-      run_ok (a);
-      run_ok (b);
-      ra = amk_cpu_executor_download (a, out, NULL);
-      rb = amk_cpu_executor_download (b, out, NULL);
-      g_assert_true (g_bytes_equal (ra, rb));
-      /* each run starts from the seed again */
-      g_assert_true (amk_cpu_executor_upload (a, 0, start, NULL));
-      run_ok (a);
-      rc = amk_cpu_executor_download (a, out, NULL);
-      g_assert_true (g_bytes_equal (ra, rc));
+      g_assert_true (run_split_k (b, y) == first);
+      g_assert_true (run_split_k (a, y) == first);   /* each run starts from the seed again */
     }
 }
 
@@ -810,7 +838,8 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/amk/cpu-executor/chain", test_chain);
   g_test_add_func ("/amk/cpu-executor/grid-sync-phases", test_grid_sync_phases);
-  g_test_add_func ("/amk/cpu-executor/racy-program", test_racy_program);
+  g_test_add_func ("/amk/cpu-executor/racy-program-refused", test_racy_program_refused);
+  g_test_add_func ("/amk/cpu-executor/seeded-schedule", test_seeded_schedule);
   g_test_add_func ("/amk/cpu-executor/same-seed", test_same_seed);
   g_test_add_func ("/amk/cpu-executor/properties", test_properties);
   g_test_add_func ("/amk/cpu-executor/new-errors", test_new_errors);

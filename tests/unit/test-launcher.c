@@ -360,7 +360,7 @@ test_error_domains (void)
   g_assert_cmpuint (klass->n_values, ==, 6);
   g_type_class_unref (klass);
   klass = g_type_class_ref (AMK_TYPE_PROGRAM_ERROR);
-  g_assert_cmpuint (klass->n_values, ==, 6);
+  g_assert_cmpuint (klass->n_values, ==, 7);
   g_type_class_unref (klass);
 }
 

@@ -819,6 +819,148 @@ test_sound_big_fast (void)
     g_assert_cmpint (elapsed, <, G_USEC_PER_SEC);
 }
 
+/* ---- RACE ------------------------------------------------------------------------ */
+
+static void
+assert_race (AmkProgram *p, const char *const *needles)
+{
+  GError *error = NULL;
+
+  g_assert_false (amk_program_verify (p, &error));
+  g_assert_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_RACE);
+  g_test_message ("%s", error->message);
+  for (guint k = 0; needles[k] != NULL; k++)
+    test_assert_message_has (error, needles[k]);
+  g_clear_error (&error);
+}
+
+/* Two writes of one buffer, unordered; then ordered by a counter; then disjoint. */
+static void
+test_race_write_write (void)
+{
+  for (guint variant = 0; variant < 3; variant++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (2);
+      gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 16, AMK_BUFFER_ROLE_OUTPUT);
+      gint c = amk_program_add_counter (p, "done");
+      gint a = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { x }, 1, "count", 8, NULL);
+      gint b = test_add (p, 1, AMK_OPCODE_FILL, (gint[]) { x }, 1, "count", 8,
+                         "offset", variant == 2 ? 8 : 4, NULL);
+
+      test_signal (p, a, c, 1);
+      if (variant == 1)
+        test_wait (p, b, c, 1);
+      if (variant == 0)
+        assert_race (p, (const char *[]) { "queue 0 instruction 0 (FILL)", "queue 1 instruction 0 (FILL)",
+                                           "buffer 0 “x”", "bytes 16 to 32", NULL });
+      else
+        assert_verifies (p);
+    }
+}
+
+/* A read of x, unordered with the write that feeds it; ordered through a third queue
+ * (transitively); and a counter that another signal can satisfy orders nothing. */
+static void
+test_race_read_write (void)
+{
+  for (guint variant = 0; variant < 3; variant++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (3);
+      gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_STATE);
+      gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+      gint c0 = amk_program_add_counter (p, "written"), c1 = amk_program_add_counter (p, "relayed");
+      gint w = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { x }, 1, "count", 8, NULL);
+      gint relay = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
+      gint r = test_add (p, 2, AMK_OPCODE_COPY, (gint[]) { y, x }, 2, "count", 8, NULL);
+
+      test_signal (p, w, c0, 1);
+      test_wait (p, relay, c0, 1);
+      test_signal (p, relay, c1, 1);
+      if (variant == 1)
+        test_wait (p, r, c1, 1);
+      if (variant == 2)
+        {
+          /* c0 gets a second signal from queue 1: reaching 1 no longer needs the FILL */
+          gint other = test_add (p, 1, AMK_OPCODE_NOP, NULL, 0, NULL);
+          test_instruction (p, relay)->n_waits = 0;
+          test_signal (p, relay, c1, 0);
+          test_signal (p, other, c0, 1);
+          test_wait (p, r, c0, 1);
+        }
+      if (variant == 1)
+        assert_verifies (p);
+      else
+        assert_race (p, (const char *[]) { "queue 0 instruction 0 (FILL)", "queue 2 instruction 0 (COPY)",
+                                           "“x”", NULL });
+    }
+}
+
+/* Two scratch buffers placed on the same arena bytes, both live at once. */
+static void
+test_race_arena (void)
+{
+  for (guint variant = 0; variant < 2; variant++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (2);
+      gint s0 = test_add_buffer (p, "s0", AMK_DTYPE_F32, 64, AMK_BUFFER_ROLE_SCRATCH);
+      gint s1 = test_add_buffer (p, "s1", AMK_DTYPE_F32, 64, AMK_BUFFER_ROLE_SCRATCH);
+      gint c = amk_program_add_counter (p, NULL);
+      gint a = test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { s0 }, 1, "count", 64, NULL);
+      gint b = test_add (p, 1, AMK_OPCODE_FILL, (gint[]) { s1 }, 1, "count", 64, NULL);
+
+      ((AmkBufferInfo *) g_ptr_array_index (p->buffers, s0))->arena_offset = 0;
+      ((AmkBufferInfo *) g_ptr_array_index (p->buffers, s1))->arena_offset = 0;
+      p->scratch_size = 256;
+      test_signal (p, a, c, 1);
+      if (variant == 1)
+        test_wait (p, b, c, 1);
+      if (variant == 0)
+        assert_race (p, (const char *[]) { "scratch buffer 0 “s0”", "scratch buffer 1 “s1”",
+                                           "arena bytes 0 to 256", NULL });
+      else
+        assert_verifies (p);
+    }
+}
+
+/* Split-K's atomic adds of one row may run in any order; a plain write of that row
+ * among them is a race. */
+static void
+test_race_split_k (void)
+{
+  for (guint variant = 0; variant < 2; variant++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (4);
+      gint w = test_add_buffer (p, "w", AMK_DTYPE_F32, 12, AMK_BUFFER_ROLE_CONSTANT);
+      gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 12, AMK_BUFFER_ROLE_CONSTANT);
+      gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, 1, AMK_BUFFER_ROLE_STATE);
+
+      for (guint q = 0; q < 3; q++)
+        test_add (p, q, AMK_OPCODE_MATVEC, (gint[]) { y, w, x, -1, y, -1 }, 6,
+                  "row0", 0, "rows", 1, "k", 12, "k0", 4 * q, "k_len", 4, NULL);
+      if (variant == 1)
+        test_add (p, 3, AMK_OPCODE_FILL, (gint[]) { y }, 1, "count", 1, NULL);
+      if (variant == 0)
+        assert_verifies (p);
+      else
+        assert_race (p, (const char *[]) { "(MATVEC)", "queue 3 instruction 0 (FILL)", NULL });
+    }
+}
+
+/* A GRID_SYNC orders everything before it before everything after it. */
+static void
+test_race_grid_sync (void)
+{
+  g_autoptr(AmkProgram) p = amk_program_new (2);
+  gint x = test_add_buffer (p, "x", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_STATE);
+  gint y = test_add_buffer (p, "y", AMK_DTYPE_F32, 8, AMK_BUFFER_ROLE_OUTPUT);
+
+  test_add (p, 0, AMK_OPCODE_FILL, (gint[]) { x }, 1, "count", 8, NULL);
+  test_add (p, 0, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+  test_add (p, 1, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+  test_add (p, 1, AMK_OPCODE_COPY, (gint[]) { y, x }, 2, "count", 8, NULL);
+  assert_verifies (p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -849,6 +991,11 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/verifier/sound/chain-64-queues", test_sound_chain_64);
   g_test_add_func ("/amk/verifier/sound/random-dags", test_sound_random_dags);
   g_test_add_func ("/amk/verifier/sound/100k-instructions-fast", test_sound_big_fast);
+  g_test_add_func ("/amk/verifier/race/write-write", test_race_write_write);
+  g_test_add_func ("/amk/verifier/race/read-write", test_race_read_write);
+  g_test_add_func ("/amk/verifier/race/arena", test_race_arena);
+  g_test_add_func ("/amk/verifier/race/split-k", test_race_split_k);
+  g_test_add_func ("/amk/verifier/race/grid-sync", test_race_grid_sync);
 
   return g_test_run ();
 }
