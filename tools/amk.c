@@ -68,12 +68,13 @@ static void
 print_error (const char   *command,
              const GError *error)
 {
-  g_autofree char *code = error_code_string (error);
-
-  /* TRANSLATORS: the first %s is a subcommand such as "run", then the error message,
-   * its domain (e.g. amk-program-error-quark) and its code name */
-  g_printerr (_("amk %s: error: %s\n  (domain %s, code %s)\n"),
-              command, error->message, g_quark_to_string (error->domain), code);
+  /* one sentence for people; the domain and code (for bug reports) with AMK_DEBUG set */
+  g_printerr ("amk %s: %s\n", command, error->message);
+  if (g_getenv ("AMK_DEBUG") != NULL)
+    {
+      g_autofree char *code = error_code_string (error);
+      g_printerr ("  (domain %s, code %s)\n", g_quark_to_string (error->domain), code);
+    }
 }
 
 static const char *
@@ -313,7 +314,9 @@ choose_executor (const char *command, gboolean force_cpu, guint64 seed, char **n
       launcher = open_gpu (&error);
       if (launcher != NULL)
         return AMK_EXECUTOR (launcher);
-      g_printerr (_("amk %s: no GPU, running on the CPU executor (%s)\n"), command, error->message);
+      /* TRANSLATORS: said once when there is no usable GPU */
+      g_printerr (_("amk %s: no GPU; running on the CPU (--cpu skips this check)\n"), command);
+      g_debug ("no GPU: %s", error->message);
       if (no_gpu_reason != NULL)
         *no_gpu_reason = g_strdup (error->message);
     }
@@ -977,10 +980,11 @@ on_interrupt (gpointer data)
 }
 #endif
 
-/* The ChatML turn of SmolLM2, Qwen and others: the prompt as the user's message, the
- * model to answer, and <|im_end|> (which ends the answer) as a stop token. */
+/* The ChatML turn of SmolLM2, Qwen and others: an optional system message, the prompt as
+ * the user's message, the model to answer, and <|im_end|> (which ends the answer) as a
+ * stop token. */
 static char *
-chat_prompt (AmkGenerator *generator, const char *prompt, GError **error)
+chat_prompt (AmkGenerator *generator, const char *system, const char *prompt, GError **error)
 {
   AmkTokenizer *tok = amk_model_get_tokenizer (amk_generator_get_model (generator));
   gint32 start = amk_tokenizer_token_to_id (tok, "<|im_start|>");
@@ -994,7 +998,44 @@ chat_prompt (AmkGenerator *generator, const char *prompt, GError **error)
       return NULL;
     }
   amk_generator_add_stop_token (generator, end);
+  if (system != NULL)
+    return g_strdup_printf ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n"
+                            "<|im_start|>assistant\n", system, prompt);
   return g_strdup_printf ("<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", prompt);
+}
+
+#define MAX_PROMPT_BYTES (16u << 20)
+
+/* The prompt argument: the text itself, or with "-" standard input (one trailing newline
+ * dropped, as `echo` adds it). NULL with a one-sentence reason in *why. */
+static char *
+read_prompt (const char *arg, char **why)
+{
+  g_autoptr(GString) text = NULL;
+  char buffer[65536];
+  size_t got;
+
+  if (strcmp (arg, "-") != 0)
+    return g_strdup (arg);
+  text = g_string_new (NULL);
+  while ((got = fread (buffer, 1, sizeof buffer, stdin)) > 0)
+    {
+      if (text->len + got > MAX_PROMPT_BYTES)
+        {
+          *why = g_strdup_printf (_("the prompt on standard input is longer than %u MiB"),
+                                  MAX_PROMPT_BYTES >> 20);
+          return NULL;
+        }
+      g_string_append_len (text, buffer, (gssize) got);
+    }
+  if (ferror (stdin))
+    {
+      *why = g_strdup (_("standard input could not be read"));
+      return NULL;
+    }
+  if (text->len > 0 && text->str[text->len - 1] == '\n')
+    g_string_truncate (text, text->len - 1);
+  return g_string_free (g_steal_pointer (&text), FALSE);
 }
 
 static int
@@ -1010,11 +1051,17 @@ cmd_generate (char ***args)
   g_autofree char *basename = NULL;
   g_autofree char *prompt = NULL;
   g_autofree char *where = NULL;
+  g_autofree char *system = NULL;
+  g_autofree char *why = NULL;
+  g_autofree char *no_gpu = NULL;
+  g_auto(GStrv) stops = NULL;
+  g_autofree gint32 *prompt_ids = NULL;
   GenerateState s = { 0 };
-  gboolean force_cpu = FALSE, chat = FALSE;
-  gint max_tokens = 32, top_k = 0, prefill_chunk = 0;
+  gboolean force_cpu = FALSE, chat = FALSE, quiet = FALSE, verbose = FALSE;
+  gint max_tokens = 32, top_k = 0, prefill_chunk = 0, ctx_size = 0;
   gdouble temperature = 0.0, top_p = 1.0;
-  gint64 seed = 0, generate_start;
+  gint64 seed = G_MININT64, generate_start;
+  gsize n_prompt_ids = 0;
   guint queues, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
   gdouble prefill_rate, rate, first_token;
   g_autofree char *generated_part = NULL;
@@ -1034,10 +1081,23 @@ cmd_generate (char ***args)
       N_("Sample from the most likely tokens that make up probability P (default: 1, all)"),
       N_("P") },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed,
-      N_("The seed of the sampling (default: 0); the same seed gives the same text"), N_("SEED") },
+      N_("The seed of the sampling (default: a random one, shown with --verbose); the same "
+         "seed gives the same text"), N_("SEED") },
     { "chat", 0, 0, G_OPTION_ARG_NONE, &chat,
       N_("Ask the prompt as a chat message (the ChatML template of SmolLM2-Instruct) and "
          "stop at the end of the answer"), NULL },
+    { "system", 0, 0, G_OPTION_ARG_STRING, &system,
+      N_("With --chat, the system message before the prompt"), N_("TEXT") },
+    { "stop", 0, 0, G_OPTION_ARG_STRING_ARRAY, &stops,
+      N_("Stop when the text generated so far ends with TEXT (may be given more than once)"),
+      N_("TEXT") },
+    { "ctx-size", 0, 0, G_OPTION_ARG_INT, &ctx_size,
+      N_("The context in tokens, prompt and generated text together (default: 0, 2048 or "
+         "less if the model was trained for less)"), N_("N") },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet,
+      N_("Print only the generated text: no prompt, no loading or speed lines"), NULL },
+    { "verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose,
+      N_("Also print the seed, the context and why there is no GPU"), NULL },
     { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
       N_("Run on the CPU executor even if there is a GPU"), NULL },
     { "prefill-chunk", 0, 0, G_OPTION_ARG_INT, &prefill_chunk,
@@ -1051,6 +1111,11 @@ cmd_generate (char ***args)
                                            "and streams it as it comes: one megakernel launch per "
                                            "token on the GPU, or the CPU executor where there is "
                                            "none."));
+  g_option_context_set_description (context, _("PROMPT “-” reads the prompt from standard input.\n"
+                                               "Exit status: 0 when the text was generated, 1 when "
+                                               "something failed (no model, a bad model file, a "
+                                               "prompt longer than the context, an interrupt), 2 "
+                                               "for a bad argument."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!parse_options (context, "generate", args))
     return EXIT_USAGE;
@@ -1064,8 +1129,26 @@ cmd_generate (char ***args)
     return usage_error ("generate", _("--top-k must be 0 or more"));
   if (!(top_p > 0.0 && top_p <= 1.0))
     return usage_error ("generate", _("--top-p must be above 0 and at most 1"));
-  if (seed < 0)
+  if (seed != G_MININT64 && seed < 0)
     return usage_error ("generate", _("--seed must be 0 or more"));
+  if (ctx_size < 0 || ctx_size > (1 << 20))
+    return usage_error ("generate", _("--ctx-size must be between 0 and 1048576"));
+  if (system != NULL && !chat)
+    return usage_error ("generate", _("--system needs --chat"));
+  for (guint k = 0; stops != NULL && stops[k] != NULL; k++)
+    if (*stops[k] == '\0' || !g_utf8_validate (stops[k], -1, NULL))
+      return usage_error ("generate", _("a --stop text must be non-empty UTF-8"));
+  if (system != NULL && !g_utf8_validate (system, -1, NULL))
+    return usage_error ("generate", _("the --system text is not valid UTF-8"));
+  prompt = read_prompt ((*args)[1], &why);
+  if (prompt == NULL)
+    return usage_error ("generate", why);
+  if (!g_utf8_validate (prompt, -1, NULL))
+    return usage_error ("generate", _("the prompt is not valid UTF-8"));
+  if (*prompt == '\0')
+    return usage_error ("generate", _("the prompt is empty"));
+  if (seed == G_MININT64)
+    seed = (gint64) (((guint64) g_random_int () << 31) ^ g_random_int ()) & G_MAXINT64;
   if (prefill_chunk < 0 || prefill_chunk > 65536)
     return usage_error ("generate", _("--prefill-chunk must be between 0 and 65536"));
   if (model == NULL && g_getenv ("AMK_MODEL") != NULL && *g_getenv ("AMK_MODEL") != '\0')
@@ -1086,7 +1169,10 @@ cmd_generate (char ***args)
 
   /* the model is built with the queue count the executor prefers; the launcher chooses
    * its threads and shared memory when the generator loads the model's program */
-  executor = choose_executor ("generate", force_cpu, 0, NULL);
+  executor = choose_executor ("generate", force_cpu, 0, verbose ? &no_gpu : NULL);
+  if (no_gpu != NULL)
+    /* TRANSLATORS: --verbose: why the GPU could not be used */
+    g_printerr (_("No GPU because: %s\n"), no_gpu);
   queues = amk_executor_get_preferred_queues (executor, &error);
   if (queues == 0)
     {
@@ -1114,7 +1200,8 @@ cmd_generate (char ***args)
     }
   g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable, on_model_loaded, &s,
                               "path", model, "n-queues", queues,
-                              "prefill-chunk", (guint) prefill_chunk, NULL);
+                              "prefill-chunk", (guint) prefill_chunk,
+                              "context-length", (guint) ctx_size, NULL);
   g_main_loop_run (loop);
   g_clear_handle_id (&progress_id, g_source_remove);
   if (s.model == NULL)
@@ -1128,26 +1215,48 @@ cmd_generate (char ***args)
     }
   if (s.progress)
     g_printerr ("\r\033[K");   /* clears the progress line */
-  /* TRANSLATORS: after loading: the model's name and the seconds it took */
-  g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
+  if (!quiet)
+    /* TRANSLATORS: after loading: the model's name and the seconds it took */
+    g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
+  if (verbose)
+    /* TRANSLATORS: --verbose: the sampling seed and the context in tokens */
+    g_printerr (_("Seed %" G_GINT64_FORMAT ", context %u tokens\n"), seed,
+                amk_model_get_context_length (s.model));
 
   generator = amk_generator_new (s.model, executor);
   g_object_set (generator, "temperature", temperature, "top-k", (guint) top_k, "top-p", top_p,
                 "seed", (guint64) seed, NULL);
+  for (guint k = 0; stops != NULL && stops[k] != NULL; k++)
+    amk_generator_add_stop_string (generator, stops[k]);
   if (chat)
     {
-      prompt = chat_prompt (generator, (*args)[1], &error);
-      if (prompt == NULL)
+      g_autofree char *turn = chat_prompt (generator, system, prompt, &error);
+      if (turn == NULL)
         {
           g_clear_handle_id (&sigint_id, g_source_remove);
           print_error ("generate", error);
           g_clear_object (&s.model);
           return 1;
         }
+      g_free (prompt);
+      prompt = g_steal_pointer (&turn);
     }
-  else
+  /* the prompt must fit before any of it is printed */
+  prompt_ids = amk_tokenizer_encode (amk_model_get_tokenizer (s.model), prompt, TRUE, &n_prompt_ids, &error);
+  if (prompt_ids != NULL && n_prompt_ids >= amk_model_get_context_length (s.model))
+    g_set_error (&error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_CONTEXT_FULL,
+                 _("The prompt is %zu tokens, which does not fit in the context of %u tokens "
+                   "with room for an answer: shorten it or give a longer --ctx-size"),
+                 n_prompt_ids, amk_model_get_context_length (s.model));
+  if (error != NULL)
     {
-      prompt = g_strdup ((*args)[1]);
+      g_clear_handle_id (&sigint_id, g_source_remove);
+      print_error ("generate", error);
+      g_clear_object (&s.model);
+      return 1;
+    }
+  if (!chat && !quiet)
+    {
       fputs (prompt, stdout);   /* the text goes on where the prompt ends */
       fflush (stdout);
     }
@@ -1158,14 +1267,22 @@ cmd_generate (char ***args)
   g_clear_handle_id (&sigint_id, g_source_remove);
   fputs ("\n", stdout);
   fflush (stdout);
-  g_clear_object (&s.model);
   if (s.text == NULL)
     {
+      g_clear_object (&s.model);
       print_error ("generate", s.error);
       g_clear_error (&s.error);
       return 1;
     }
   g_free (s.text);
+  if (amk_generator_get_position (generator) >= amk_model_get_context_length (s.model) &&
+      amk_generator_get_generated_tokens (generator) < (guint) max_tokens)
+    /* TRANSLATORS: the generation stopped because the KV cache is full */
+    g_printerr (_("amk generate: the context of %u tokens is full; --ctx-size gives a longer one\n"),
+                amk_model_get_context_length (s.model));
+  g_clear_object (&s.model);
+  if (quiet)
+    return 0;
 
   /* the last line: the tokens and the time of the whole call, then the prefill's speed
    * (prefill chunks and the last prompt token's decode step), the time to the first
