@@ -311,6 +311,14 @@ load_tokenizer (AmkGguf *gguf, const char *file, GError **error)
         return NULL;
       amk_tokenizer_set_add_bos (tok, add_bos);
     }
+  if (amk_gguf_has_key (gguf, "tokenizer.chat_template"))
+    {
+      const char *chat_template;
+
+      if (!amk_gguf_get_string (gguf, "tokenizer.chat_template", &chat_template, NULL, error))
+        return NULL;
+      amk_tokenizer_set_chat_template (tok, chat_template);
+    }
   return g_steal_pointer (&tok);
 }
 

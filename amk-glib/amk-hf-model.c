@@ -416,6 +416,33 @@ add_token (JsonObject *o, const char *name, AmkTokenizer *tok, GArray *ids, cons
   return TRUE;
 }
 
+/* tokenizer_config.json's "chat_template": a string, or a list of {"name", "template"}
+ * whose "default" one is the chat's; NULL when there is none (or another shape). */
+static const char *
+chat_template (JsonObject *tc)
+{
+  JsonNode *node = tc != NULL ? json_object_get_member (tc, "chat_template") : NULL;
+  JsonArray *list;
+
+  if (node != NULL && amk_json_is_string (node))
+    return json_node_get_string (node);
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
+    return NULL;
+  list = json_node_get_array (node);
+  for (guint i = 0; i < json_array_get_length (list); i++)
+    {
+      JsonNode *item = json_array_get_element (list, i);
+      JsonObject *o = JSON_NODE_HOLDS_OBJECT (item) ? json_node_get_object (item) : NULL;
+      JsonNode *name = o != NULL ? json_object_get_member (o, "name") : NULL;
+      JsonNode *text = o != NULL ? json_object_get_member (o, "template") : NULL;
+
+      if (name != NULL && amk_json_is_string (name) && text != NULL && amk_json_is_string (text) &&
+          g_strcmp0 (json_node_get_string (name), "default") == 0)
+        return json_node_get_string (text);
+    }
+  return NULL;
+}
+
 /* BOS/EOS from tokenizer_config.json, generation_config.json and config.json (in that
  * order of preference for the one eos_id; every EOS id is kept in `eos`). */
 static gboolean
@@ -450,6 +477,7 @@ load_special_tokens (const char    *dir,
       !add_token (to, "bos_token", tok, bos_tc, tc.file, error) ||
       !amk_json_get_bool (to, "add_bos_token", &add_bos, tc.file, error))
     return FALSE;
+  amk_tokenizer_set_chat_template (tok, chat_template (to));
   if (bos->len > 0 || bos_tc->len > 0)
     amk_tokenizer_set_bos_id (tok, g_array_index (bos->len > 0 ? bos : bos_tc, gint32, 0));
   if (eos->len > 0)

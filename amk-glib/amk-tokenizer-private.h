@@ -79,6 +79,7 @@ struct _AmkTokenizer
   gint32       bos_id;
   gint32       eos_id;
   gboolean     add_bos;
+  char        *chat_template;  /* the model's Jinja chat template, or NULL */
 
   char         byte_to_char[256][3];   /* GPT-2's bytes_to_unicode, as UTF-8 */
   gint16       char_to_byte[324];      /* the inverse; -1 for other characters */

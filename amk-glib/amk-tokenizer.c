@@ -42,6 +42,7 @@ enum {
   PROP_BOS_ID,
   PROP_EOS_ID,
   PROP_ADD_BOS,
+  PROP_CHAT_TEMPLATE,
   N_PROPS
 };
 
@@ -59,6 +60,7 @@ amk_tokenizer_finalize (GObject *object)
       g_free (self->id_to_token[i]);
   g_free (self->id_to_token);
   g_free (self->special);
+  g_free (self->chat_template);
   g_clear_pointer (&self->vocab, g_hash_table_unref);
   g_clear_pointer (&self->merge_table, g_hash_table_unref);
   g_free (self->merges);
@@ -95,6 +97,9 @@ amk_tokenizer_get_property (GObject    *object,
     case PROP_ADD_BOS:
       g_value_set_boolean (value, self->add_bos);
       break;
+    case PROP_CHAT_TEMPLATE:
+      g_value_set_string (value, self->chat_template);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -118,6 +123,9 @@ amk_tokenizer_set_property (GObject      *object,
       break;
     case PROP_ADD_BOS:
       amk_tokenizer_set_add_bos (self, g_value_get_boolean (value));
+      break;
+    case PROP_CHAT_TEMPLATE:
+      amk_tokenizer_set_chat_template (self, g_value_get_string (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -174,6 +182,18 @@ amk_tokenizer_class_init (AmkTokenizerClass *klass)
   properties[PROP_ADD_BOS] =
     g_param_spec_boolean ("add-bos", NULL, NULL, FALSE,
                           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkTokenizer:chat-template:
+   *
+   * The model's chat template (Jinja text, as `tokenizer.chat_template` in a GGUF file
+   * or `chat_template` in a checkpoint's tokenizer_config.json), or %NULL when the model
+   * has none. The library keeps it for callers that format conversations (`amk chat`
+   * recognises the common families of templates); it does not run it.
+   */
+  properties[PROP_CHAT_TEMPLATE] =
+    g_param_spec_string ("chat-template", NULL, NULL, NULL,
+                         G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   g_object_class_install_properties (object_class, N_PROPS, properties);
 }
@@ -485,6 +505,42 @@ amk_tokenizer_set_add_bos (AmkTokenizer *self,
     return;
   self->add_bos = add_bos;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ADD_BOS]);
+}
+
+/**
+ * amk_tokenizer_get_chat_template:
+ * @self: a tokenizer
+ *
+ * Gets [property@Amk.Tokenizer:chat-template].
+ *
+ * Returns: (nullable): the model's chat template, or %NULL
+ */
+const char *
+amk_tokenizer_get_chat_template (AmkTokenizer *self)
+{
+  g_return_val_if_fail (AMK_IS_TOKENIZER (self), NULL);
+
+  return self->chat_template;
+}
+
+/**
+ * amk_tokenizer_set_chat_template:
+ * @self: a tokenizer
+ * @chat_template: (nullable): the model's chat template, or %NULL for none
+ *
+ * Sets [property@Amk.Tokenizer:chat-template].
+ */
+void
+amk_tokenizer_set_chat_template (AmkTokenizer *self,
+                                 const char   *chat_template)
+{
+  g_return_if_fail (AMK_IS_TOKENIZER (self));
+
+  if (g_strcmp0 (self->chat_template, chat_template) == 0)
+    return;
+  g_free (self->chat_template);
+  self->chat_template = g_strdup (chat_template);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CHAT_TEMPLATE]);
 }
 
 /**

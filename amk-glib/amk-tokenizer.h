@@ -115,6 +115,11 @@ AMK_AVAILABLE_IN_1_0
 void          amk_tokenizer_set_add_bos        (AmkTokenizer        *self,
                                                 gboolean             add_bos);
 AMK_AVAILABLE_IN_1_0
+const char   *amk_tokenizer_get_chat_template  (AmkTokenizer        *self);
+AMK_AVAILABLE_IN_1_0
+void          amk_tokenizer_set_chat_template  (AmkTokenizer        *self,
+                                                const char          *chat_template);
+AMK_AVAILABLE_IN_1_0
 gint32        amk_tokenizer_token_to_id        (AmkTokenizer        *self,
                                                 const char          *token);
 AMK_AVAILABLE_IN_1_0

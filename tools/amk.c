@@ -15,67 +15,19 @@
 
 #include <amk-glib/amk-glib.h>
 
+#include "amk-cli.h"
+
 #ifdef G_OS_UNIX
 #include <signal.h>
 #include <unistd.h>
 #include <glib-unix.h>
 #endif
 
-#define EXIT_USAGE 2
 #define MAX_PRINTED_VALUES 16
 
 /* ------------------------------------------------------------------------------------ */
 /* Shared helpers: errors, enum names, values                                            */
 /* ------------------------------------------------------------------------------------ */
-
-/* The GEnum type whose values are the codes of @domain, or G_TYPE_INVALID. */
-static GType
-error_enum_type (GQuark domain)
-{
-  if (domain == AMK_PROGRAM_ERROR)
-    return amk_program_error_get_type ();
-  if (domain == AMK_LAUNCH_ERROR)
-    return amk_launch_error_get_type ();
-  if (domain == AMK_MODEL_ERROR)
-    return amk_model_error_get_type ();
-  if (domain == AMK_TOKENIZER_ERROR)
-    return amk_tokenizer_error_get_type ();
-  if (domain == AMK_GENERATOR_ERROR)
-    return amk_generator_error_get_type ();
-  if (domain == G_IO_ERROR)
-    return G_TYPE_IO_ERROR_ENUM;
-  return G_TYPE_INVALID;
-}
-
-/* "AMK_PROGRAM_ERROR_DEADLOCK (2)", or just the number for a domain without a GEnum. */
-static char *
-error_code_string (const GError *error)
-{
-  GType type = error_enum_type (error->domain);
-
-  if (type != G_TYPE_INVALID)
-    {
-      g_autoptr(GEnumClass) klass = g_type_class_ref (type);
-      GEnumValue *value = g_enum_get_value (klass, error->code);
-
-      if (value != NULL)
-        return g_strdup_printf ("%s (%d)", value->value_name, error->code);
-    }
-  return g_strdup_printf ("%d", error->code);
-}
-
-static void
-print_error (const char   *command,
-             const GError *error)
-{
-  /* one sentence for people; the domain and code (for bug reports) with AMK_DEBUG set */
-  g_printerr ("amk %s: %s\n", command, error->message);
-  if (g_getenv ("AMK_DEBUG") != NULL)
-    {
-      g_autofree char *code = error_code_string (error);
-      g_printerr ("  (domain %s, code %s)\n", g_quark_to_string (error->domain), code);
-    }
-}
 
 static const char *
 enum_nick (GType type, gint value)
@@ -233,30 +185,6 @@ format_bytes (guint64 bytes)
   return g_strdup_printf (_("%" PRIu64 " bytes (%s)"), bytes, human);
 }
 
-/* Parses a subcommand's options; on failure prints the message and the usage hint. */
-static gboolean
-parse_options (GOptionContext *context, const char *command, char ***args)
-{
-  g_autoptr(GError) error = NULL;
-
-  g_option_context_set_translation_domain (context, GETTEXT_PACKAGE);
-  if (!g_option_context_parse_strv (context, args, &error))
-    {
-      g_printerr ("amk %s: %s\n", command, error->message);
-      g_printerr (_("Run “amk %s --help” for the options.\n"), command);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static int
-usage_error (const char *command, const char *message)
-{
-  g_printerr ("amk %s: %s\n", command, message);
-  g_printerr (_("Run “amk %s --help” for the options.\n"), command);
-  return EXIT_USAGE;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Runner: one program on the GPU (AmkLauncher) or on the CPU executor                   */
 /* ------------------------------------------------------------------------------------ */
@@ -276,54 +204,6 @@ runner_clear (Runner *runner)
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Runner, runner_clear)
-
-/* A launcher for device 0 if it can run programs; otherwise %NULL and why not. */
-static AmkLauncher *
-open_gpu (GError **error)
-{
-  g_autoptr(AmkLauncher) launcher = amk_launcher_new (0);
-  g_autofree char *name = NULL;
-  GError *local = NULL;
-
-  name = amk_launcher_get_device_name (launcher, error);
-  if (name == NULL)
-    return NULL;
-  if (!amk_launcher_supports_cooperative (launcher, &local))
-    {
-      if (local != NULL)
-        g_propagate_error (error, local);
-      else
-        g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
-                     _("%s cannot launch cooperative kernels"), name);
-      return NULL;
-    }
-  return g_steal_pointer (&launcher);
-}
-
-/* Chooses what runs: the GPU unless @force_cpu or there is none (then says so), else a
- * CPU executor whose scheduler is seeded with @seed. */
-static AmkExecutor *
-choose_executor (const char *command, gboolean force_cpu, guint64 seed, char **no_gpu_reason)
-{
-  g_autoptr(GError) error = NULL;
-  AmkLauncher *launcher = NULL;
-  AmkCpuExecutor *cpu;
-
-  if (!force_cpu)
-    {
-      launcher = open_gpu (&error);
-      if (launcher != NULL)
-        return AMK_EXECUTOR (launcher);
-      /* TRANSLATORS: said once when there is no usable GPU */
-      g_printerr (_("amk %s: no GPU; running on the CPU (--cpu skips this check)\n"), command);
-      g_debug ("no GPU: %s", error->message);
-      if (no_gpu_reason != NULL)
-        *no_gpu_reason = g_strdup (error->message);
-    }
-  cpu = amk_cpu_executor_new_empty ();
-  amk_cpu_executor_set_seed (cpu, seed);
-  return AMK_EXECUTOR (cpu);
-}
 
 /* Prepares @program to run on @executor (which it takes). */
 static gboolean
@@ -512,10 +392,10 @@ cmd_info (char ***args)
   gint count;
 
   g_option_context_set_summary (context, _("Shows the library version, the CUDA devices and the ABI struct sizes."));
-  if (!parse_options (context, "info", args))
+  if (!amk_cli_parse_options (context, "info", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) > 1)
-    return usage_error ("info", _("this command takes no arguments"));
+    return amk_cli_usage_error ("info", _("this command takes no arguments"));
 
   g_print (_("amk-glib %s\n"), AMK_VERSION_S);
   g_print (_("Built with CUDA: %s\n"), amk_launcher_get_have_cuda () ? _("yes") : _("no"));
@@ -560,15 +440,15 @@ cmd_verify (char ***args)
   g_option_context_set_summary (context, _("Loads an image, verifies it (indices, sizes, dtypes, "
                                            "arena, and that no schedule can deadlock) and describes it."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
-  if (!parse_options (context, "verify", args))
+  if (!amk_cli_parse_options (context, "verify", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
-    return usage_error ("verify", _("give exactly one image file"));
+    return amk_cli_usage_error ("verify", _("give exactly one image file"));
 
   program = amk_program_new_from_file ((*args)[1], &error);
   if (program == NULL)
     {
-      print_error ("verify", error);
+      amk_cli_print_error ("verify", error);
       return 1;
     }
 
@@ -676,25 +556,25 @@ cmd_run (char ***args)
                                            "buffers. Buffers not given with --input keep the "
                                            "image's default contents (zeros where it has none)."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
-  if (!parse_options (context, "run", args))
+  if (!amk_cli_parse_options (context, "run", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
-    return usage_error ("run", _("give exactly one image file"));
+    return amk_cli_usage_error ("run", _("give exactly one image file"));
   if (seed < 0)
-    return usage_error ("run", _("the seed must not be negative"));
+    return amk_cli_usage_error ("run", _("the seed must not be negative"));
 
   program = amk_program_new_from_file ((*args)[1], &error);
   if (program == NULL)
     {
-      print_error ("run", error);
+      amk_cli_print_error ("run", error);
       return 1;
     }
 
-  if (!runner_init (&runner, program, choose_executor ("run", force_cpu, (guint64) seed, NULL), &error) ||
+  if (!runner_init (&runner, program, amk_cli_choose_executor ("run", force_cpu, (guint64) seed, NULL), &error) ||
       !upload_inputs (&runner, inputs, &error) ||
       !amk_executor_run (runner.executor, NULL, &error))
     {
-      print_error ("run", error);
+      amk_cli_print_error ("run", error);
       runner_print_abort (&runner, error);
       return 1;
     }
@@ -706,7 +586,7 @@ cmd_run (char ***args)
       int saved = errno;
       g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (saved),
                    _("Cannot create the folder “%s”: %s"), output_dir, g_strerror (saved));
-      print_error ("run", error);
+      amk_cli_print_error ("run", error);
       return 1;
     }
 
@@ -719,7 +599,7 @@ cmd_run (char ***args)
       contents = amk_executor_download (runner.executor, b, &error);
       if (contents == NULL)
         {
-          print_error ("run", error);
+          amk_cli_print_error ("run", error);
           return 1;
         }
       print_buffer_values (program, b, contents);
@@ -730,7 +610,7 @@ cmd_run (char ***args)
           if (!g_file_set_contents (path, g_bytes_get_data (contents, NULL),
                                     g_bytes_get_size (contents), &error))
             {
-              print_error ("run", error);
+              amk_cli_print_error ("run", error);
               return 1;
             }
           g_print (_("  written to %s\n"), path);
@@ -764,15 +644,15 @@ cmd_demo (char ***args)
                                            "queues, ordered by counters), verifies it, runs it on "
                                            "random input and checks the result."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
-  if (!parse_options (context, "demo", args))
+  if (!amk_cli_parse_options (context, "demo", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) > 1)
-    return usage_error ("demo", _("this command takes no arguments"));
+    return amk_cli_usage_error ("demo", _("this command takes no arguments"));
 
   program = build_demo (NULL, &error);
   if (program == NULL)
     {
-      print_error ("demo", error);
+      amk_cli_print_error ("demo", error);
       return 1;
     }
   g_print (_("Program: %u queues, %u instructions, %u counters, %u buffers; verified\n"),
@@ -790,14 +670,14 @@ cmd_demo (char ***args)
     }
   input = g_bytes_new (in, sizeof in);
 
-  if (!runner_init (&runner, program, choose_executor ("demo", force_cpu, g_rand_int (rand), &no_gpu_reason),
+  if (!runner_init (&runner, program, amk_cli_choose_executor ("demo", force_cpu, g_rand_int (rand), &no_gpu_reason),
                     &error) ||
       !amk_executor_upload (runner.executor, (guint) amk_program_find_buffer (program, "in"), input, &error) ||
       !amk_executor_run (runner.executor, NULL, &error) ||
       (result = amk_executor_download (runner.executor, (guint) amk_program_find_buffer (program, "out"),
                                        &error)) == NULL)
     {
-      print_error ("demo", error);
+      amk_cli_print_error ("demo", error);
       runner_print_abort (&runner, error);
       return 1;
     }
@@ -841,17 +721,17 @@ cmd_save_demo (char ***args)
   g_option_context_set_summary (context, _("Writes the demo program's image to FILE, with the "
                                            "input's default contents set to -4, -3.75, … so that "
                                            "“amk run FILE” prints out = in + 3."));
-  if (!parse_options (context, "save-demo", args))
+  if (!amk_cli_parse_options (context, "save-demo", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
-    return usage_error ("save-demo", _("give exactly one file to write"));
+    return amk_cli_usage_error ("save-demo", _("give exactly one file to write"));
 
   for (guint k = 0; k < DEMO_N; k++)
     defaults[k] = -4.0f + 0.25f * (float) k;
   program = build_demo (defaults, &error);
   if (program == NULL || !amk_program_save (program, (*args)[1], &error))
     {
-      print_error ("save-demo", error);
+      amk_cli_print_error ("save-demo", error);
       return 1;
     }
   g_print (_("Wrote the demo image to %s\n"), (*args)[1]);
@@ -888,15 +768,15 @@ cmd_trace (char ***args)
                                            "Chrome / Perfetto trace-event JSON format. "
                                            "tools/amk-trace-to-png.py draws it as a timeline."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
-  if (!parse_options (context, "trace", args))
+  if (!amk_cli_parse_options (context, "trace", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
-    return usage_error ("trace", _("give exactly one image file"));
+    return amk_cli_usage_error ("trace", _("give exactly one image file"));
 
   program = amk_program_new_from_file ((*args)[1], &error);
   if (program == NULL)
     {
-      print_error ("trace", error);
+      amk_cli_print_error ("trace", error);
       return 1;
     }
   launcher = amk_launcher_new (0);
@@ -906,7 +786,7 @@ cmd_trace (char ***args)
       (json = amk_launcher_get_trace_json (launcher, &error)) == NULL ||
       !g_file_set_contents (output != NULL ? output : "trace.json", json, -1, &error))
     {
-      print_error ("trace", error);
+      amk_cli_print_error ("trace", error);
       return 1;
     }
   g_print (_("%s: %u instructions traced into %s\n"), (*args)[1],
@@ -918,39 +798,13 @@ cmd_trace (char ***args)
 /* generate: AmkModel and AmkGenerator                                                   */
 /* ------------------------------------------------------------------------------------ */
 
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-/* What `amk generate` waits for in its main loop: the model, then the generation. */
+/* What `amk generate` waits for in its main loop: the generation. */
 typedef struct {
   GMainLoop     *loop;
   GCancellable  *cancellable;
-  AmkModel      *model;
   char          *text;
   GError        *error;
-  const char    *name;         /* the model's name in the progress line */
-  gint64         start;
-  gboolean       progress;     /* stderr is a terminal: update the line in place */
 } GenerateState;
-
-static gboolean
-show_progress (gpointer data)
-{
-  GenerateState *s = data;
-
-  g_printerr ("\r");
-  /* TRANSLATORS: a progress line while the model loads: its name, then seconds */
-  g_printerr (_("Loading %s… %.1f s"), s->name, (g_get_monotonic_time () - s->start) / 1e6);
-  return G_SOURCE_CONTINUE;
-}
-
-static void
-on_model_loaded (GObject *source, GAsyncResult *result, gpointer data)
-{
-  GenerateState *s = data;
-
-  s->model = amk_model_new_from_file_finish (result, &s->error);
-  g_main_loop_quit (s->loop);
-}
 
 static void
 on_generated (GObject *source, GAsyncResult *result, gpointer data)
@@ -1048,7 +902,8 @@ cmd_generate (char ***args)
   g_autoptr(GCancellable) cancellable = g_cancellable_new ();
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL;
-  g_autofree char *basename = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(AmkModel) loaded = NULL;
   g_autofree char *prompt = NULL;
   g_autofree char *where = NULL;
   g_autofree char *system = NULL;
@@ -1062,7 +917,7 @@ cmd_generate (char ***args)
   gdouble temperature = 0.0, top_p = 1.0;
   gint64 seed = G_MININT64, generate_start;
   gsize n_prompt_ids = 0;
-  guint queues, progress_id = 0, sigint_id = 0, n_generated, n_prompt;
+  guint sigint_id = 0, n_generated, n_prompt;
   gdouble prefill_rate, rate, first_token;
   g_autofree char *generated_part = NULL;
   g_autofree char *prompt_part = NULL;
@@ -1117,113 +972,63 @@ cmd_generate (char ***args)
                                                "prompt longer than the context, an interrupt), 2 "
                                                "for a bad argument."));
   g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
-  if (!parse_options (context, "generate", args))
+  if (!amk_cli_parse_options (context, "generate", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
-    return usage_error ("generate", _("give exactly one prompt"));
+    return amk_cli_usage_error ("generate", _("give exactly one prompt"));
   if (max_tokens < 1 || max_tokens > 65536)
-    return usage_error ("generate", _("--max-tokens must be between 1 and 65536"));
+    return amk_cli_usage_error ("generate", _("--max-tokens must be between 1 and 65536"));
   if (!isfinite (temperature) || temperature < 0.0)
-    return usage_error ("generate", _("--temperature must be 0 (greedy) or more"));
+    return amk_cli_usage_error ("generate", _("--temperature must be 0 (greedy) or more"));
   if (top_k < 0)
-    return usage_error ("generate", _("--top-k must be 0 or more"));
+    return amk_cli_usage_error ("generate", _("--top-k must be 0 or more"));
   if (!(top_p > 0.0 && top_p <= 1.0))
-    return usage_error ("generate", _("--top-p must be above 0 and at most 1"));
+    return amk_cli_usage_error ("generate", _("--top-p must be above 0 and at most 1"));
   if (seed != G_MININT64 && seed < 0)
-    return usage_error ("generate", _("--seed must be 0 or more"));
+    return amk_cli_usage_error ("generate", _("--seed must be 0 or more"));
   if (ctx_size < 0 || ctx_size > (1 << 20))
-    return usage_error ("generate", _("--ctx-size must be between 0 and 1048576"));
+    return amk_cli_usage_error ("generate", _("--ctx-size must be between 0 and 1048576"));
   if (system != NULL && !chat)
-    return usage_error ("generate", _("--system needs --chat"));
+    return amk_cli_usage_error ("generate", _("--system needs --chat"));
   for (guint k = 0; stops != NULL && stops[k] != NULL; k++)
     if (*stops[k] == '\0' || !g_utf8_validate (stops[k], -1, NULL))
-      return usage_error ("generate", _("a --stop text must be non-empty UTF-8"));
+      return amk_cli_usage_error ("generate", _("a --stop text must be non-empty UTF-8"));
   if (system != NULL && !g_utf8_validate (system, -1, NULL))
-    return usage_error ("generate", _("the --system text is not valid UTF-8"));
+    return amk_cli_usage_error ("generate", _("the --system text is not valid UTF-8"));
   prompt = read_prompt ((*args)[1], &why);
   if (prompt == NULL)
-    return usage_error ("generate", why);
+    return amk_cli_usage_error ("generate", why);
   if (!g_utf8_validate (prompt, -1, NULL))
-    return usage_error ("generate", _("the prompt is not valid UTF-8"));
+    return amk_cli_usage_error ("generate", _("the prompt is not valid UTF-8"));
   if (*prompt == '\0')
-    return usage_error ("generate", _("the prompt is empty"));
+    return amk_cli_usage_error ("generate", _("the prompt is empty"));
   if (seed == G_MININT64)
     seed = (gint64) (((guint64) g_random_int () << 31) ^ g_random_int ()) & G_MAXINT64;
   if (prefill_chunk < 0 || prefill_chunk > 65536)
-    return usage_error ("generate", _("--prefill-chunk must be between 0 and 65536"));
-  if (model == NULL && g_getenv ("AMK_MODEL") != NULL && *g_getenv ("AMK_MODEL") != '\0')
-    model = g_strdup (g_getenv ("AMK_MODEL"));
-  if (model == NULL)
-    {
-      model = g_build_filename (g_get_user_cache_dir (), "amk", DEFAULT_MODEL_FILE, NULL);
-      if (!g_file_test (model, G_FILE_TEST_EXISTS))
-        {
-          g_autofree char *display = g_filename_display_name (model);
+    return amk_cli_usage_error ("generate", _("--prefill-chunk must be between 0 and 65536"));
+  path = amk_cli_model_path ("generate", model);
+  if (path == NULL)
+    return 1;
 
-          g_printerr (_("amk generate: there is no model at %s: run tools/fetch-model.sh to "
-                        "download SmolLM2-135M-Instruct (94 MB) there, or give a model "
-                        "with --model PATH\n"), display);
-          return 1;
-        }
-    }
-
-  /* the model is built with the queue count the executor prefers; the launcher chooses
-   * its threads and shared memory when the generator loads the model's program */
-  executor = choose_executor ("generate", force_cpu, 0, verbose ? &no_gpu : NULL);
+  executor = amk_cli_choose_executor ("generate", force_cpu, 0, verbose ? &no_gpu : NULL);
   if (no_gpu != NULL)
     /* TRANSLATORS: --verbose: why the GPU could not be used */
     g_printerr (_("No GPU because: %s\n"), no_gpu);
-  queues = amk_executor_get_preferred_queues (executor, &error);
-  if (queues == 0)
-    {
-      print_error ("generate", error);
-      return 1;
-    }
   where = amk_executor_get_description (executor);
-
-  /* the model loads in a worker thread; the main loop shows the time meanwhile */
-  basename = g_path_get_basename (model);
-  if (g_str_has_suffix (basename, ".gguf"))
-    basename[strlen (basename) - strlen (".gguf")] = '\0';
+  loaded = amk_cli_load_model ("generate", path, executor, (guint) prefill_chunk, (guint) ctx_size, quiet);
+  if (loaded == NULL)
+    return 1;
   s.loop = loop;
   s.cancellable = cancellable;
-  s.name = basename;
-  s.start = g_get_monotonic_time ();
 #ifdef G_OS_UNIX
-  s.progress = isatty (STDERR_FILENO);
   sigint_id = g_unix_signal_add (SIGINT, on_interrupt, &s);
 #endif
-  if (s.progress)
-    {
-      show_progress (&s);
-      progress_id = g_timeout_add (100, show_progress, &s);
-    }
-  g_async_initable_new_async (AMK_TYPE_MODEL, G_PRIORITY_DEFAULT, cancellable, on_model_loaded, &s,
-                              "path", model, "n-queues", queues,
-                              "prefill-chunk", (guint) prefill_chunk,
-                              "context-length", (guint) ctx_size, NULL);
-  g_main_loop_run (loop);
-  g_clear_handle_id (&progress_id, g_source_remove);
-  if (s.model == NULL)
-    {
-      g_clear_handle_id (&sigint_id, g_source_remove);
-      if (s.progress)
-        g_printerr ("\n");
-      print_error ("generate", s.error);
-      g_clear_error (&s.error);
-      return 1;
-    }
-  if (s.progress)
-    g_printerr ("\r\033[K");   /* clears the progress line */
-  if (!quiet)
-    /* TRANSLATORS: after loading: the model's name and the seconds it took */
-    g_printerr (_("Loaded %s in %.1f s\n"), basename, (g_get_monotonic_time () - s.start) / 1e6);
   if (verbose)
     /* TRANSLATORS: --verbose: the sampling seed and the context in tokens */
     g_printerr (_("Seed %" G_GINT64_FORMAT ", context %u tokens\n"), seed,
-                amk_model_get_context_length (s.model));
+                amk_model_get_context_length (loaded));
 
-  generator = amk_generator_new (s.model, executor);
+  generator = amk_generator_new (loaded, executor);
   g_object_set (generator, "temperature", temperature, "top-k", (guint) top_k, "top-p", top_p,
                 "seed", (guint64) seed, NULL);
   for (guint k = 0; stops != NULL && stops[k] != NULL; k++)
@@ -1234,25 +1039,25 @@ cmd_generate (char ***args)
       if (turn == NULL)
         {
           g_clear_handle_id (&sigint_id, g_source_remove);
-          print_error ("generate", error);
-          g_clear_object (&s.model);
+          amk_cli_print_error ("generate", error);
+          g_clear_object (&loaded);
           return 1;
         }
       g_free (prompt);
       prompt = g_steal_pointer (&turn);
     }
   /* the prompt must fit before any of it is printed */
-  prompt_ids = amk_tokenizer_encode (amk_model_get_tokenizer (s.model), prompt, TRUE, &n_prompt_ids, &error);
-  if (prompt_ids != NULL && n_prompt_ids >= amk_model_get_context_length (s.model))
+  prompt_ids = amk_tokenizer_encode (amk_model_get_tokenizer (loaded), prompt, TRUE, &n_prompt_ids, &error);
+  if (prompt_ids != NULL && n_prompt_ids >= amk_model_get_context_length (loaded))
     g_set_error (&error, AMK_GENERATOR_ERROR, AMK_GENERATOR_ERROR_CONTEXT_FULL,
                  _("The prompt is %zu tokens, which does not fit in the context of %u tokens "
                    "with room for an answer: shorten it or give a longer --ctx-size"),
-                 n_prompt_ids, amk_model_get_context_length (s.model));
+                 n_prompt_ids, amk_model_get_context_length (loaded));
   if (error != NULL)
     {
       g_clear_handle_id (&sigint_id, g_source_remove);
-      print_error ("generate", error);
-      g_clear_object (&s.model);
+      amk_cli_print_error ("generate", error);
+      g_clear_object (&loaded);
       return 1;
     }
   if (!chat && !quiet)
@@ -1269,18 +1074,18 @@ cmd_generate (char ***args)
   fflush (stdout);
   if (s.text == NULL)
     {
-      g_clear_object (&s.model);
-      print_error ("generate", s.error);
+      g_clear_object (&loaded);
+      amk_cli_print_error ("generate", s.error);
       g_clear_error (&s.error);
       return 1;
     }
   g_free (s.text);
-  if (amk_generator_get_position (generator) >= amk_model_get_context_length (s.model) &&
+  if (amk_generator_get_position (generator) >= amk_model_get_context_length (loaded) &&
       amk_generator_get_generated_tokens (generator) < (guint) max_tokens)
     /* TRANSLATORS: the generation stopped because the KV cache is full */
     g_printerr (_("amk generate: the context of %u tokens is full; --ctx-size gives a longer one\n"),
-                amk_model_get_context_length (s.model));
-  g_clear_object (&s.model);
+                amk_model_get_context_length (loaded));
+  g_clear_object (&loaded);
   if (quiet)
     return 0;
 

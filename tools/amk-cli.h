@@ -1,0 +1,48 @@
+/* amk-cli.h: what the `amk` commands share (amk-cli.c, amk-cli-model.c) and the commands
+ * that live in files of their own.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#pragma once
+
+#include <amk-glib/amk-glib.h>
+
+G_BEGIN_DECLS
+
+/* exit statuses: 0 done, 1 failed, 2 a bad argument */
+#define EXIT_USAGE 2
+
+/* "amk COMMAND: message" (the GError's domain and code too with AMK_DEBUG set). */
+void         amk_cli_print_error     (const char     *command,
+                                      const GError   *error);
+/* Parses a command's options; on failure prints why and the usage hint. */
+gboolean     amk_cli_parse_options   (GOptionContext *context,
+                                      const char     *command,
+                                      char         ***args);
+/* Prints "amk COMMAND: message" and the usage hint; returns EXIT_USAGE. */
+int          amk_cli_usage_error     (const char     *command,
+                                      const char     *message);
+/* The GPU unless @force_cpu or there is none (then a one-line note, and the reason in
+ * *no_gpu_reason when asked), else a CPU executor seeded with @seed. */
+AmkExecutor *amk_cli_choose_executor (const char     *command,
+                                      gboolean        force_cpu,
+                                      guint64         seed,
+                                      char          **no_gpu_reason);
+
+/* The model file a command runs: @given, else $AMK_MODEL, else SmolLM2-135M-Instruct in
+ * ~/.cache/amk; NULL (said on stderr, with how to get one) when that is missing. */
+char        *amk_cli_model_path      (const char     *command,
+                                      const char     *given);
+/* Loads the model at @path for @executor (its preferred queues) while a progress line
+ * counts the seconds on a terminal, then says how long it took unless @quiet. Ctrl-C
+ * cancels. NULL with the error printed. */
+AmkModel    *amk_cli_load_model      (const char     *command,
+                                      const char     *path,
+                                      AmkExecutor    *executor,
+                                      guint           prefill_chunk,
+                                      guint           context_length,
+                                      gboolean        quiet);
+
+int          amk_cmd_chat            (char         ***args);
+
+G_END_DECLS
