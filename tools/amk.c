@@ -15,6 +15,7 @@
 
 #include <amk-glib/amk-glib.h>
 
+#include "amk-chat.h"
 #include "amk-cli.h"
 
 #ifdef G_OS_UNIX
@@ -834,30 +835,6 @@ on_interrupt (gpointer data)
 }
 #endif
 
-/* The ChatML turn of SmolLM2, Qwen and others: an optional system message, the prompt as
- * the user's message, the model to answer, and <|im_end|> (which ends the answer) as a
- * stop token. */
-static char *
-chat_prompt (AmkGenerator *generator, const char *system, const char *prompt, GError **error)
-{
-  AmkTokenizer *tok = amk_model_get_tokenizer (amk_generator_get_model (generator));
-  gint32 start = amk_tokenizer_token_to_id (tok, "<|im_start|>");
-  gint32 end = amk_tokenizer_token_to_id (tok, "<|im_end|>");
-
-  if (start < 0 || end < 0)
-    {
-      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                           _("--chat needs a model with the ChatML tokens <|im_start|> and "
-                             "<|im_end|> (such as SmolLM2-Instruct); this one has none"));
-      return NULL;
-    }
-  amk_generator_add_stop_token (generator, end);
-  if (system != NULL)
-    return g_strdup_printf ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n"
-                            "<|im_start|>assistant\n", system, prompt);
-  return g_strdup_printf ("<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", prompt);
-}
-
 #define MAX_PROMPT_BYTES (16u << 20)
 
 /* The prompt argument: the text itself, or with "-" standard input (one trailing newline
@@ -939,8 +916,8 @@ cmd_generate (char ***args)
       N_("The seed of the sampling (default: a random one, shown with --verbose); the same "
          "seed gives the same text"), N_("SEED") },
     { "chat", 0, 0, G_OPTION_ARG_NONE, &chat,
-      N_("Ask the prompt as a chat message (the ChatML template of SmolLM2-Instruct) and "
-         "stop at the end of the answer"), NULL },
+      N_("Ask the prompt as a chat message in the model's chat format and stop at the end "
+         "of the answer"), NULL },
     { "system", 0, 0, G_OPTION_ARG_STRING, &system,
       N_("With --chat, the system message before the prompt"), N_("TEXT") },
     { "stop", 0, 0, G_OPTION_ARG_STRING_ARRAY, &stops,
@@ -1035,7 +1012,8 @@ cmd_generate (char ***args)
     amk_generator_add_stop_string (generator, stops[k]);
   if (chat)
     {
-      g_autofree char *turn = chat_prompt (generator, system, prompt, &error);
+      const AmkChatMessage messages[2] = { { "system", system }, { "user", prompt } };
+      g_autofree char *turn = amk_chat_prompt (generator, messages + (system == NULL), 2 - (system == NULL), &error);
       if (turn == NULL)
         {
           g_clear_handle_id (&sigint_id, g_source_remove);
@@ -1131,6 +1109,7 @@ static const Command commands[] = {
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
   { "generate", cmd_generate, N_("Generate text with a GGUF model, streamed (GPU, or the CPU executor)") },
+  { "chat", amk_cmd_chat, N_("Talk with a chat model in the terminal") },
 };
 
 static char *
