@@ -403,70 +403,28 @@ bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
 
 /* ---- CPU reference ------------------------------------------------------------------ */
 
-/* Eight bf16 rows of W at once, without the scalar transpose into wt: 8 columns of each
- * row loaded and widened, transposed in registers (three rounds of shuffles), then
- * summed column by column as the generic path does, each lane one row: the same sums,
- * bit for bit. On x86-64 an AVX2 clone is chosen at load time (no fused multiply-add). */
-typedef float v8sf __attribute__ ((vector_size (32)));
-typedef gint32 v8si __attribute__ ((vector_size (32)));
-typedef guint16 v8hu __attribute__ ((vector_size (16)));
-typedef guint32 v8su __attribute__ ((vector_size (32)));
-
-/* eight bf16 values widened to floats (a macro: a function returning a 32-byte vector
- * would have two ABIs, with and without AVX) */
-#define BF16X8(p, f) \
-  G_STMT_START { \
-    v8hu h_; \
-    v8su u_; \
-    memcpy (&h_, (p), 16); \
-    u_ = __builtin_convertvector (h_, v8su) << 16; \
-    memcpy (&(f), &u_, 32); \
-  } G_STMT_END
-
+/* Eight bf16 rows of W at once, without the scalar transpose into wt: 8 × 8 blocks
+ * transposed in registers (AMK_CPU_BF16_COLUMNS_8X8), then summed column by column as
+ * the generic path does, each lane one row: the same sums, bit for bit. On x86-64 an
+ * AVX2 clone is chosen at load time (no fused multiply-add). */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__ ((target_clones ("avx2", "default")))
 #endif
 static void
 matvec_bf16_block8 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float *xs, float out[8])
 {
-  const v8si lo = { 0, 8, 1, 9, 4, 12, 5, 13 }, hi = { 2, 10, 3, 11, 6, 14, 7, 15 };
-  const v8si lo64 = { 0, 1, 8, 9, 4, 5, 12, 13 }, hi64 = { 2, 3, 10, 11, 6, 7, 14, 15 };
-  const v8si lo128 = { 0, 1, 2, 3, 8, 9, 10, 11 }, hi128 = { 4, 5, 6, 7, 12, 13, 14, 15 };
   const gsize row = (gsize) k * 2;
   v8sf acc = { 0 };
   gint32 c = c0;
 
   for (; c + 8 <= c1; c += 8)
     {
-      const guint8 *p = w + (gsize) c * 2;
-      v8sf r0, r1, r2, r3, r4, r5, r6, r7;
+      v8sf col[8];
 
-      BF16X8 (p, r0);
-      BF16X8 (p + row, r1);
-      BF16X8 (p + 2 * row, r2);
-      BF16X8 (p + 3 * row, r3);
-      BF16X8 (p + 4 * row, r4);
-      BF16X8 (p + 5 * row, r5);
-      BF16X8 (p + 6 * row, r6);
-      BF16X8 (p + 7 * row, r7);
-      const v8sf t0 = __builtin_shuffle (r0, r1, lo), t1 = __builtin_shuffle (r0, r1, hi);
-      const v8sf t2 = __builtin_shuffle (r2, r3, lo), t3 = __builtin_shuffle (r2, r3, hi);
-      const v8sf t4 = __builtin_shuffle (r4, r5, lo), t5 = __builtin_shuffle (r4, r5, hi);
-      const v8sf t6 = __builtin_shuffle (r6, r7, lo), t7 = __builtin_shuffle (r6, r7, hi);
-      const v8sf u0 = __builtin_shuffle (t0, t2, lo64), u1 = __builtin_shuffle (t0, t2, hi64);
-      const v8sf u2 = __builtin_shuffle (t1, t3, lo64), u3 = __builtin_shuffle (t1, t3, hi64);
-      const v8sf u4 = __builtin_shuffle (t4, t6, lo64), u5 = __builtin_shuffle (t4, t6, hi64);
-      const v8sf u6 = __builtin_shuffle (t5, t7, lo64), u7 = __builtin_shuffle (t5, t7, hi64);
-
+      AMK_CPU_BF16_COLUMNS_8X8 (w + (gsize) c * 2, row, col);
       /* column c + j of the eight rows, in column order */
-      acc += xs[c] * __builtin_shuffle (u0, u4, lo128);
-      acc += xs[c + 1] * __builtin_shuffle (u1, u5, lo128);
-      acc += xs[c + 2] * __builtin_shuffle (u2, u6, lo128);
-      acc += xs[c + 3] * __builtin_shuffle (u3, u7, lo128);
-      acc += xs[c + 4] * __builtin_shuffle (u0, u4, hi128);
-      acc += xs[c + 5] * __builtin_shuffle (u1, u5, hi128);
-      acc += xs[c + 6] * __builtin_shuffle (u2, u6, hi128);
-      acc += xs[c + 7] * __builtin_shuffle (u3, u7, hi128);
+      for (guint j = 0; j < 8; j++)
+        acc += xs[c + j] * col[j];
     }
   memcpy (out, &acc, 32);
   for (; c < c1; c++)

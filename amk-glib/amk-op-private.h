@@ -77,12 +77,83 @@ typedef float v4sf __attribute__ ((vector_size (16)));
 /* multiply-adds of an instruction from which a second thread pays for its start */
 #define AMK_CPU_THREAD_MACS  (1 << 20)
 
+/* Eight-lane vectors for the 8 × 8 blocks of bf16 weights: 8 columns of 8 rows loaded,
+ * widened and transposed in registers (three rounds of shuffles). Macros, not functions:
+ * a function taking or returning a 32-byte vector would have two ABIs, with and without
+ * AVX, and the ops clone their loops for AVX2. */
+typedef float v8sf __attribute__ ((vector_size (32)));
+typedef gint32 v8si __attribute__ ((vector_size (32)));
+typedef guint16 v8hu __attribute__ ((vector_size (16)));
+typedef guint32 v8su __attribute__ ((vector_size (32)));
+
+/* f = the eight bf16 values at p as floats */
+#define AMK_CPU_BF16X8(p, f) \
+  G_STMT_START { \
+    v8hu h_; \
+    v8su w_; \
+    memcpy (&h_, (p), 16); \
+    w_ = __builtin_convertvector (h_, v8su) << 16; \
+    memcpy (&(f), &w_, 32); \
+  } G_STMT_END
+
+/* col[j] = column j (0 .. 7) of the 8 × 8 bf16 block at p whose rows are row_bytes apart:
+ * lane i is row i */
+#define AMK_CPU_BF16_COLUMNS_8X8(p, row_bytes, col) \
+  G_STMT_START { \
+    const v8si lo_ = { 0, 8, 1, 9, 4, 12, 5, 13 }, hi_ = { 2, 10, 3, 11, 6, 14, 7, 15 }; \
+    const v8si lo64_ = { 0, 1, 8, 9, 4, 5, 12, 13 }, hi64_ = { 2, 3, 10, 11, 6, 7, 14, 15 }; \
+    const v8si lo128_ = { 0, 1, 2, 3, 8, 9, 10, 11 }, hi128_ = { 4, 5, 6, 7, 12, 13, 14, 15 }; \
+    v8sf r_[8], t_[8], u_[8]; \
+    for (guint i_ = 0; i_ < 8; i_++) \
+      AMK_CPU_BF16X8 ((p) + i_ * (gsize) (row_bytes), r_[i_]); \
+    for (guint i_ = 0; i_ < 8; i_ += 2) \
+      { \
+        t_[i_] = __builtin_shuffle (r_[i_], r_[i_ + 1], lo_); \
+        t_[i_ + 1] = __builtin_shuffle (r_[i_], r_[i_ + 1], hi_); \
+      } \
+    for (guint i_ = 0; i_ < 8; i_ += 4) \
+      { \
+        u_[i_] = __builtin_shuffle (t_[i_], t_[i_ + 2], lo64_); \
+        u_[i_ + 1] = __builtin_shuffle (t_[i_], t_[i_ + 2], hi64_); \
+        u_[i_ + 2] = __builtin_shuffle (t_[i_ + 1], t_[i_ + 3], lo64_); \
+        u_[i_ + 3] = __builtin_shuffle (t_[i_ + 1], t_[i_ + 3], hi64_); \
+      } \
+    for (guint i_ = 0; i_ < 4; i_++) \
+      { \
+        (col)[i_] = __builtin_shuffle (u_[i_], u_[i_ + 4], lo128_); \
+        (col)[i_ + 4] = __builtin_shuffle (u_[i_], u_[i_ + 4], hi128_); \
+      } \
+  } G_STMT_END
+
 /* Rows n0 .. n0 + nc (at most AMK_CPU_COLS) of the matrix W [N, k] as fp32, transposed:
  * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). Inline: it runs once per block
  * of rows, in the ops' inner loops. */
 static inline void
 amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
 {
+  G_STATIC_ASSERT (AMK_CPU_COLS == 8);
+  if (nc == 8 && w->info->dtype == AMK_DTYPE_BF16)
+    {
+      const guint8 *src = w->data + (guint64) n0 * k * 2;
+      gint32 c = 0;
+
+      for (; c + 8 <= k; c += 8)
+        {
+          v8sf col[8];
+          AMK_CPU_BF16_COLUMNS_8X8 (src + (gsize) c * 2, (gsize) k * 2, col);
+          memcpy (wt + (gsize) c * 8, col, sizeof col);
+        }
+      for (; c < k; c++)
+        for (gint32 j = 0; j < 8; j++)
+          {
+            guint16 h;
+            guint32 bits;
+            memcpy (&h, src + ((guint64) j * k + c) * 2, 2);
+            bits = (guint32) h << 16;
+            memcpy (&wt[(guint64) c * AMK_CPU_COLS + j], &bits, 4);
+          }
+      return;
+    }
   memset (wt, 0, sizeof (float) * AMK_CPU_COLS * k);
   for (gint32 j = 0; j < nc; j++)
     {
