@@ -2,9 +2,10 @@
 # test-install.sh BUILD_ROOT SOURCE_ROOT
 #
 # Installs the build into a temporary DESTDIR, checks that everything meson installs is
-# there (headers, .pc, library, GIR, typelib, vapi, the amk tool, translations), then
-# builds tests/install/consumer.c against the installed files only (pkg-config) and runs
-# it with the installed library.
+# there (headers, .pc, library, GIR, typelib, vapi, the amk tool, translations, the
+# Python overrides), runs the installed amk without LD_LIBRARY_PATH (its rpath is
+# relative), then builds tests/install/consumer.c against the installed files only
+# (pkg-config) and runs it with the installed library.
 set -euo pipefail
 
 build=$(cd "${1:?usage: test-install.sh BUILD_ROOT SOURCE_ROOT}" && pwd)
@@ -31,6 +32,7 @@ prefix=$(opt prefix)
 libdir=$(opt libdir)
 includedir=$(opt includedir)
 datadir=$(opt datadir)
+bindir=$(opt bindir)
 localedir=$(opt localedir)
 nls=$(opt nls)
 introspection=$(opt introspection)
@@ -38,6 +40,7 @@ vapi=$(opt vapi)
 case $libdir in /*) ;; *) libdir="$prefix/$libdir" ;; esac
 case $includedir in /*) ;; *) includedir="$prefix/$includedir" ;; esac
 case $datadir in /*) ;; *) datadir="$prefix/$datadir" ;; esac
+case $bindir in /*) ;; *) bindir="$prefix/$bindir" ;; esac
 case $localedir in /*) ;; *) localedir="$prefix/$localedir" ;; esac
 say "prefix=$prefix libdir=$libdir nls=$nls introspection=$introspection vapi=$vapi"
 
@@ -107,10 +110,44 @@ fi
 # The amk tool, once tools/meson.build builds and installs it.
 if grep -Eq "executable\(\s*'amk'" "$source/tools/meson.build" 2>/dev/null &&
    grep -q "install\s*:\s*true" "$source/tools/meson.build"; then
-  need "$prefix/$(opt bindir)/amk" "the amk tool (tools/meson.build installs it)"
-  if [ -x "$dest$prefix/$(opt bindir)/amk" ]; then
-    LD_LIBRARY_PATH="$dest$libdir" "$dest$prefix/$(opt bindir)/amk" --help >/dev/null 2>&1 ||
+  need "$bindir/amk" "the amk tool (tools/meson.build installs it)"
+  amk="$dest$bindir/amk"
+  if [ -x "$amk" ]; then
+    LD_LIBRARY_PATH="$dest$libdir" "$amk" --help >/dev/null 2>&1 ||
       fail "installed amk --help failed"
+    # It runs without LD_LIBRARY_PATH (the tests' own points into the build): its rpath
+    # is relative to its folder ($ORIGIN), so it finds the library of its own install,
+    # here the destdir's, and never the build tree's.
+    version=$(meson introspect --projectinfo "$build" |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+    if out=$(env -u LD_LIBRARY_PATH "$amk" --version 2>&1); then
+      case $out in
+        *"$version"*) say "ok: amk --version without LD_LIBRARY_PATH: $out" ;;
+        *) fail "amk --version without LD_LIBRARY_PATH printed: $out" ;;
+      esac
+    else
+      fail "the installed amk does not run without LD_LIBRARY_PATH: $out"
+    fi
+    if command -v readelf >/dev/null; then
+      rpath=$(readelf -d "$amk" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]$/\2/p')
+      say "amk's rpath: $rpath"
+      case $rpath in
+        *"$build"*|*"$source"*) fail "the installed amk's rpath points into the build or source tree: $rpath" ;;
+      esac
+      # relative when both folders are in the prefix ($ORIGIN literally, not expanded)
+      # shellcheck disable=SC2016
+      case "$bindir:$libdir:$rpath" in
+        "$prefix"/*:"$prefix"/*:'$ORIGIN/'*) ;;
+        "$prefix"/*:"$prefix"/*:*) fail "the installed amk's rpath is not relative to \$ORIGIN: $rpath" ;;
+      esac
+    fi
+    if command -v ldd >/dev/null; then
+      libs=$(env -u LD_LIBRARY_PATH ldd "$amk")
+      case $libs in
+        *"libamk-glib-1.0.so.0 => $dest"*) ;;
+        *) printf '%s\n' "$libs" >&2; fail "the installed amk does not load the installed library" ;;
+      esac
+    fi
   fi
 else
   say "note: tools/meson.build does not install an amk tool yet"
@@ -165,9 +202,14 @@ else
   fi
 fi
 
-# The typelib loads from the install (when PyGObject is around to try it).
-if [ -e "$dest$typelib" ] && python3 -c 'import gi' 2>/dev/null; then
-  if GI_TYPELIB_PATH="$dest$libdir/girepository-1.0" LD_LIBRARY_PATH="$dest$libdir" python3 -c '
+# The typelib loads from the install (when PyGObject is around to try it: the Python of
+# the python suite, else python3). gi.repository, not gi: with the tests' PYTHONPATH, gi
+# alone imports (as a namespace package) even in a Python without PyGObject.
+has_gi() { "$1" -c 'import gi.repository' 2>/dev/null; }
+pygi=${AMK_TEST_PYTHON:-/usr/bin/python3}
+has_gi "$pygi" || pygi=python3
+if [ -e "$dest$typelib" ] && has_gi "$pygi"; then
+  if GI_TYPELIB_PATH="$dest$libdir/girepository-1.0" LD_LIBRARY_PATH="$dest$libdir" "$pygi" -c '
 import gi
 gi.require_version("Amk", "1.0")
 from gi.repository import Amk
@@ -175,6 +217,33 @@ p = Amk.Program.new(2)
 assert p.props.num_queues == 2
 print("# typelib: Amk", Amk._version)
 '; then :; else fail "the installed typelib does not load"; fi
+
+  # The PyGObject overrides, where meson installed them (python/gi/overrides/Amk.py of
+  # a Python with gi): PyGObject finds them with their folder on the Python's path
+  # alone (only the installed copy on PYTHONPATH, not the source tree's of the tests).
+  override=$(grep -m1 '/gi/overrides/Amk\.py$' "$tmp/installed.txt" || true)
+  if [ -n "$override" ]; then
+    pydir=${override%/gi/overrides/Amk.py}
+    say "Python overrides: $override"
+    if PYTHONPATH="$dest$pydir" GI_TYPELIB_PATH="$dest$libdir/girepository-1.0" \
+       LD_LIBRARY_PATH="$dest$libdir" "$pygi" -c '
+import os, sys
+import gi
+gi.require_version("Amk", "1.0")
+from gi.repository import Amk
+module = sys.modules["gi.overrides.Amk"]
+assert module.__file__.startswith(sys.argv[1]), module.__file__
+p = Amk.Program.new(1)
+x = p.add_buffer("x", Amk.DType.U8, [3], Amk.BufferRole.INPUT)
+ex = Amk.CpuExecutor.new(p)
+ex.upload(x, b"amk")
+assert ex.download(x).get_data() == b"amk"
+assert callable(ex.download_array)
+print("# overrides: gi.overrides.Amk from", os.path.dirname(module.__file__))
+' "$dest$pydir/"; then :; else fail "the installed Python overrides do not load"; fi
+  else
+    say "note: no Python with gi ran meson: the Python overrides are not installed"
+  fi
 fi
 
 if [ "$failures" -gt 0 ]; then
