@@ -245,7 +245,8 @@ amk_batch_class_init (AmkBatchClass *klass)
    * AmkBatch:capacity:
    *
    * The most sequences running at once, from 1 to %AMK_BATCH_MAX_CAPACITY: the rows of
-   * the batch step and the sequences its KV caches hold.
+   * the batch step and the sequences its KV caches hold. Another count is out of the
+   * property's range: GObject warns and the batch keeps the default, 8.
    */
   properties[PROP_CAPACITY] =
     g_param_spec_uint ("capacity", NULL, NULL, 1, AMK_BATCH_MAX_CAPACITY, 8,
@@ -314,6 +315,8 @@ amk_batch_init (AmkBatch *self)
  * @capacity: the most sequences at once, 1 to %AMK_BATCH_MAX_CAPACITY
  *
  * Makes a batch for @model. Nothing is loaded before the first [method@Amk.Batch.add].
+ * @capacity must be from 1 to %AMK_BATCH_MAX_CAPACITY: another count is a programmer
+ * error (a critical warning and %NULL); check a count that comes from outside first.
  *
  * Returns: (transfer full): a new batch
  */

@@ -300,7 +300,8 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    *
    * 0 for greedy decoding (the default), else the softmax temperature of sampling:
    * below 1 sharper, above 1 flatter. A negative or non-finite value makes the next
-   * generation fail with %AMK_GENERATOR_ERROR_INVALID_TEMPERATURE.
+   * generation fail with %AMK_GENERATOR_ERROR_INVALID_TEMPERATURE (set through the
+   * property, a NaN or an infinity is refused by GObject with a warning instead).
    */
   properties[PROP_TEMPERATURE] =
     g_param_spec_double ("temperature", NULL, NULL, -G_MAXDOUBLE, G_MAXDOUBLE, 0.0,
@@ -342,7 +343,8 @@ amk_generator_class_init (AmkGeneratorClass *klass)
   /**
    * AmkGenerator:max-tokens:
    *
-   * The most tokens a generation makes when its call passes 0 for the count.
+   * The most tokens a generation makes when its call passes 0 for the count; at least
+   * 1 (GObject refuses 0 with a warning).
    */
   properties[PROP_MAX_TOKENS] =
     g_param_spec_uint ("max-tokens", NULL, NULL, 1, G_MAXUINT, 128,
@@ -685,7 +687,9 @@ amk_generator_get_max_tokens (AmkGenerator *self)
  * @self: a generator
  * @max_tokens: the most tokens a generation makes by default, at least 1
  *
- * Sets [property@Amk.Generator:max-tokens].
+ * Sets [property@Amk.Generator:max-tokens]. @max_tokens must be at least 1: 0 is a
+ * programmer error (a critical warning, and the setting stays as it was; through the
+ * property, GObject's warning for a value out of its range).
  */
 void
 amk_generator_set_max_tokens (AmkGenerator *self,
@@ -703,13 +707,17 @@ amk_generator_set_max_tokens (AmkGenerator *self,
 /**
  * amk_generator_add_stop_token:
  * @self: a generator
- * @token_id: a token id, such as that of `<|im_end|>`
+ * @token_id: a token id, 0 or more, such as that of `<|im_end|>`
  *  ([method@Amk.Tokenizer.token_to_id] finds it)
  *
  * Makes generation stop when the model produces @token_id, as it always does at the
  * tokenizer's end-of-sequence token. The stop token is not part of the text, nor
  * emitted by [signal@Amk.Generator::token]; the model sees it at the start of the
  * next call.
+ *
+ * @token_id must be 0 or more: a negative id is a programmer error (a critical
+ * warning, and nothing is added). [method@Amk.Tokenizer.token_to_id] gives -1 for a
+ * token the vocabulary lacks: check what it gave first.
  */
 void
 amk_generator_add_stop_token (AmkGenerator *self,
@@ -732,6 +740,9 @@ amk_generator_add_stop_token (AmkGenerator *self,
  * Makes generation stop once the generated text contains @text. The returned text
  * ends before @text; the tokens that spelt it have been generated (and emitted by
  * [signal@Amk.Generator::token]) all the same.
+ *
+ * @text must not be empty: "" is a programmer error (a critical warning, and nothing
+ * is added).
  */
 void
 amk_generator_add_stop_string (AmkGenerator *self,
@@ -1079,6 +1090,24 @@ emission_free (gpointer data)
   g_free (e);
 }
 
+/* Queues func in context at the GTask's completion priority, behind what was queued
+ * before: never a direct call, as g_main_context_invoke_full() makes from a worker
+ * thread when context is the global default one and nobody iterates it at that moment
+ * (the signals and the end of the run belong to the caller's thread). */
+static void
+queue_in_context (GMainContext   *context,
+                  GSourceFunc     func,
+                  gpointer        data,
+                  GDestroyNotify  notify)
+{
+  g_autoptr(GSource) source = g_idle_source_new ();
+
+  g_source_set_priority (source, G_PRIORITY_DEFAULT);
+  g_source_set_callback (source, func, data, notify);
+  g_source_set_static_name (source, "[amk] AmkGenerator run");
+  g_source_attach (source, context);
+}
+
 /* Emits right away, or for an asynchronous run in the caller's context. */
 static void
 emit (Run      *run,
@@ -1091,8 +1120,7 @@ emit (Run      *run,
       return;
     }
   /* same priority as the GTask's completion, which is queued after: ordered */
-  g_main_context_invoke_full (run->context, G_PRIORITY_DEFAULT, emission_emit, e,
-                              emission_free);
+  queue_in_context (run->context, emission_emit, e, emission_free);
 }
 
 static void
@@ -1635,8 +1663,7 @@ generate_thread (GTask        *task,
   end->task = g_object_ref (task);
   end->ok = ok;
   /* queued before the task's completion, at its priority: runs first */
-  g_main_context_invoke_full (run->context, G_PRIORITY_DEFAULT, end_in_context, end,
-                              run_end_free);
+  queue_in_context (run->context, end_in_context, end, run_end_free);
   if (ok)
     g_task_return_pointer (task, g_strdup (run->text), g_free);
   else

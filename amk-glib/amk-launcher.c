@@ -231,10 +231,12 @@ amk_launcher_class_init (AmkLauncherClass *klass)
   /**
    * AmkLauncher:device:
    *
-   * The CUDA device index.
+   * The CUDA device index, from 0. An index that names no device (negative, or not
+   * below [func@Amk.Launcher.get_device_count]) is kept as given: every call that needs
+   * the device then fails with %AMK_LAUNCH_ERROR_NO_DEVICE.
    */
   properties[PROP_DEVICE] =
-    g_param_spec_int ("device", NULL, NULL, 0, G_MAXINT, 0,
+    g_param_spec_int ("device", NULL, NULL, G_MININT, G_MAXINT, 0,
                       G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
                       G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
@@ -245,6 +247,9 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * default) for the launcher's choice when it loads a program: the most the kernel
    * allows at which every queue's block is co-resident. Reads back the count the
    * launches use: as set, or the launcher's choice once a program is loaded (0 before).
+   * Another value is a programmer error, as for
+   * [method@Amk.Launcher.set_threads_per_block]: a critical warning (above 1024, GObject's
+   * warning), and the setting stays as it was.
    */
   properties[PROP_THREADS_PER_BLOCK] =
     g_param_spec_uint ("threads-per-block", NULL, NULL, 0, 1024, 0,
@@ -273,7 +278,8 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * waits), 2 also the next instruction's while the current one runs. Prefetching never
    * changes a result, only when the bytes move. Off by default: the early traffic
    * competes with the loads of the instructions running meanwhile, and neither 1 nor 2
-   * has made a decode step faster.
+   * has made a decode step faster. Another value is out of the property's range (GObject
+   * warns and keeps the setting).
    */
   properties[PROP_L2_PREFETCH] =
     g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 0,
@@ -322,9 +328,12 @@ amk_launcher_init (AmkLauncher *self)
 
 /**
  * amk_launcher_new:
- * @device: the CUDA device index
+ * @device: the CUDA device index, from 0
  *
- * Makes a launcher for @device. Nothing touches the device until a call needs it.
+ * Makes a launcher for @device. Nothing touches the device until a call needs it: an
+ * index that names no device (negative, or not below
+ * [func@Amk.Launcher.get_device_count]) makes those calls fail with
+ * %AMK_LAUNCH_ERROR_NO_DEVICE.
  *
  * Returns: (transfer full): a new launcher
  */
@@ -409,7 +418,11 @@ config_changed (AmkLauncher *self, guint old_threads, guint old_smem)
  * @self: a launcher
  * @threads: a multiple of 32 from 32 to 1024, or 0 for the launcher's choice
  *
- * Sets the threads of each block for the next launches.
+ * Sets the threads of each block for the next launches. @threads must be 0 or a
+ * multiple of 32 from 32 to 1024: another count is a programmer error (a critical
+ * warning, and the setting stays as it was), also through
+ * [property@Amk.Launcher:threads-per-block]; check a count that comes from outside
+ * first.
  */
 void
 amk_launcher_set_threads_per_block (AmkLauncher *self,
@@ -490,7 +503,9 @@ amk_launcher_get_l2_prefetch (AmkLauncher *self)
  * @ahead: 0, 1 or 2
  *
  * Sets how far ahead MATVEC weights stream into L2 in the next launches (see
- * #AmkLauncher:l2-prefetch).
+ * #AmkLauncher:l2-prefetch). @ahead must be 0, 1 or 2: another value is a programmer
+ * error (a critical warning, and the setting stays as it was; through the property,
+ * GObject's warning for a value out of its range).
  */
 void
 amk_launcher_set_l2_prefetch (AmkLauncher *self,
@@ -697,7 +712,7 @@ require_device (AmkLauncher *self, GError **error)
       return FALSE;
     }
   count = amk_cuda_device_count ();
-  if (self->device >= count)
+  if (self->device < 0 || self->device >= count)
     {
       if (count == 0)
         g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_NO_DEVICE,

@@ -222,7 +222,8 @@ amk_model_class_init (AmkModelClass *klass)
    * multiprocessor for a launcher, 132 on an H200; 1 for the CPU executor, where more
    * queues only add work); loaded on its own, that of a launcher on CUDA device 0 where
    * it can run the megakernel, else the CPU executor's. Once loaded, the program's
-   * queue count.
+   * queue count. At most 65535: GObject refuses a larger count with a warning and the
+   * model keeps 0.
    */
   properties[PROP_N_QUEUES] =
     g_param_spec_uint ("n-queues", NULL, NULL, 0, 65535, 0,
@@ -235,7 +236,8 @@ amk_model_class_init (AmkModelClass *klass)
    * The KV cache length in positions: prompts and generated tokens of a
    * [class@Amk.Generator] together fit in it. 0 (the default) chooses when loading:
    * 2048, or the context the model was trained for when that is smaller. Once loaded,
-   * the KV cache's length.
+   * the KV cache's length. At most 1048576: GObject refuses a larger length with
+   * a warning and the model keeps 0.
    */
   properties[PROP_CONTEXT_LENGTH] =
     g_param_spec_uint ("context-length", NULL, NULL, 0, 1 << 20, 0,
@@ -254,7 +256,8 @@ amk_model_class_init (AmkModelClass *klass)
    * context length when that is smaller. 1 builds no prefill program: every prompt token then takes one decode
    * step, as a reference or to save the chunk's activations (hundreds of megabytes at
    * 2048 rows of a 1B model). Once
-   * loaded, the chunk's rows, or 1 without one.
+   * loaded, the chunk's rows, or 1 without one. At most 65536: GObject refuses more
+   * rows with a warning and the model keeps 0.
    */
   properties[PROP_PREFILL_CHUNK] =
     g_param_spec_uint ("prefill-chunk", NULL, NULL, 0, 1 << 16, 0,

@@ -136,7 +136,9 @@ amk_program_class_init (AmkProgramClass *klass)
   /**
    * AmkProgram:num-queues:
    *
-   * The number of instruction queues; the launcher runs one thread block per queue.
+   * The number of instruction queues, from 1 to 65536; the launcher runs one thread
+   * block per queue. Another count is out of the property's range: GObject warns and
+   * the program keeps 1 queue (and [ctor@Amk.Program.new] refuses it with a critical).
    */
   properties[PROP_NUM_QUEUES] =
     g_param_spec_uint ("num-queues", NULL, NULL,

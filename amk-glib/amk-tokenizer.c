@@ -155,7 +155,9 @@ amk_tokenizer_class_init (AmkTokenizerClass *klass)
    *
    * The beginning-of-sequence token, or -1. A `tokenizer.json` names it in its
    * `TemplateProcessing` post-processor (the first special token before the text);
-   * for GGUF metadata the caller sets it from `tokenizer.ggml.bos_token_id`.
+   * for GGUF metadata the caller sets it from `tokenizer.ggml.bos_token_id`. It must be
+   * -1 or below [property@Amk.Tokenizer:vocab-size] (see
+   * [method@Amk.Tokenizer.set_bos_id]).
    */
   properties[PROP_BOS_ID] =
     g_param_spec_int ("bos-id", NULL, NULL, -1, G_MAXINT32, -1,
@@ -166,7 +168,8 @@ amk_tokenizer_class_init (AmkTokenizerClass *klass)
    *
    * The end-of-sequence token, or -1: the last special token a `TemplateProcessing`
    * post-processor puts after the text, or what the caller sets (from
-   * `tokenizer.ggml.eos_token_id` or the model's generation config).
+   * `tokenizer.ggml.eos_token_id` or the model's generation config). It must be -1 or
+   * below [property@Amk.Tokenizer:vocab-size] (see [method@Amk.Tokenizer.set_eos_id]).
    */
   properties[PROP_EOS_ID] =
     g_param_spec_int ("eos-id", NULL, NULL, -1, G_MAXINT32, -1,
@@ -298,7 +301,9 @@ encode_text (AmkTokenizer  *self,
  * Cuts @text into tokens. Text that spells an added token becomes that token.
  * Invalid UTF-8 fails with %AMK_TOKENIZER_ERROR_INVALID_TEXT; a pre-tokenizer's
  * regular expression that gives up on the text with
- * %AMK_TOKENIZER_ERROR_PATTERN_FAILED.
+ * %AMK_TOKENIZER_ERROR_PATTERN_FAILED; a tokenizer made without a vocabulary (with
+ * g_object_new(), `Amk.Tokenizer()` in a binding, rather than one of its constructors)
+ * with %AMK_TOKENIZER_ERROR_INVALID_VOCAB.
  *
  * Returns: (array length=n_ids) (transfer full) (nullable): the token ids, or %NULL
  *   with @error set
@@ -322,6 +327,16 @@ amk_tokenizer_encode (AmkTokenizer  *self,
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   *n_ids = 0;
+  if (self->vocab == NULL)
+    {
+      /* `Amk.Tokenizer()` from a binding: made without a constructor, no vocabulary */
+      g_set_error_literal (error, AMK_TOKENIZER_ERROR, AMK_TOKENIZER_ERROR_INVALID_VOCAB,
+                           _("The tokenizer has no vocabulary: make it with "
+                             "amk_tokenizer_new_from_json_file(), "
+                             "amk_tokenizer_new_from_json_data() or "
+                             "amk_tokenizer_new_from_vocab()"));
+      return NULL;
+    }
   len = strlen (text);
   if (!g_utf8_validate_len (text, len, &end))
     {
@@ -418,9 +433,12 @@ amk_tokenizer_get_bos_id (AmkTokenizer *self)
 /**
  * amk_tokenizer_set_bos_id:
  * @self: a tokenizer
- * @bos_id: a token id, or -1 for none
+ * @bos_id: a token id below [property@Amk.Tokenizer:vocab-size], or -1 for none
  *
- * Sets [property@Amk.Tokenizer:bos-id].
+ * Sets [property@Amk.Tokenizer:bos-id]. @bos_id must be -1 or below
+ * [property@Amk.Tokenizer:vocab-size]: another id is a programmer error (a critical
+ * warning, and the id stays as it was), also through the property; check an id that
+ * comes from outside (a model's metadata) first.
  */
 void
 amk_tokenizer_set_bos_id (AmkTokenizer *self,
@@ -454,9 +472,12 @@ amk_tokenizer_get_eos_id (AmkTokenizer *self)
 /**
  * amk_tokenizer_set_eos_id:
  * @self: a tokenizer
- * @eos_id: a token id, or -1 for none
+ * @eos_id: a token id below [property@Amk.Tokenizer:vocab-size], or -1 for none
  *
- * Sets [property@Amk.Tokenizer:eos-id].
+ * Sets [property@Amk.Tokenizer:eos-id]. @eos_id must be -1 or below
+ * [property@Amk.Tokenizer:vocab-size]: another id is a programmer error (a critical
+ * warning, and the id stays as it was), also through the property; check an id that
+ * comes from outside (a model's metadata) first.
  */
 void
 amk_tokenizer_set_eos_id (AmkTokenizer *self,
