@@ -43,6 +43,10 @@ AmkModel    *amk_cli_load_model      (const char     *command,
                                       guint           context_length,
                                       gboolean        quiet);
 
-int          amk_cmd_chat            (char         ***args);
+/* The commands that live in files of their own, called as main() calls those of amk.c:
+ * with the arguments after the command's name; they return the exit status. */
+int          amk_cmd_chat            (char         ***args);   /* amk-cmd-chat.c */
+/* `amk serve` (amk-serve.c), built only with libsoup 3 (config.h's HAVE_AMK_SERVE) */
+int          amk_cmd_serve           (char         ***args);
 
 G_END_DECLS

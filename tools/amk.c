@@ -1110,6 +1110,9 @@ static const Command commands[] = {
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
   { "generate", cmd_generate, N_("Generate text with a GGUF model, streamed (GPU, or the CPU executor)") },
   { "chat", amk_cmd_chat, N_("Talk with a chat model in the terminal") },
+#if HAVE_AMK_SERVE
+  { "serve", amk_cmd_serve, N_("Serve a model over HTTP with the OpenAI API (completions, chat)") },
+#endif
 };
 
 static char *
