@@ -45,6 +45,12 @@ error_code_string (const GError *error)
   return g_strdup_printf ("%d", error->code);
 }
 
+gint64
+amk_cli_random_seed (void)
+{
+  return (gint64) ((((guint64) g_random_int () << 32) | g_random_int ()) & G_MAXINT64);
+}
+
 void
 amk_cli_print_error (const char   *command,
              const GError *error)

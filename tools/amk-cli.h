@@ -29,6 +29,9 @@ AmkExecutor *amk_cli_choose_executor (const char     *command,
                                       guint64         seed,
                                       char          **no_gpu_reason);
 
+/* A seed for sampling when none is given: 63 random bits (a --seed shows it as given). */
+gint64       amk_cli_random_seed     (void);
+
 /* The model file a command runs: @given, else $AMK_MODEL, else SmolLM2-135M-Instruct in
  * ~/.cache/amk; NULL (said on stderr, with how to get one) when that is missing. */
 char        *amk_cli_model_path      (const char     *command,

@@ -251,7 +251,7 @@ amk_cmd_chat (char ***args)
   if (system != NULL && !g_utf8_validate (system, -1, NULL))
     return amk_cli_usage_error ("chat", _("the --system text is not valid UTF-8"));
   if (seed == G_MININT64)
-    seed = (gint64) (((guint64) g_random_int () << 31) ^ g_random_int ()) & G_MAXINT64;
+    seed = amk_cli_random_seed ();
 
   path = amk_cli_model_path ("chat", model_arg);
   if (path == NULL)

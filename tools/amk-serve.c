@@ -1204,7 +1204,7 @@ handle_generation (Server            *server,
   r->end_token = -1;
   r->temperature = 1.0;
   r->top_p = 1.0;
-  r->seed = ((guint64) g_random_int () << 32) | g_random_int ();
+  r->seed = (guint64) amk_cli_random_seed ();
 
   node = member (body, "model");
   if (node != NULL && get_string (msg, node, "model") == NULL)

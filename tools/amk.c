@@ -980,7 +980,7 @@ cmd_generate (char ***args)
   if (*prompt == '\0')
     return amk_cli_usage_error ("generate", _("the prompt is empty"));
   if (seed == G_MININT64)
-    seed = (gint64) (((guint64) g_random_int () << 31) ^ g_random_int ()) & G_MAXINT64;
+    seed = amk_cli_random_seed ();
   if (prefill_chunk < 0 || prefill_chunk > 65536)
     return amk_cli_usage_error ("generate", _("--prefill-chunk must be between 0 and 65536"));
   path = amk_cli_model_path ("generate", model);
