@@ -423,8 +423,14 @@ matvec_bf16_block8 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float
 
       AMK_CPU_BF16_COLUMNS_8X8 (w + (gsize) c * 2, row, col);
       /* column c + j of the eight rows, in column order */
-      for (guint j = 0; j < 8; j++)
-        acc += xs[c + j] * col[j];
+      acc += xs[c] * col[0];
+      acc += xs[c + 1] * col[1];
+      acc += xs[c + 2] * col[2];
+      acc += xs[c + 3] * col[3];
+      acc += xs[c + 4] * col[4];
+      acc += xs[c + 5] * col[5];
+      acc += xs[c + 6] * col[6];
+      acc += xs[c + 7] * col[7];
     }
   memcpy (out, &acc, 32);
   for (; c < c1; c++)

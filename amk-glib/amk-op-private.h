@@ -103,26 +103,43 @@ typedef guint32 v8su __attribute__ ((vector_size (32)));
     const v8si lo_ = { 0, 8, 1, 9, 4, 12, 5, 13 }, hi_ = { 2, 10, 3, 11, 6, 14, 7, 15 }; \
     const v8si lo64_ = { 0, 1, 8, 9, 4, 5, 12, 13 }, hi64_ = { 2, 3, 10, 11, 6, 7, 14, 15 }; \
     const v8si lo128_ = { 0, 1, 2, 3, 8, 9, 10, 11 }, hi128_ = { 4, 5, 6, 7, 12, 13, 14, 15 }; \
-    v8sf r_[8], t_[8], u_[8]; \
-    for (guint i_ = 0; i_ < 8; i_++) \
-      AMK_CPU_BF16X8 ((p) + i_ * (gsize) (row_bytes), r_[i_]); \
-    for (guint i_ = 0; i_ < 8; i_ += 2) \
-      { \
-        t_[i_] = __builtin_shuffle (r_[i_], r_[i_ + 1], lo_); \
-        t_[i_ + 1] = __builtin_shuffle (r_[i_], r_[i_ + 1], hi_); \
-      } \
-    for (guint i_ = 0; i_ < 8; i_ += 4) \
-      { \
-        u_[i_] = __builtin_shuffle (t_[i_], t_[i_ + 2], lo64_); \
-        u_[i_ + 1] = __builtin_shuffle (t_[i_], t_[i_ + 2], hi64_); \
-        u_[i_ + 2] = __builtin_shuffle (t_[i_ + 1], t_[i_ + 3], lo64_); \
-        u_[i_ + 3] = __builtin_shuffle (t_[i_ + 1], t_[i_ + 3], hi64_); \
-      } \
-    for (guint i_ = 0; i_ < 4; i_++) \
-      { \
-        (col)[i_] = __builtin_shuffle (u_[i_], u_[i_ + 4], lo128_); \
-        (col)[i_ + 4] = __builtin_shuffle (u_[i_], u_[i_ + 4], hi128_); \
-      } \
+    const guint8 *p_ = (p); \
+    const gsize s_ = (row_bytes); \
+    v8sf r0_, r1_, r2_, r3_, r4_, r5_, r6_, r7_, t0_, t1_, t2_, t3_, t4_, t5_, t6_, t7_; \
+    v8sf u0_, u1_, u2_, u3_, u4_, u5_, u6_, u7_; \
+    /* written out, not looped: the vectors stay in registers */ \
+    AMK_CPU_BF16X8 (p_, r0_); \
+    AMK_CPU_BF16X8 (p_ + s_, r1_); \
+    AMK_CPU_BF16X8 (p_ + 2 * s_, r2_); \
+    AMK_CPU_BF16X8 (p_ + 3 * s_, r3_); \
+    AMK_CPU_BF16X8 (p_ + 4 * s_, r4_); \
+    AMK_CPU_BF16X8 (p_ + 5 * s_, r5_); \
+    AMK_CPU_BF16X8 (p_ + 6 * s_, r6_); \
+    AMK_CPU_BF16X8 (p_ + 7 * s_, r7_); \
+    t0_ = __builtin_shuffle (r0_, r1_, lo_); \
+    t1_ = __builtin_shuffle (r0_, r1_, hi_); \
+    t2_ = __builtin_shuffle (r2_, r3_, lo_); \
+    t3_ = __builtin_shuffle (r2_, r3_, hi_); \
+    t4_ = __builtin_shuffle (r4_, r5_, lo_); \
+    t5_ = __builtin_shuffle (r4_, r5_, hi_); \
+    t6_ = __builtin_shuffle (r6_, r7_, lo_); \
+    t7_ = __builtin_shuffle (r6_, r7_, hi_); \
+    u0_ = __builtin_shuffle (t0_, t2_, lo64_); \
+    u1_ = __builtin_shuffle (t0_, t2_, hi64_); \
+    u2_ = __builtin_shuffle (t1_, t3_, lo64_); \
+    u3_ = __builtin_shuffle (t1_, t3_, hi64_); \
+    u4_ = __builtin_shuffle (t4_, t6_, lo64_); \
+    u5_ = __builtin_shuffle (t4_, t6_, hi64_); \
+    u6_ = __builtin_shuffle (t5_, t7_, lo64_); \
+    u7_ = __builtin_shuffle (t5_, t7_, hi64_); \
+    (col)[0] = __builtin_shuffle (u0_, u4_, lo128_); \
+    (col)[1] = __builtin_shuffle (u1_, u5_, lo128_); \
+    (col)[2] = __builtin_shuffle (u2_, u6_, lo128_); \
+    (col)[3] = __builtin_shuffle (u3_, u7_, lo128_); \
+    (col)[4] = __builtin_shuffle (u0_, u4_, hi128_); \
+    (col)[5] = __builtin_shuffle (u1_, u5_, hi128_); \
+    (col)[6] = __builtin_shuffle (u2_, u6_, hi128_); \
+    (col)[7] = __builtin_shuffle (u3_, u7_, hi128_); \
   } G_STMT_END
 
 /* Rows n0 .. n0 + nc (at most AMK_CPU_COLS) of the matrix W [N, k] as fp32, transposed:
