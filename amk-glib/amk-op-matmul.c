@@ -467,6 +467,9 @@ typedef struct {
   const float             *xs;    /* the tile's rows of X', [m_count, k] */
 } MatmulShare;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__ ((target_clones ("avx2", "default")))   /* the panels' transposes in AVX2 */
+#endif
 static gpointer
 matmul_columns (gpointer data)
 {
