@@ -407,6 +407,7 @@ bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
  * transposed in registers (AMK_CPU_BF16_COLUMNS_8X8), then summed column by column as
  * the generic path does, each lane one row: the same sums, bit for bit. On x86-64 an
  * AVX2 clone is chosen at load time (no fused multiply-add). */
+#if AMK_CPU_SHUFFLE
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__ ((target_clones ("avx2", "default")))
 #endif
@@ -447,6 +448,8 @@ matvec_bf16_block8 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float
       }
 }
 
+#endif
+
 /* One thread's share of a MATVEC tile: rows r0 .. r1 in blocks of AMK_CPU_COLS. */
 typedef struct {
   AmkCpuRange              rows;  /* first: amk_cpu_run_split() sets it */
@@ -477,9 +480,11 @@ matvec_rows (gpointer data)
       float out[AMK_CPU_COLS];
 
       G_STATIC_ASSERT (AMK_CPU_COLS == 8);
+#if AMK_CPU_SHUFFLE
       if (rows == 8 && w->info->dtype == AMK_DTYPE_BF16)
         matvec_bf16_block8 (w->data + (gsize) r * k * 2, k, c0, c1, s->xs, out);
       else
+#endif
         {
           amk_cpu_load_columns (w, k, r, rows, (float *) wt);
           for (gint32 c = c0; c < c1; c++)

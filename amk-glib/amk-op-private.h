@@ -81,6 +81,13 @@ typedef float v4sf __attribute__ ((vector_size (16)));
  * widened and transposed in registers (three rounds of shuffles). Macros, not functions:
  * a function taking or returning a 32-byte vector would have two ABIs, with and without
  * AVX, and the ops clone their loops for AVX2. */
+/* GCC's __builtin_shuffle; clang (the fuzzers' compiler) takes the element-wise path */
+#if defined(__GNUC__) && !defined(__clang__)
+#define AMK_CPU_SHUFFLE 1
+#else
+#define AMK_CPU_SHUFFLE 0
+#endif
+
 typedef float v8sf __attribute__ ((vector_size (32)));
 typedef gint32 v8si __attribute__ ((vector_size (32)));
 typedef guint16 v8hu __attribute__ ((vector_size (16)));
@@ -98,6 +105,7 @@ typedef guint32 v8su __attribute__ ((vector_size (32)));
 
 /* col[j] = column j (0 .. 7) of the 8 × 8 bf16 block at p whose rows are row_bytes apart:
  * lane i is row i */
+#if AMK_CPU_SHUFFLE
 #define AMK_CPU_BF16_COLUMNS_8X8(p, row_bytes, col) \
   G_STMT_START { \
     const v8si lo_ = { 0, 8, 1, 9, 4, 12, 5, 13 }, hi_ = { 2, 10, 3, 11, 6, 14, 7, 15 }; \
@@ -141,6 +149,7 @@ typedef guint32 v8su __attribute__ ((vector_size (32)));
     (col)[6] = __builtin_shuffle (u2_, u6_, hi128_); \
     (col)[7] = __builtin_shuffle (u3_, u7_, hi128_); \
   } G_STMT_END
+#endif
 
 /* Rows n0 .. n0 + nc (at most AMK_CPU_COLS) of the matrix W [N, k] as fp32, transposed:
  * wt[c * AMK_CPU_COLS + j] is W[n0 + j, c] (0 past nc). Inline: it runs once per block
@@ -149,6 +158,7 @@ static inline void
 amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, float *wt)
 {
   G_STATIC_ASSERT (AMK_CPU_COLS == 8);
+#if AMK_CPU_SHUFFLE
   if (nc == 8 && w->info->dtype == AMK_DTYPE_BF16)
     {
       const guint8 *src = w->data + (guint64) n0 * k * 2;
@@ -171,6 +181,7 @@ amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, flo
           }
       return;
     }
+#endif
   memset (wt, 0, sizeof (float) * AMK_CPU_COLS * k);
   for (gint32 j = 0; j < nc; j++)
     {
