@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <glib/gi18n.h>
 
 #include "amk-cli.h"
@@ -43,6 +44,26 @@ error_code_string (const GError *error)
         return g_strdup_printf ("%s (%d)", value->value_name, error->code);
     }
   return g_strdup_printf ("%d", error->code);
+}
+
+const char *
+amk_cli_check_sampling (gint    max_tokens,
+                        gdouble temperature,
+                        gdouble top_p,
+                        gint64  seed,
+                        gint    ctx_size)
+{
+  if (max_tokens < 1 || max_tokens > 65536)
+    return _("--max-tokens must be between 1 and 65536");
+  if (!isfinite (temperature) || temperature < 0.0)
+    return _("--temperature must be 0 (greedy) or more");
+  if (!(top_p > 0.0 && top_p <= 1.0))
+    return _("--top-p must be above 0 and at most 1");
+  if (seed != G_MININT64 && seed < 0)
+    return _("--seed must be 0 or more");
+  if (ctx_size < 0 || ctx_size > (1 << 20))
+    return _("--ctx-size must be between 0 and 1048576");
+  return NULL;
 }
 
 gint64

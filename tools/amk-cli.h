@@ -29,6 +29,14 @@ AmkExecutor *amk_cli_choose_executor (const char     *command,
                                       guint64         seed,
                                       char          **no_gpu_reason);
 
+/* What is wrong with the sampling options that `amk generate` and `amk chat` share, as
+ * a sentence for amk_cli_usage_error(), or NULL; a seed of G_MININT64 means none given. */
+const char  *amk_cli_check_sampling  (gint            max_tokens,
+                                      gdouble         temperature,
+                                      gdouble         top_p,
+                                      gint64          seed,
+                                      gint            ctx_size);
+
 /* A seed for sampling when none is given: 63 random bits (a --seed shows it as given). */
 gint64       amk_cli_random_seed     (void);
 

@@ -204,6 +204,7 @@ amk_cmd_chat (char ***args)
   gdouble temperature = 0.7, top_p = 0.9;
   gint64 seed = G_MININT64;
   guint sigint_id = 0;
+  const char *why;
   Chat c = { 0 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_arg,
@@ -238,16 +239,8 @@ amk_cmd_chat (char ***args)
     return EXIT_USAGE;
   if (g_strv_length (*args) != 1)
     return amk_cli_usage_error ("chat", _("takes no arguments: type the messages"));
-  if (max_tokens < 1 || max_tokens > 65536)
-    return amk_cli_usage_error ("chat", _("--max-tokens must be between 1 and 65536"));
-  if (!isfinite (temperature) || temperature < 0.0)
-    return amk_cli_usage_error ("chat", _("--temperature must be 0 (greedy) or more"));
-  if (!(top_p > 0.0 && top_p <= 1.0))
-    return amk_cli_usage_error ("chat", _("--top-p must be above 0 and at most 1"));
-  if (seed != G_MININT64 && seed < 0)
-    return amk_cli_usage_error ("chat", _("--seed must be 0 or more"));
-  if (ctx_size < 0 || ctx_size > (1 << 20))
-    return amk_cli_usage_error ("chat", _("--ctx-size must be between 0 and 1048576"));
+  if ((why = amk_cli_check_sampling (max_tokens, temperature, top_p, seed, ctx_size)) != NULL)
+    return amk_cli_usage_error ("chat", why);
   if (system != NULL && !g_utf8_validate (system, -1, NULL))
     return amk_cli_usage_error ("chat", _("the --system text is not valid UTF-8"));
   if (seed == G_MININT64)

@@ -885,6 +885,7 @@ cmd_generate (char ***args)
   g_autofree char *where = NULL;
   g_autofree char *system = NULL;
   g_autofree char *why = NULL;
+  const char *why_const;
   g_autofree char *no_gpu = NULL;
   g_auto(GStrv) stops = NULL;
   g_autofree gint32 *prompt_ids = NULL;
@@ -953,18 +954,10 @@ cmd_generate (char ***args)
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
     return amk_cli_usage_error ("generate", _("give exactly one prompt"));
-  if (max_tokens < 1 || max_tokens > 65536)
-    return amk_cli_usage_error ("generate", _("--max-tokens must be between 1 and 65536"));
-  if (!isfinite (temperature) || temperature < 0.0)
-    return amk_cli_usage_error ("generate", _("--temperature must be 0 (greedy) or more"));
+  if ((why_const = amk_cli_check_sampling (max_tokens, temperature, top_p, seed, ctx_size)) != NULL)
+    return amk_cli_usage_error ("generate", why_const);
   if (top_k < 0)
     return amk_cli_usage_error ("generate", _("--top-k must be 0 or more"));
-  if (!(top_p > 0.0 && top_p <= 1.0))
-    return amk_cli_usage_error ("generate", _("--top-p must be above 0 and at most 1"));
-  if (seed != G_MININT64 && seed < 0)
-    return amk_cli_usage_error ("generate", _("--seed must be 0 or more"));
-  if (ctx_size < 0 || ctx_size > (1 << 20))
-    return amk_cli_usage_error ("generate", _("--ctx-size must be between 0 and 1048576"));
   if (system != NULL && !chat)
     return amk_cli_usage_error ("generate", _("--system needs --chat"));
   for (guint k = 0; stops != NULL && stops[k] != NULL; k++)
