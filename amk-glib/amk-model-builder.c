@@ -396,8 +396,8 @@ norm_rows (AmkProgram           *p,
   return xn < 0 || amk_program_op_rmsnorm (p, xn, x, norm, build->params.hidden, build->params.eps, error) >= 0;
 }
 
-/* A MATMUL whose input is x normalised with `norm`: read from xn (norm_rows() filled
- * it), or with the norm fused. */
+/* A MATMUL of the rows at positions `pos` whose input is x normalised with `norm`: read
+ * from xn (norm_rows() filled it), or with the norm fused. */
 static gboolean
 normed_matmul (AmkProgram  *p,
                gint         y,
@@ -406,11 +406,12 @@ normed_matmul (AmkProgram  *p,
                gint         xn,
                gint         norm,
                float        eps,
+               gint         pos,
                GError     **error)
 {
   if (xn < 0)
-    return amk_program_op_matmul (p, y, w, x, -1, -1, norm, eps, error) >= 0;
-  return amk_program_op_matmul (p, y, w, xn, -1, -1, -1, 0.0f, error) >= 0;
+    return amk_program_op_matmul_rows (p, y, w, x, -1, -1, norm, eps, pos, error) >= 0;
+  return amk_program_op_matmul_rows (p, y, w, xn, -1, -1, -1, 0.0f, pos, error) >= 0;
 }
 
 /* What build_rows() builds. */
@@ -521,7 +522,7 @@ build_rows (const AmkModelBuild  *build,
            (kn = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_K_NORM, i, error)) < 0))
         return NULL;
       if (!norm_rows (p, build, xn, x, an, error) ||
-          !normed_matmul (p, qkv, wqkv, x, xn, an, hp->eps, error) ||
+          !normed_matmul (p, qkv, wqkv, x, xn, an, hp->eps, out->pos, error) ||
           amk_program_op_rope_rows (p, qkv, kc, vc, out->pos, seq, qn, kn, hp->head_dim, hp->n_heads,
                                     hp->n_kv_heads, hp->eps, hp->rope_theta, hp->rope_factor,
                                     hp->rope_low_freq_factor, hp->rope_high_freq_factor,
@@ -537,12 +538,12 @@ build_rows (const AmkModelBuild  *build,
         return NULL;
       if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, out->pos, seq, hp->head_dim, hp->n_heads,
                                          hp->n_kv_heads, scale, error) < 0 ||
-          amk_program_op_matmul (p, x, wo, attn, -1, x, -1, 0.0f, error) < 0 ||
+          amk_program_op_matmul_rows (p, x, wo, attn, -1, x, -1, 0.0f, out->pos, error) < 0 ||
           !norm_rows (p, build, xn, x, fn, error) ||
-          !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, error) ||
-          !normed_matmul (p, up, wu, x, xn, fn, hp->eps, error) ||
+          !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, out->pos, error) ||
+          !normed_matmul (p, up, wu, x, xn, fn, hp->eps, out->pos, error) ||
           amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
-          amk_program_op_matmul (p, x, wd, act, -1, x, -1, 0.0f, error) < 0)
+          amk_program_op_matmul_rows (p, x, wd, act, -1, x, -1, 0.0f, out->pos, error) < 0)
         return NULL;
     }
 
@@ -558,7 +559,7 @@ build_rows (const AmkModelBuild  *build,
       if ((out->logits = rows_buffer (p, plan, "logits", AMK_DTYPE_F32, hp->vocab,
                                       AMK_BUFFER_ROLE_OUTPUT, error)) < 0 ||
           !norm_rows (p, build, xn, x, out_norm, error) ||
-          !normed_matmul (p, out->logits, out_w, x, xn, out_norm, hp->eps, error) ||
+          !normed_matmul (p, out->logits, out_w, x, xn, out_norm, hp->eps, out->pos, error) ||
           amk_program_op_argmax_rows (p, out->tokens, out->logits, error) < 0)
         return NULL;
     }

@@ -33,44 +33,22 @@ eps_ok (float eps)
 
 /* ---- the op API --------------------------------------------------------------------- */
 
-/**
- * amk_program_op_matmul:
- * @self: a program
- * @y: the output (f32 or bf16), `M × N` elements: row m holds `Y[m, 0 .. N)`
- * @w: the matrix, 2-D `[N, K]` (bf16 or f16), usually a constant buffer
- * @x: the input rows (f32 or bf16), `M × K` elements for some `M ≥ 1`
- * @bias: a vector of N elements added to every row, or -1
- * @residual: `M × N` elements added to the product, or -1; may be @y (`Y += X W^T`)
- * @norm: the weight of an RMSNORM fused before the product (K elements), applied to
- *   each row of @x, or -1
- * @eps: the RMSNORM epsilon, used with @norm; finite and not negative even without it
- * @error: return location for a #GError
- *
- * Records `Y[m] = W X'[m] + bias + residual[m]` for every row m of @x, with fp32
- * accumulation: [method@Amk.Program.op_matvec] for M rows at once, which reads the
- * matrix once for all of them (prefill of a prompt, or a step of several sequences).
- * `X'[m]` is `X[m]` or, with @norm, `X[m] / sqrt(mean(X[m]²) + eps) * norm`. On the GPU
- * the product runs on tensor cores: the weights must be 16-bit, and `X'` is rounded to
- * their type first. K must be a multiple of 8. The compiler cuts Y into tiles of rows
- * and columns spread over every queue.
- *
- * Returns: the op's index, or -1 with @error set
- */
-gint
-amk_program_op_matmul (AmkProgram  *self,
-                       gint         y,
-                       gint         w,
-                       gint         x,
-                       gint         bias,
-                       gint         residual,
-                       gint         norm,
-                       gfloat       eps,
-                       GError     **error)
+/* The op API's checks and record; pos -1: no positions. */
+static gint
+record_matmul (AmkProgram  *self,
+               gint         y,
+               gint         w,
+               gint         x,
+               gint         bias,
+               gint         residual,
+               gint         norm,
+               gfloat       eps,
+               gint         pos,
+               GError     **error)
 {
   AmkBufferInfo *yi, *wi, *xi;
   guint64 n, k, m;
-
-  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+  gint index;
 
   if (!amk_op_can_record (self, "MATMUL", error) ||
       (yi = amk_op_tensor (self, "MATMUL", _("the output"), y, error)) == NULL ||
@@ -142,9 +120,99 @@ amk_program_op_matmul (AmkProgram  *self,
                    eps);
       return -1;
     }
-  return amk_op_record (self, AMK_ABI_OP_MATMUL, (gint32[]) { y, w, x, bias, residual, norm },
-                        &(amk_params_t) { .matmul = { .k = (gint32) k, .eps = eps } });
+  if (pos != -1 && !amk_op_int_tensor (self, "MATMUL", _("the positions"), pos, m, error))
+    return -1;
+  if (pos != -1 && amk_program_get_buffer_info (self, pos)->n_elements != m)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("MATMUL: the positions “%s” must have one element per input row, %" PRIu64 ", not %" PRIu64),
+                   amk_program_get_buffer_info (self, pos)->name, m,
+                   amk_program_get_buffer_info (self, pos)->n_elements);
+      return -1;
+    }
+  index = amk_op_record (self, AMK_ABI_OP_MATMUL, (gint32[]) { y, w, x, bias, residual, norm },
+                         &(amk_params_t) { .matmul = { .k = (gint32) k, .eps = eps } });
+  /* the seventh operand, past what amk_op_record takes */
+  g_array_index (self->ops, AmkOpInfo, index).buffers[6] = pos != -1 ? pos : AMK_NO_BUFFER;
+  return index;
 }
+
+/**
+ * amk_program_op_matmul:
+ * @self: a program
+ * @y: the output (f32 or bf16), `M × N` elements: row m holds `Y[m, 0 .. N)`
+ * @w: the matrix, 2-D `[N, K]` (bf16 or f16), usually a constant buffer
+ * @x: the input rows (f32 or bf16), `M × K` elements for some `M ≥ 1`
+ * @bias: a vector of N elements added to every row, or -1
+ * @residual: `M × N` elements added to the product, or -1; may be @y (`Y += X W^T`)
+ * @norm: the weight of an RMSNORM fused before the product (K elements), applied to
+ *   each row of @x, or -1
+ * @eps: the RMSNORM epsilon, used with @norm; finite and not negative even without it
+ * @error: return location for a #GError
+ *
+ * Records `Y[m] = W X'[m] + bias + residual[m]` for every row m of @x, with fp32
+ * accumulation: [method@Amk.Program.op_matvec] for M rows at once, which reads the
+ * matrix once for all of them (prefill of a prompt, or a step of several sequences).
+ * `X'[m]` is `X[m]` or, with @norm, `X[m] / sqrt(mean(X[m]²) + eps) * norm`. On the GPU
+ * the product runs on tensor cores: the weights must be 16-bit, and `X'` is rounded to
+ * their type first. K must be a multiple of 8. The compiler cuts Y into tiles of rows
+ * and columns spread over every queue.
+ *
+ * Returns: the op's index, or -1 with @error set
+ */
+gint
+amk_program_op_matmul (AmkProgram  *self,
+                       gint         y,
+                       gint         w,
+                       gint         x,
+                       gint         bias,
+                       gint         residual,
+                       gint         norm,
+                       gfloat       eps,
+                       GError     **error)
+{
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  return record_matmul (self, y, w, x, bias, residual, norm, eps, -1, error);
+}
+
+/**
+ * amk_program_op_matmul_rows:
+ * @self: a program
+ * @y: the output, as for [method@Amk.Program.op_matmul]
+ * @w: the matrix
+ * @x: the input rows, `M × K` elements
+ * @bias: a vector of N elements, or -1
+ * @residual: `M × N` elements, or -1; may be @y
+ * @norm: the weight of a fused RMSNORM (K elements), or -1
+ * @eps: the RMSNORM epsilon
+ * @pos: the rows' positions, i32 with M elements, as for
+ *   [method@Amk.Program.op_rope_rows]: a negative one marks a padding row
+ * @error: return location for a #GError
+ *
+ * Records [method@Amk.Program.op_matmul] for rows that carry positions (a prompt chunk
+ * whose last rows are padding, a batch with free slots): the output rows of padding rows
+ * are left unspecified, so that an executor need not compute them.
+ *
+ * Returns: the op's index, or -1 with @error set
+ */
+gint
+amk_program_op_matmul_rows (AmkProgram  *self,
+                            gint         y,
+                            gint         w,
+                            gint         x,
+                            gint         bias,
+                            gint         residual,
+                            gint         norm,
+                            gfloat       eps,
+                            gint         pos,
+                            GError     **error)
+{
+  g_return_val_if_fail (AMK_IS_PROGRAM (self), -1);
+
+  return record_matmul (self, y, w, x, bias, residual, norm, eps, pos, error);
+}
+
 
 /* ---- verifier ----------------------------------------------------------------------- */
 
@@ -193,12 +261,12 @@ check_matmul_aliasing (AmkProgram *self, guint queue, guint pos, const amk_instr
 {
   const guint64 k = (guint64) ins->params.matmul.k;
   /* 64-bit: M × N or N × K may pass 2^31 */
-  const guint64 counts[6] = { m * n, n * k, m * k, n, m * n, k };
+  const guint64 counts[7] = { m * n, n * k, m * k, n, m * n, k, m };
   gint64 ry, rs;
   guint64 sy, ss, ly, ls;
 
   matmul_operand_bytes (self, ins, 0, counts[0], &ry, &sy, &ly);
-  for (guint slot = 1; slot < 6; slot++)
+  for (guint slot = 1; slot < ins->n_buffers; slot++)
     {
       if (ins->buffers[slot] == AMK_NO_BUFFER)
         continue;
@@ -278,6 +346,8 @@ check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
          check_matmul_operand (self, queue, pos, ins, 3, _("the bias"), vec, n, error) &&
          check_matmul_operand (self, queue, pos, ins, 4, _("the residual"), vec, m * n, error) &&
          check_matmul_operand (self, queue, pos, ins, 5, _("the norm weight"), vec, p->k, error) &&
+         (ins->n_buffers < 7 ||
+          check_matmul_operand (self, queue, pos, ins, 6, _("the positions"), 1u << AMK_DTYPE_I32, m, error)) &&
          check_matmul_aliasing (self, queue, pos, ins, m, n, error);
 }
 
@@ -373,7 +443,7 @@ lower_matmul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
   nc = MIN (n_tile, n - n0);
   k = amk_lower_buffer (lw, op->buffers[1])->shape[1];
 
-  amk_tile_use_buffers (t, op, 6);
+  amk_tile_use_buffers (t, op, op->buffers[6] != AMK_NO_BUFFER ? 7 : 6);
   mp->m0 = (gint32) m0;
   mp->m_count = (gint32) mc;
   mp->n0 = (gint32) n0;
@@ -387,6 +457,8 @@ lower_matmul (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
   amk_tile_access (t, op->buffers[3], n0, n0 + nc, FALSE);
   amk_tile_access (t, op->buffers[4], y0, y1, FALSE);
   amk_tile_access (t, op->buffers[5], 0, k, FALSE);
+  if (op->buffers[6] != AMK_NO_BUFFER)
+    amk_tile_access (t, op->buffers[6], m0, m0 + mc, FALSE);
 }
 
 /* The tile's weights, input rows and output, plus its multiply-adds as bytes: tensor
@@ -464,7 +536,9 @@ typedef struct {
   AmkCpuRange              cols;  /* first: amk_cpu_run_split() sets it */
   const amk_instruction_t *ins;
   AmkCpuBuffer            *buffers;
-  const float             *xs;    /* the tile's rows of X', [m_count, k] */
+  const float             *xs;    /* the tile's live rows of X', [n_rows, k] */
+  const gint32            *rows;  /* the tile's live rows, from m0 */
+  gint32                   n_rows;
 } MatmulShare;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -476,7 +550,7 @@ matmul_columns (gpointer data)
   const MatmulShare *s = data;
   const amk_instruction_t *ins = s->ins;
   const amk_matmul_params_t *p = &ins->params.matmul;
-  const gint32 m0 = p->m0, mc = p->m_count, n0 = p->n0, k = p->k;
+  const gint32 m0 = p->m0, mc = s->n_rows, n0 = p->n0, k = p->k;
   AmkCpuBuffer *b = s->buffers;
   AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]];
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
@@ -507,7 +581,7 @@ matmul_columns (gpointer data)
           for (gint32 r = 0; r < rows; r++)
             for (gint32 j = 0; j < cols; j++)
               {
-                const guint64 at = (guint64) (m0 + r0 + r) * n + n0 + j0 + j;
+                const guint64 at = (guint64) (m0 + s->rows[r0 + r]) * n + n0 + j0 + j;
                 float acc = out[r][j];
                 if (bias != NULL)
                   acc += amk_cpu_load (bias, n0 + j0 + j);
@@ -525,21 +599,30 @@ matmul_columns (gpointer data)
 
 /* Y[m, n] = W[n, :] X'[m] (+ bias[n]) (+ R[m, n]) for the tile's rows and columns; X'[m]
  * is X[m] or X[m] normalised by its RMS and scaled by the norm weight, as MATVEC. Not
- * rounded to W's type as on the GPU: a plain fp32 reference. A tile of many rows splits
- * its columns with a second thread (the CPU executor runs one instruction at a time):
- * each output is computed the same either way, and the threads write disjoint
- * elements. */
+ * rounded to W's type as on the GPU: a plain fp32 reference. Rows whose position is
+ * negative (padding) are skipped. A tile of many rows splits its columns with a second
+ * thread (the CPU executor runs one instruction at a time): each output is computed the
+ * same either way, and the threads write disjoint elements. */
 static AmkAbortCode
 run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
   const amk_matmul_params_t *p = &ins->params.matmul;
-  const gint32 m0 = p->m0, mc = p->m_count, nc = p->n_count, k = p->k;
+  const gint32 m0 = p->m0, nc = p->n_count, k = p->k;
   AmkCpuBuffer *x = &b[ins->buffers[2]];
   AmkCpuBuffer *norm = ins->buffers[5] != AMK_NO_BUFFER ? &b[ins->buffers[5]] : NULL;
-  g_autofree float *xs = g_new (float, (gsize) mc * k);
+  AmkCpuBuffer *pos = ins->n_buffers > 6 && ins->buffers[6] != AMK_NO_BUFFER ? &b[ins->buffers[6]] : NULL;
+  g_autofree gint32 *rows = g_new (gint32, p->m_count);
+  g_autofree float *xs = NULL;
   g_autofree float *gamma = NULL;
-  MatmulShare shares[2] = { { { 0, nc }, ins, b, xs }, { { 0, nc }, ins, b, xs } };
+  gint32 mc = 0;
 
+  for (gint32 r = 0; r < p->m_count; r++)
+    if (pos == NULL || amk_cpu_load_i32 (pos, (guint64) (m0 + r)) >= 0)
+      rows[mc++] = r;
+  if (mc == 0)
+    return AMK_ABORT_CODE_NONE;
+
+  xs = g_new (float, (gsize) mc * k);
   if (norm != NULL)
     {
       gamma = g_new (float, k);
@@ -550,7 +633,7 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
     {
       float *row = xs + (gsize) r * k;
 
-      amk_cpu_load_run (x, (guint64) (m0 + r) * k, k, row);
+      amk_cpu_load_run (x, (guint64) (m0 + rows[r]) * k, k, row);
       if (norm != NULL)
         {
           float sum = 0.0f, scale;
@@ -562,8 +645,12 @@ run_matmul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
         }
     }
 
-  amk_cpu_run_split (matmul_columns, &shares[0].cols, &shares[1].cols, MATMUL_CPU_COLS,
-                     (double) mc * nc * k);
+  {
+    MatmulShare shares[2] = { { { 0, nc }, ins, b, xs, rows, mc }, { { 0, nc }, ins, b, xs, rows, mc } };
+
+    amk_cpu_run_split (matmul_columns, &shares[0].cols, &shares[1].cols, MATMUL_CPU_COLS,
+                       (double) mc * nc * k);
+  }
   return AMK_ABORT_CODE_NONE;
 }
 
@@ -574,7 +661,7 @@ static const AmkParamField matmul_fields[] = {
   AMK_PARAM_INT (matmul, n_count), AMK_PARAM_INT (matmul, k), AMK_PARAM_FLOAT (matmul, eps),
 };
 
-/* bias, residual and norm weight may be absent */
+/* bias, residual, norm weight and positions may be absent */
 /* Y's and R's rows m0.. at columns n0.., W's rows n0.., X's rows m0.. */
 static guint
 accesses_matmul (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *out)
@@ -590,12 +677,14 @@ accesses_matmul (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *o
   amk_access_range (out, &n, ins, 3, p->n0, p->n_count, AMK_ACCESS_READ);
   amk_access_rows (out, &n, ins, 4, y0, p->n_count, big_n, p->m_count, AMK_ACCESS_READ, FALSE);
   amk_access_range (out, &n, ins, 5, 0, p->k, AMK_ACCESS_READ);
+  if (ins->n_buffers > 6)
+    amk_access_range (out, &n, ins, 6, p->m0, p->m_count, AMK_ACCESS_READ);
   return n;
 }
 
 const AmkOpClass amk_op_matmul = {
-  .opcode = AMK_ABI_OP_MATMUL, .name = "MATMUL", .n_buffers = 6, .n_extra = 0,
-  .optional_slots = 0x38u,
+  .opcode = AMK_ABI_OP_MATMUL, .name = "MATMUL", .n_buffers = 6, .n_extra = 1,
+  .optional_slots = 0x78u,
   .fields = AMK_PARAM_FIELDS (matmul_fields),
   .verify = verify_matmul, .plan = plan_matmul, .lower = lower_matmul,
   .accesses = accesses_matmul, .bytes = bytes_matmul,

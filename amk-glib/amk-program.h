@@ -174,6 +174,17 @@ gint          amk_program_op_matmul           (AmkProgram    *self,
                                                gfloat         eps,
                                                GError       **error);
 AMK_AVAILABLE_IN_1_0
+gint          amk_program_op_matmul_rows      (AmkProgram    *self,
+                                               gint           y,
+                                               gint           w,
+                                               gint           x,
+                                               gint           bias,
+                                               gint           residual,
+                                               gint           norm,
+                                               gfloat         eps,
+                                               gint           pos,
+                                               GError       **error);
+AMK_AVAILABLE_IN_1_0
 gint          amk_program_op_rmsnorm          (AmkProgram    *self,
                                                gint           out,
                                                gint           x,

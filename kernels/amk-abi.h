@@ -241,8 +241,10 @@ typedef struct {
  * F16, row-major [N, k]), b2 = X (F32 or BF16, [M, k]), b3 = bias (F32 or BF16, [N]) or
  * AMK_NO_BUFFER, b4 = R (F32 or BF16, [M, N]) or AMK_NO_BUFFER (may be Y itself: Y += W X),
  * b5 = RMSNORM weight (F32 or BF16, [k]) or AMK_NO_BUFFER: then row by row
- * X'[m] = X[m] / sqrt(mean(X[m]^2) + eps) * b5, else X' = X. M and N follow from the
- * sizes of X and W; k must be a multiple of 8. */
+ * X'[m] = X[m] / sqrt(mean(X[m]^2) + eps) * b5, else X' = X; b6 = pos (I32 [M]), or
+ * absent (n_buffers 6) or AMK_NO_BUFFER: a row whose position is negative is padding, and
+ * its row of Y is unspecified afterwards (the CPU executor skips it, the GPU computes
+ * it). M and N follow from the sizes of X and W; k must be a multiple of 8. */
 typedef struct {
   int32_t m0;
   int32_t m_count;

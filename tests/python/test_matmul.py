@@ -265,3 +265,84 @@ def test_verify_as_the_gpu():
         e = raw_matmul_error(6, eps)
         assert e.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
         assert "epsilon" in e.message
+
+
+@pytest.mark.parametrize("live", ["first-rows", "scattered", "none"])
+def test_padding_rows(rng, live):
+    """op_matmul_rows: the rows at a negative position are padding, whose output rows are
+    unspecified (the CPU executor leaves them as they were); every other row is the
+    plain MATMUL's."""
+    m, n, k = 37, 72, 40
+    pos = np.arange(m, dtype=np.int32) + 5
+    if live == "first-rows":
+        pos[20:] = -1
+    elif live == "scattered":
+        pos[rng.random(m) < 0.5] = -1
+    else:
+        pos[:] = -1
+    case = MatmulCase(rng, m, n, k, bias=True, norm=True, queues=3)
+    p = Amk.Program.new(3)
+    bufs = {}
+    for name in ("y", "w", "x", "bias", "gamma"):
+        b = getattr(case, dict(bias="b", gamma="g").get(name, name))
+        info = case.program
+        bufs[name] = p.add_buffer(name, info.get_buffer_dtype(b), info.get_buffer_shape(b),
+                                  info.get_buffer_role(b))
+    p.set_buffer_data(bufs["w"], to_bytes(case.data["w"]))
+    p.set_buffer_data(bufs["gamma"], to_bytes(case.data["gamma"]))
+    pos_buf = p.add_buffer("pos", Amk.DType.I32, [m], Amk.BufferRole.INPUT)
+    p.op_matmul_rows(bufs["y"], bufs["w"], bufs["x"], bufs["bias"], -1, bufs["gamma"], case.eps, pos_buf)
+    p.compile()
+    ex = Amk.CpuExecutor.new(p)
+    ex.upload(bufs["x"], to_bytes(case.data["x"]))
+    ex.upload(bufs["bias"], to_bytes(case.data["bias"]))
+    ex.upload(pos_buf, pos.tobytes())
+    before = poison(Amk.DType.F32, m * n)
+    ex.upload(bufs["y"], to_bytes(before))
+    ex.run()
+    raw = from_bytes(Amk.DType.F32, ex.download(bufs["y"])).reshape(m, n)
+    want = case.expected(None).reshape(m, n)
+    kept = pos >= 0
+    if kept.any():
+        assert rel_err(raw[kept].astype(np.float64), want[kept]) <= 1e-5
+    # skipped, not computed: the CPU executor's own choice, which the ABI allows
+    assert raw[~kept].tobytes() == before.reshape(m, n)[~kept].tobytes()
+
+
+def test_rows_op_errors():
+    p = Amk.Program.new(2)
+    w = p.add_buffer("w", Amk.DType.BF16, [6, 16], Amk.BufferRole.CONSTANT)
+    x = p.add_buffer("x", Amk.DType.F32, [3, 16], Amk.BufferRole.INPUT)
+    y = p.add_buffer("y", Amk.DType.F32, [3, 6], Amk.BufferRole.OUTPUT)
+    pos_f32 = p.add_buffer("pos_f32", Amk.DType.F32, [3], Amk.BufferRole.INPUT)
+    pos_short = p.add_buffer("pos_short", Amk.DType.I32, [2], Amk.BufferRole.INPUT)
+    pos_long = p.add_buffer("pos_long", Amk.DType.I32, [4], Amk.BufferRole.INPUT)
+    invalid = (Amk.program_error_quark(), Amk.ProgramError.INVALID)
+
+    e = op_error(p.op_matmul_rows, y, w, x, -1, -1, -1, 0.0, pos_f32)
+    assert e.matches(*invalid) and "pos_f32" in e.message and "i32" in e.message
+    e = op_error(p.op_matmul_rows, y, w, x, -1, -1, -1, 0.0, pos_short)
+    assert e.matches(*invalid) and "pos_short" in e.message
+    e = op_error(p.op_matmul_rows, y, w, x, -1, -1, -1, 0.0, pos_long)
+    assert e.matches(*invalid) and "pos_long" in e.message and "one element per input row" in e.message
+    e = op_error(p.op_matmul_rows, y, w, x, -1, -1, -1, 0.0, 99)
+    assert e.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE)
+    assert p.get_n_ops() == 0
+
+
+def test_verify_positions():
+    """A raw MATMUL's seventh operand: i32 with M elements, or refused."""
+    for dtype, n, ok in ((Amk.DType.I32, 3, True), (Amk.DType.F32, 3, False), (Amk.DType.I32, 5, False)):
+        p = Amk.Program.new(1)
+        w = p.add_buffer("w", Amk.DType.BF16, [6, 16], Amk.BufferRole.CONSTANT)
+        x = p.add_buffer("x", Amk.DType.F32, [3, 16], Amk.BufferRole.INPUT)
+        y = p.add_buffer("y", Amk.DType.F32, [3, 6], Amk.BufferRole.OUTPUT)
+        pos = p.add_buffer("pos", dtype, [n], Amk.BufferRole.INPUT)
+        add_op(p, 0, Amk.Opcode.MATMUL, [y, w, x, NONE, NONE, NONE, pos],
+               dict(m_count=3, n_count=6, k=16, eps=0.0))
+        if ok:
+            p.verify()
+        else:
+            with pytest.raises(GLib.Error) as info:
+                p.verify()
+            assert "positions" in info.value.message
