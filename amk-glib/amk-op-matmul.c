@@ -482,53 +482,61 @@ bytes_matmul (AmkProgram *self, const amk_instruction_t *ins)
 /* The CPU reference is what prefill runs on without a GPU, so it is blocked: X' once per
  * instruction in fp32, W converted to fp32 two panels of AMK_CPU_COLS columns at a time
  * (transposed, so that a step over K reads one short contiguous run of each), and each
- * output summed over K in order in fp32, as a plain dot product would (the results do
+ * output summed over K in order with fused multiply-adds, as MATVEC sums (the results do
  * not depend on the blocking). The 8-lane vectors are GCC's generic vectors; on x86-64
- * the block also has an AVX2 version, chosen at load time (multiplies and adds apart,
- * never fused, so both versions give the same bits). */
+ * with AVX2 and FMA the block runs in one FMA instruction per lane group. */
 typedef float v8sf __attribute__ ((vector_size (32)));
 
 #define MATMUL_CPU_ROWS  4u  /* rows of X per block: 4 × 2 accumulator vectors */
 #define MATMUL_CPU_COLS  (2 * AMK_CPU_COLS)  /* columns of W per block: 2 panels */
 
 /* out[r][c] = sum over k of x[r][k] W[c][k] for 4 rows of x and 16 columns of W, the
- * first 8 transposed in wt0, the others in wt1. */
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__ ((target_clones ("avx2", "default")))
-#endif
+ * first 8 transposed in wt0, the others in wt1; FMA(acc, s, v) is acc += s v fused. */
+#define MATMUL_BLOCK(FMA) \
+  G_STMT_START { \
+    v8sf a00 = { 0 }, a01 = { 0 }, a10 = { 0 }, a11 = { 0 }; \
+    v8sf a20 = { 0 }, a21 = { 0 }, a30 = { 0 }, a31 = { 0 }; \
+    for (gint32 c = 0; c < k; c++) \
+      { \
+        v8sf w0, w1; \
+        const float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c]; \
+        memcpy (&w0, wt0 + 8 * (gsize) c, 32); \
+        memcpy (&w1, wt1 + 8 * (gsize) c, 32); \
+        FMA (a00, x0, w0); \
+        FMA (a01, x0, w1); \
+        FMA (a10, x1, w0); \
+        FMA (a11, x1, w1); \
+        FMA (a20, x2, w0); \
+        FMA (a21, x2, w1); \
+        FMA (a30, x3, w0); \
+        FMA (a31, x3, w1); \
+      } \
+    memcpy (out[0], &a00, 32); \
+    memcpy (out[0] + 8, &a01, 32); \
+    memcpy (out[1], &a10, 32); \
+    memcpy (out[1] + 8, &a11, 32); \
+    memcpy (out[2], &a20, 32); \
+    memcpy (out[2] + 8, &a21, 32); \
+    memcpy (out[3], &a30, 32); \
+    memcpy (out[3] + 8, &a31, 32); \
+  } G_STMT_END
+
 static void
-matmul_block (const float *const x[MATMUL_CPU_ROWS], const float *wt0, const float *wt1, gint32 k,
-              float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS])
+matmul_block_lanes (const float *const x[MATMUL_CPU_ROWS], const float *wt0, const float *wt1, gint32 k,
+                    float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS])
 {
-  v8sf a00 = { 0 }, a01 = { 0 }, a10 = { 0 }, a11 = { 0 };
-  v8sf a20 = { 0 }, a21 = { 0 }, a30 = { 0 }, a31 = { 0 };
-
-  G_STATIC_ASSERT (AMK_CPU_COLS == 8);
-  for (gint32 c = 0; c < k; c++)
-    {
-      v8sf w0, w1;
-      const float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c];
-
-      memcpy (&w0, wt0 + 8 * (gsize) c, 32);
-      memcpy (&w1, wt1 + 8 * (gsize) c, 32);
-      a00 += x0 * w0;
-      a01 += x0 * w1;
-      a10 += x1 * w0;
-      a11 += x1 * w1;
-      a20 += x2 * w0;
-      a21 += x2 * w1;
-      a30 += x3 * w0;
-      a31 += x3 * w1;
-    }
-  memcpy (out[0], &a00, 32);
-  memcpy (out[0] + 8, &a01, 32);
-  memcpy (out[1], &a10, 32);
-  memcpy (out[1] + 8, &a11, 32);
-  memcpy (out[2], &a20, 32);
-  memcpy (out[2] + 8, &a21, 32);
-  memcpy (out[3], &a30, 32);
-  memcpy (out[3] + 8, &a31, 32);
+  MATMUL_BLOCK (AMK_CPU_FMA_LANES);
 }
+
+#if AMK_CPU_X86_FMA
+__attribute__ ((target ("avx2,fma")))
+static void
+matmul_block_x86 (const float *const x[MATMUL_CPU_ROWS], const float *wt0, const float *wt1, gint32 k,
+                  float out[MATMUL_CPU_ROWS][MATMUL_CPU_COLS])
+{
+  MATMUL_BLOCK (AMK_CPU_FMA_X86);
+}
+#endif
 
 /* One share of a MATMUL tile's columns for one thread: X' (shared, read-only) times the
  * columns j0 .. j1 of the tile. */
@@ -561,6 +569,9 @@ matmul_columns (gpointer data)
   const gboolean f32_residual = residual != NULL && residual->info->dtype == AMK_DTYPE_F32;
   g_autofree float *wt = g_new (float, (gsize) k * MATMUL_CPU_COLS);
   float *wt1 = wt + (gsize) k * AMK_CPU_COLS;
+#if AMK_CPU_X86_FMA
+  const gboolean fma = amk_cpu_has_fma ();
+#endif
 
   for (gint32 j0 = s->cols.start; j0 < s->cols.end; j0 += MATMUL_CPU_COLS)
     {
@@ -577,7 +588,12 @@ matmul_columns (gpointer data)
           /* a partial block repeats its last row and stores only its own */
           for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
             xr[r] = s->xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
-          matmul_block (xr, wt, wt1, k, out);
+#if AMK_CPU_X86_FMA
+          if (fma)
+            matmul_block_x86 (xr, wt, wt1, k, out);
+          else
+#endif
+            matmul_block_lanes (xr, wt, wt1, k, out);
           for (gint32 r = 0; r < rows; r++)
             for (gint32 j = 0; j < cols; j++)
               {

@@ -404,50 +404,73 @@ bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
 /* ---- CPU reference ------------------------------------------------------------------ */
 
 /* Eight bf16 rows of W at once, without the scalar transpose into wt: 8 × 8 blocks
- * transposed in registers (AMK_CPU_BF16_COLUMNS_8X8), then summed column by column as
- * the generic path does, each lane one row: the same sums, bit for bit. On x86-64 an
- * AVX2 clone is chosen at load time (no fused multiply-add). */
+ * transposed in registers (AMK_CPU_BF16_COLUMNS_8X8), then summed column by column with
+ * fused multiply-adds as the generic path does, each lane one row: the same sums, bit for
+ * bit. On x86-64 with AVX2 and FMA a version in those instructions runs. */
 #if AMK_CPU_SHUFFLE
+#define MATVEC_BF16_BLOCK8(FMA) \
+  G_STMT_START { \
+    const gsize row = (gsize) k * 2; \
+    v8sf acc = { 0 }; \
+    gint32 c = c0; \
+    for (; c + 8 <= c1; c += 8) \
+      { \
+        v8sf col[8]; \
+        AMK_CPU_BF16_COLUMNS_8X8 (w + (gsize) c * 2, row, col); \
+        /* column c + j of the eight rows, in column order */ \
+        FMA (acc, xs[c], col[0]); \
+        FMA (acc, xs[c + 1], col[1]); \
+        FMA (acc, xs[c + 2], col[2]); \
+        FMA (acc, xs[c + 3], col[3]); \
+        FMA (acc, xs[c + 4], col[4]); \
+        FMA (acc, xs[c + 5], col[5]); \
+        FMA (acc, xs[c + 6], col[6]); \
+        FMA (acc, xs[c + 7], col[7]); \
+      } \
+    memcpy (out, &acc, 32); \
+    for (; c < c1; c++) \
+      for (guint j = 0; j < 8; j++) \
+        { \
+          guint16 h; \
+          guint32 bits; \
+          float v; \
+          memcpy (&h, w + j * row + (gsize) c * 2, 2); \
+          bits = (guint32) h << 16; \
+          memcpy (&v, &bits, 4); \
+          out[j] = fmaf (xs[c], v, out[j]); \
+        } \
+  } G_STMT_END
+
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__ ((target_clones ("avx2", "default")))
+__attribute__ ((target_clones ("avx2", "default")))   /* the transposes in AVX2 */
 #endif
+static void
+matvec_bf16_block8_lanes (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float *xs, float out[8])
+{
+  MATVEC_BF16_BLOCK8 (AMK_CPU_FMA_LANES);
+}
+
+#if AMK_CPU_X86_FMA
+__attribute__ ((target ("avx2,fma")))
+static void
+matvec_bf16_block8_x86 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float *xs, float out[8])
+{
+  MATVEC_BF16_BLOCK8 (AMK_CPU_FMA_X86);
+}
+#endif
+
 static void
 matvec_bf16_block8 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float *xs, float out[8])
 {
-  const gsize row = (gsize) k * 2;
-  v8sf acc = { 0 };
-  gint32 c = c0;
-
-  for (; c + 8 <= c1; c += 8)
+#if AMK_CPU_X86_FMA
+  if (amk_cpu_has_fma ())
     {
-      v8sf col[8];
-
-      AMK_CPU_BF16_COLUMNS_8X8 (w + (gsize) c * 2, row, col);
-      /* column c + j of the eight rows, in column order */
-      acc += xs[c] * col[0];
-      acc += xs[c + 1] * col[1];
-      acc += xs[c + 2] * col[2];
-      acc += xs[c + 3] * col[3];
-      acc += xs[c + 4] * col[4];
-      acc += xs[c + 5] * col[5];
-      acc += xs[c + 6] * col[6];
-      acc += xs[c + 7] * col[7];
+      matvec_bf16_block8_x86 (w, k, c0, c1, xs, out);
+      return;
     }
-  memcpy (out, &acc, 32);
-  for (; c < c1; c++)
-    for (guint j = 0; j < 8; j++)
-      {
-        guint16 h;
-        guint32 bits;
-        float v;
-
-        memcpy (&h, w + j * row + (gsize) c * 2, 2);
-        bits = (guint32) h << 16;
-        memcpy (&v, &bits, 4);
-        out[j] += xs[c] * v;
-      }
+#endif
+  matvec_bf16_block8_lanes (w, k, c0, c1, xs, out);
 }
-
 #endif
 
 /* One thread's share of a MATVEC tile: rows r0 .. r1 in blocks of AMK_CPU_COLS. */
@@ -489,8 +512,8 @@ matvec_rows (gpointer data)
           amk_cpu_load_columns (w, k, r, rows, (float *) wt);
           for (gint32 c = c0; c < c1; c++)
             {
-              a0 += s->xs[c] * wt[2 * c];
-              a1 += s->xs[c] * wt[2 * c + 1];
+              AMK_CPU_FMA_LANES (a0, s->xs[c], wt[2 * c]);
+              AMK_CPU_FMA_LANES (a1, s->xs[c], wt[2 * c + 1]);
             }
           memcpy (out, &a0, 16);
           memcpy (out + 4, &a1, 16);

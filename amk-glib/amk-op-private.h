@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -92,6 +93,31 @@ typedef float v8sf __attribute__ ((vector_size (32)));
 typedef gint32 v8si __attribute__ ((vector_size (32)));
 typedef guint16 v8hu __attribute__ ((vector_size (16)));
 typedef guint32 v8su __attribute__ ((vector_size (32)));
+
+/* The CPU's dot products (MATVEC, MATMUL) accumulate with fused multiply-adds, each
+ * output over K in order, so that both ops and every vector width give the same bits.
+ * AMK_CPU_FMA_LANES(acc, s, v): acc = s * v + acc lane by lane with fmaf (exact where the
+ * processor has no FMA, as a library call); AMK_CPU_FMA_X86 the same in one instruction,
+ * in functions built for target("avx2,fma") and called where amk_cpu_has_fma(). */
+#define AMK_CPU_FMA_LANES(acc, s, v) \
+  G_STMT_START { \
+    for (guint l_ = 0; l_ < sizeof (acc) / sizeof (float); l_++) \
+      (acc)[l_] = fmaf ((s), (v)[l_], (acc)[l_]); \
+  } G_STMT_END
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AMK_CPU_X86_FMA 1
+#define AMK_CPU_FMA_X86(acc, s, v) \
+  ((acc) = __builtin_ia32_vfmaddps256 ((v8sf) { s, s, s, s, s, s, s, s }, (v), (acc)))
+
+static inline gboolean
+amk_cpu_has_fma (void)
+{
+  return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma");
+}
+#else
+#define AMK_CPU_X86_FMA 0
+#endif
 
 /* f = the eight bf16 values at p as floats */
 #define AMK_CPU_BF16X8(p, f) \
