@@ -5,41 +5,91 @@
  */
 #include "config.h"
 
+#include <string.h>
+#include <unistd.h>
+
 #include "amk-op-private.h"
 
-/* The second thread's share, handed to a pooled thread: starting a thread per
- * instruction cost as much as a small instruction's work. */
+/* The second thread is one long-lived helper that, after each share, keeps polling for
+ * the next one a little while before it sleeps: an instruction lasts tens of
+ * microseconds, about what waking a sleeping thread costs. A caller that finds the
+ * helper taken (another executor's thread) runs both shares itself. */
+#define SPLIT_SPIN_USEC  200
+
+enum { HELPER_IDLE, HELPER_CLAIMED, HELPER_POSTED, HELPER_DONE };
+
 typedef struct {
+  gint         state;     /* HELPER_*, atomic */
   GThreadFunc  work;
   gpointer     data;
-  GMutex       lock;
-  GCond        done_cond;
-  gboolean     done;
-} SplitJob;
+  GMutex       lock;      /* sleeping: waits on wake for state POSTED */
+  GCond        wake;
+  gboolean     sleeping;
+} SplitHelper;
 
-static void
-split_job_run (gpointer data,
-               gpointer user_data)
+static SplitHelper helper;
+
+static gpointer
+helper_main (gpointer unused)
 {
-  SplitJob *job = data;
+  for (;;)
+    {
+      gint64 spin_until = g_get_monotonic_time () + SPLIT_SPIN_USEC;
 
-  job->work (job->data);
-  g_mutex_lock (&job->lock);
-  job->done = TRUE;
-  g_cond_signal (&job->done_cond);
-  g_mutex_unlock (&job->lock);
+      while (g_atomic_int_get (&helper.state) != HELPER_POSTED)
+        {
+          if (g_get_monotonic_time () < spin_until)
+            {
+              g_thread_yield ();   /* lets a runnable thread of this core go first */
+              continue;
+            }
+          g_mutex_lock (&helper.lock);
+          helper.sleeping = TRUE;
+          while (g_atomic_int_get (&helper.state) != HELPER_POSTED)
+            g_cond_wait (&helper.wake, &helper.lock);
+          helper.sleeping = FALSE;
+          g_mutex_unlock (&helper.lock);
+        }
+      helper.work (helper.data);
+      g_atomic_int_set (&helper.state, HELPER_DONE);
+    }
+  return NULL;
 }
 
-/* Shared by every executor of the process; its threads stay a while after their last
- * job, so that the next instructions find them started. */
-static GThreadPool *
-split_pool (void)
+/* The helper, started on first use in this process (a child after fork() has none of
+ * its parent's threads: it starts its own, with fresh state); FALSE where no thread
+ * could start. */
+static gboolean
+helper_ready (void)
 {
-  static GThreadPool *pool;
+  static GMutex start_lock;
+  static gint started_in;   /* the pid that started the helper, atomic */
+  static gint failed_in;
+  const gint self = (gint) getpid ();
+  gboolean ok;
 
-  if (g_once_init_enter (&pool))
-    g_once_init_leave (&pool, g_thread_pool_new (split_job_run, NULL, -1, FALSE, NULL));
-  return pool;
+  if (g_atomic_int_get (&started_in) == self)
+    return TRUE;
+  g_mutex_lock (&start_lock);
+  if (started_in != self && failed_in != self)
+    {
+      GThread *thread;
+
+      memset (&helper, 0, sizeof helper);
+      g_mutex_init (&helper.lock);
+      g_cond_init (&helper.wake);
+      thread = g_thread_try_new ("amk-cpu-split", helper_main, NULL, NULL);
+      if (thread != NULL)
+        {
+          g_thread_unref (thread);
+          g_atomic_int_set (&started_in, self);
+        }
+      else
+        failed_in = self;
+    }
+  ok = started_in == self;
+  g_mutex_unlock (&start_lock);
+  return ok;
 }
 
 void
@@ -51,30 +101,28 @@ amk_cpu_run_split (GThreadFunc  work,
 {
   const gint32 n = a->end - a->start;
   const gint32 half = macs >= AMK_CPU_THREAD_MACS && g_get_num_processors () > 1 ? n / 2 / block * block : 0;
-  SplitJob job = { work, b, { 0 }, { 0 }, FALSE };
-  gboolean pushed = FALSE;
+  gboolean posted = FALSE;
 
   b->start = a->end - half;
   b->end = a->end;
-  if (half > 0)
+  if (half > 0 && helper_ready () &&
+      g_atomic_int_compare_and_exchange (&helper.state, HELPER_IDLE, HELPER_CLAIMED))
     {
-      g_mutex_init (&job.lock);
-      g_cond_init (&job.done_cond);
-      pushed = g_thread_pool_push (split_pool (), &job, NULL);
-      if (pushed)
-        a->end = b->start;
+      helper.work = work;
+      helper.data = b;
+      g_mutex_lock (&helper.lock);
+      g_atomic_int_set (&helper.state, HELPER_POSTED);
+      if (helper.sleeping)
+        g_cond_signal (&helper.wake);
+      g_mutex_unlock (&helper.lock);
+      a->end = b->start;
+      posted = TRUE;
     }
   work (a);
-  if (pushed)
+  if (posted)
     {
-      g_mutex_lock (&job.lock);
-      while (!job.done)
-        g_cond_wait (&job.done_cond, &job.lock);
-      g_mutex_unlock (&job.lock);
-    }
-  if (half > 0)
-    {
-      g_mutex_clear (&job.lock);
-      g_cond_clear (&job.done_cond);
+      while (g_atomic_int_get (&helper.state) != HELPER_DONE)
+        g_thread_yield ();
+      g_atomic_int_set (&helper.state, HELPER_IDLE);
     }
 }

@@ -346,3 +346,24 @@ def test_verify_positions():
             with pytest.raises(GLib.Error) as info:
                 p.verify()
             assert "positions" in info.value.message
+
+
+def test_split_after_fork(rng):
+    """A MATMUL large enough for two threads, run in a process and then in its forked
+    child (which has none of the parent's threads): the child gets the same output and
+    does not hang."""
+    import os
+    import signal
+    case = MatmulCase(rng, m=64, n=256, k=128, queues=1)
+    got, want = case.run(rng)
+    assert rel_err(got, want) <= 1e-5
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(60)
+        try:
+            child, _ = case.run(rng)
+            os._exit(0 if np.array_equal(child, got) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
