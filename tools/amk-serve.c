@@ -8,6 +8,9 @@
  * body's size (413 beyond 1 MiB), its JSON (400 for a syntax error, a wrong type or
  * value, with an OpenAI-style error object) and the prompt's length against the context.
  *
+ * GET / is a chat page for a browser (tools/chat/, compiled in as a GResource) that
+ * talks to /v1/chat/completions of the same server.
+ *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
 #include "config.h"
@@ -31,6 +34,7 @@
 
 #include "amk-chat.h"
 #include "amk-cli.h"
+#include "amk-serve-resources.h"
 
 #define MAX_BODY_BYTES   (1u << 20)   /* a larger request body is refused (413) */
 #define MAX_JSON_DEPTH   64           /* nesting of arrays and objects in a body */
@@ -1298,6 +1302,56 @@ handle_generation (Server            *server,
   server_next (server);
 }
 
+/* ---- the chat page ------------------------------------------------------------------ */
+
+/* The page's files: the paths they are served at, in the GResource of tools/chat/. */
+static const struct {
+  const char *path;
+  const char *resource;
+  const char *content_type;
+} page_files[] = {
+  { "/",            "/org/amk/serve/index.html",  "text/html; charset=utf-8" },
+  { "/chat.css",    "/org/amk/serve/chat.css",    "text/css; charset=utf-8" },
+  { "/chat.js",     "/org/amk/serve/chat.js",     "text/javascript; charset=utf-8" },
+  { "/favicon.svg", "/org/amk/serve/favicon.svg", "image/svg+xml" },
+};
+
+static gint
+find_page_file (const char *path)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (page_files); i++)
+    if (strcmp (path, page_files[i].path) == 0)
+      return (gint) i;
+  return -1;
+}
+
+/* The page loads nothing but its own files and talks only to this server; the policy
+ * tells the browser so, which keeps scripts out even if a model's text ever reached the
+ * page as markup. */
+static void
+handle_page_file (SoupServerMessage *msg,
+                  guint              i)
+{
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GError) error = NULL;
+
+  bytes = g_resource_lookup_data (amk_serve_get_resource (), page_files[i].resource,
+                                  G_RESOURCE_LOOKUP_FLAGS_NONE, &error);
+  if (bytes == NULL)
+    {
+      reply_error (msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, NULL, NULL, "%s", error->message);
+      return;
+    }
+  soup_message_headers_replace (headers, "Content-Security-Policy",
+                                "default-src 'self'; frame-ancestors 'none'");
+  soup_message_headers_replace (headers, "X-Content-Type-Options", "nosniff");
+  soup_message_headers_replace (headers, "Cache-Control", "no-cache");
+  soup_message_headers_set_content_type (headers, page_files[i].content_type, NULL);
+  soup_message_body_append_bytes (soup_server_message_get_response_body (msg), bytes);
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+}
+
 static void
 reply_method_not_allowed (SoupServerMessage *msg,
                           const char        *path,
@@ -1320,8 +1374,16 @@ on_request (SoupServer        *soup,
   const char *method = soup_server_message_get_method (msg);
   gboolean get = strcmp (method, "GET") == 0 || strcmp (method, "HEAD") == 0;
   gboolean post = strcmp (method, "POST") == 0;
+  gint page_file = find_page_file (path);
 
-  if (strcmp (path, "/v1/models") == 0 || g_str_has_prefix (path, "/v1/models/"))
+  if (page_file >= 0)
+    {
+      if (get)
+        handle_page_file (msg, (guint) page_file);
+      else
+        reply_method_not_allowed (msg, path, "GET");
+    }
+  else if (strcmp (path, "/v1/models") == 0 || g_str_has_prefix (path, "/v1/models/"))
     {
       if (get)
         handle_models (server, msg, path[strlen ("/v1/models")] == '/'
@@ -1496,7 +1558,8 @@ amk_cmd_serve (char ***args)
   g_option_context_set_summary (context, _("Serves a model over HTTP with the OpenAI API: "
                                            "GET /v1/models, POST /v1/completions and POST "
                                            "/v1/chat/completions (\"stream\": true streams "
-                                           "server-sent events). Requests wait in a queue "
+                                           "server-sent events), and a chat page for a "
+                                           "browser at GET /. Requests wait in a queue "
                                            "and run one at a time."));
   g_option_context_set_description (context, _("Prints one line “amk serve: listening on URL "
                                                "(model NAME, EXECUTOR)” when it is ready; "

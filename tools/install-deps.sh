@@ -10,6 +10,10 @@ apt-get install -y -qq --no-install-recommends \
   libgirepository1.0-dev gir1.2-glib-2.0 python3-gi python3-pytest python3-numpy \
   gjs valac gi-docgen gettext libjson-glib-dev clang libclang-rt-14-dev \
   python3-pip tmux libsoup-3.0-dev curl >/dev/null
+# the test of `amk serve`'s chat page: headless Chromium driven over the DevTools
+# protocol from Python, and a font for its screenshots
+apt-get install -y -qq --no-install-recommends \
+  chromium python3-websocket fonts-dejavu-core >/dev/null
 # the openai client, for the test of `amk serve` (Debian's Python has no package of it)
 /usr/bin/python3 -m pip install -q --break-system-packages openai >/dev/null
 echo "amk-glib: build dependencies installed"

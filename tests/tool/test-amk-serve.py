@@ -8,7 +8,8 @@ chat completion as raw server-sent events and through the `openai` client (skipp
 a note when it is not installed); stop strings, whole and streamed; two clients at once;
 clients that go away mid-stream or while waiting, and the next request still answered;
 the errors (malformed JSON, a wrong type, a prompt beyond the context, a body over
-1 MiB, an unknown path, a wrong method); then a clean stop on SIGTERM.
+1 MiB, an unknown path, a wrong method); the chat page's files at / (their types); then
+a clean stop on SIGTERM.
 
 Usage: test-amk-serve.py PATH/TO/amk
 """
@@ -302,6 +303,27 @@ def test_disconnect(server):
     print(f'ok: clients gone mid-stream and while waiting; the next answered in {seconds:.1f} s')
 
 
+def test_page(server):
+    """The chat page and its files, compiled into amk (test-amk-chat-page.py uses it in
+    a browser): each with its type and the policy that keeps the page to this server."""
+    types = {'/': 'text/html', '/chat.js': 'text/javascript', '/chat.css': 'text/css',
+             '/favicon.svg': 'image/svg+xml'}
+    for path, content_type in types.items():
+        status, headers, body = server.request('GET', path)
+        check(status == 200 and headers.get('Content-Type', '').startswith(content_type),
+              f'GET {path}: {status} {headers.get("Content-Type")}')
+        check(headers.get('Content-Security-Policy', '').startswith("default-src 'self'"),
+              f'GET {path}: Content-Security-Policy {headers.get("Content-Security-Policy")}')
+        check(isinstance(body, str) and len(body) > 100, f'GET {path}: {len(body)} bytes')
+    status, _, page = server.request('GET', '/')
+    check('<script src="chat.js"' in page and 'href="chat.css"' in page, 'the page does not load its files')
+    status, headers, body = server.request('HEAD', '/')
+    check(status == 200 and body == '' and headers.get('Content-Type', '').startswith('text/html'),
+          f'HEAD /: {status} {body!r}')
+    check_error(server.request('GET', '/index.html'), 404, 'a file the page does not have')
+    print('ok: the chat page at / with chat.js, chat.css and favicon.svg')
+
+
 def test_errors(server):
     check_error(server.request('POST', '/v1/completions', body='{"prompt": "x",'), 400, 'malformed JSON',
                 code='invalid_json')
@@ -326,7 +348,9 @@ def test_errors(server):
     check_error(server.request('POST', '/v1/completions', body='{"prompt": "' + 'a' * (2 << 20) + '"}'), 413,
                 'a 2 MiB body', code='request_too_large')
     check_error(server.request('GET', '/v1/nowhere'), 404, 'an unknown path')
-    check_error(server.request('POST', '/'), 404, 'the root')
+    result = server.request('POST', '/')
+    check_error(result, 405, 'POST on the chat page')
+    check(result[1].get('Allow') == 'GET', f'405 without Allow: GET: {result[1]}')
     result = server.request('GET', '/v1/chat/completions')
     check_error(result, 405, 'GET on chat completions')
     check(result[1].get('Allow') == 'POST', f'405 without Allow: POST: {result[1]}')
@@ -360,6 +384,7 @@ def main():
         test_stop(server)
         test_concurrent(server)
         test_disconnect(server)
+        test_page(server)
         test_errors(server)
         server.proc.send_signal(signal.SIGTERM)
         status = server.proc.wait(timeout=30)
