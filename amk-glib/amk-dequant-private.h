@@ -22,5 +22,11 @@ gboolean amk_dequant_to_bf16    (AmkModelTensorType  type,
                                  const guint8       *data,
                                  gsize               n,
                                  guint16            *out);
+/* The same values as floats, unrounded (what the quantizers' round trip is measured
+ * against, and what a conversion to another type starts from). */
+gboolean amk_dequant_to_float   (AmkModelTensorType  type,
+                                 const guint8       *data,
+                                 gsize               n,
+                                 float              *out);
 
 G_END_DECLS

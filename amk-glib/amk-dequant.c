@@ -268,3 +268,18 @@ amk_dequant_to_bf16 (AmkModelTensorType  type,
     }
   return TRUE;
 }
+
+gboolean
+amk_dequant_to_float (AmkModelTensorType  type,
+                      const guint8       *data,
+                      gsize               n,
+                      float              *out)
+{
+  guint block, bytes;
+
+  if (!amk_dequant_block_size (type, &block, &bytes) || n % block != 0)
+    return FALSE;
+  for (gsize b = 0; b < n / block; b++)
+    formats[type].decode (data + b * bytes, out + b * block);
+  return TRUE;
+}

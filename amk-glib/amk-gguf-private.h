@@ -150,6 +150,13 @@ const char * const   *amk_gguf_get_string_array   (AmkGguf      *self,
                                                    const char   *key,
                                                    gsize        *n,
                                                    GError      **error);
+/* The elements of an array of numbers or bools as the file holds them (little-endian,
+ * borrowed), with their type and count; an array of strings is the wrong type. */
+const guint8         *amk_gguf_get_array_data     (AmkGguf      *self,
+                                                   const char   *key,
+                                                   AmkGgufType  *element_type,
+                                                   gsize        *n,
+                                                   GError      **error);
 /* Newly allocated copies (g_free); element types converted where the value fits. */
 gint32               *amk_gguf_get_i32_array      (AmkGguf      *self,
                                                    const char   *key,
@@ -167,6 +174,11 @@ const AmkGgufTensor  *amk_gguf_get_tensor         (AmkGguf      *self,
 const AmkGgufTensor  *amk_gguf_find_tensor        (AmkGguf      *self,
                                                    const char   *name);
 const char           *amk_ggml_type_name          (AmkGgmlType   type);
+/* The elements and bytes of one block of `type` (1 and the element size for F32, F16,
+ * ...); FALSE for a type ggml does not define. */
+gboolean              amk_ggml_type_size          (AmkGgmlType   type,
+                                                   guint        *block,
+                                                   guint        *bytes);
 /* Fills `out` (tensor->n_elements values) with the tensor rounded to bf16 (RNE). */
 gboolean              amk_gguf_tensor_to_bf16     (const AmkGgufTensor *tensor,
                                                    guint16      *out,

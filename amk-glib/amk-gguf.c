@@ -92,6 +92,22 @@ amk_ggml_type_name (AmkGgmlType type)
   return info != NULL ? info->name : "?";
 }
 
+gboolean
+amk_ggml_type_size (AmkGgmlType  type,
+                    guint       *block,
+                    guint       *bytes)
+{
+  const TypeInfo *info = type_info (type);
+
+  if (info == NULL)
+    return FALSE;
+  if (block != NULL)
+    *block = info->block;
+  if (bytes != NULL)
+    *bytes = info->size;
+  return TRUE;
+}
+
 static const char *
 value_type_name (AmkGgufType type)
 {
@@ -884,6 +900,25 @@ array_lookup (AmkGguf *self, const char *key, const char *expected, const Kv **o
     return wrong_type (self, kv, expected, error);
   *out = kv;
   return TRUE;
+}
+
+const guint8 *
+amk_gguf_get_array_data (AmkGguf      *self,
+                         const char   *key,
+                         AmkGgufType  *element_type,
+                         gsize        *n,
+                         GError      **error)
+{
+  const Kv *kv = NULL;
+
+  g_return_val_if_fail (self != NULL && key != NULL, NULL);
+  g_return_val_if_fail (element_type != NULL && n != NULL, NULL);
+  if (!array_lookup (self, key, "array of numbers", &kv, error))
+    return NULL;
+  *element_type = kv->element_type;
+  *n = (gsize) kv->n;
+  /* (an empty array has no bytes in the file: any non-NULL pointer will do) */
+  return kv->raw != NULL ? kv->raw : (const guint8 *) "";
 }
 
 gint32 *
