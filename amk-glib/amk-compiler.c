@@ -77,6 +77,20 @@ amk_instruction_elem_size (AmkProgram *self, const amk_instruction_t *ins, guint
 }
 
 double
+amk_instruction_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, double n)
+{
+  AmkBufferInfo *b;
+  guint values, bytes;
+
+  if (slot >= ins->n_buffers || ins->buffers[slot] < 0 ||
+      (b = amk_program_get_buffer_info (self, ins->buffers[slot])) == NULL)
+    return 0.0;
+  if (amk_dtype_block (b->dtype, &values, &bytes))
+    return n * bytes / values;
+  return n * amk_dtype_size (b->dtype);
+}
+
+double
 amk_instruction_cost_ns (AmkProgram *self, const amk_instruction_t *ins)
 {
   const AmkOpClass *klass = amk_op_class (ins->opcode);

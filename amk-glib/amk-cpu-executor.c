@@ -738,6 +738,13 @@ executor_get_preferred_rows (AmkExecutor *executor)
   return 64;
 }
 
+/* MATVEC, MATMUL and the EMBEDs decode the quantized blocks they read. */
+static gboolean
+executor_supports_dtype (AmkExecutor *executor, AmkDType dtype)
+{
+  return TRUE;
+}
+
 static AmkExecutor *
 executor_new_sibling (AmkExecutor *executor)
 {
@@ -769,4 +776,5 @@ amk_cpu_executor_executor_iface_init (AmkExecutorInterface *iface)
   iface->load_shared = executor_load_shared;
   iface->get_preferred_rows = executor_get_preferred_rows;
   iface->new_sibling = executor_new_sibling;
+  iface->supports_dtype = executor_supports_dtype;
 }

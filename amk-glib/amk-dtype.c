@@ -8,11 +8,72 @@
 #include <string.h>
 
 #include "amk-dtype-private.h"
+#include "amk-dequant-private.h"
 
 gboolean
 amk_dtype_is_valid (guint dtype)
 {
-  return dtype <= AMK_DTYPE_U8;
+  return dtype <= AMK_DTYPE_Q6_K;
+}
+
+gboolean
+amk_dtype_block (AmkDType dtype, guint *values, guint *bytes)
+{
+  static const guint sizes[][2] = { { 32, 34 }, { 256, 144 }, { 256, 176 }, { 256, 210 } };
+
+  if (dtype < AMK_DTYPE_Q8_0 || dtype > AMK_DTYPE_Q6_K)
+    return FALSE;
+  *values = sizes[dtype - AMK_DTYPE_Q8_0][0];
+  *bytes = sizes[dtype - AMK_DTYPE_Q8_0][1];
+  return TRUE;
+}
+
+guint
+amk_dtype_row_step (AmkDType dtype)
+{
+  guint values, bytes;
+
+  if (amk_dtype_block (dtype, &values, &bytes))
+    return values;
+  return amk_dtype_size (dtype) != 0 ? 16 / amk_dtype_size (dtype) : 16;
+}
+
+guint64
+amk_dtype_bytes (AmkDType dtype, guint64 n)
+{
+  guint values, bytes;
+
+  if (amk_dtype_block (dtype, &values, &bytes))
+    return n / values * bytes;
+  return n * amk_dtype_size (dtype);
+}
+
+static AmkModelTensorType
+block_tensor_type (AmkDType dtype)
+{
+  switch (dtype)
+    {
+    case AMK_DTYPE_Q8_0:
+      return AMK_MODEL_TENSOR_Q8_0;
+    case AMK_DTYPE_Q4_K:
+      return AMK_MODEL_TENSOR_Q4_K;
+    case AMK_DTYPE_Q5_K:
+      return AMK_MODEL_TENSOR_Q5_K;
+    case AMK_DTYPE_Q6_K:
+      return AMK_MODEL_TENSOR_Q6_K;
+    default:
+      return AMK_MODEL_TENSOR_OTHER;
+    }
+}
+
+void
+amk_dtype_dequantize (AmkDType dtype, const guint8 *base, guint64 first, guint64 n, float *out)
+{
+  guint values, bytes;
+
+  if (!amk_dtype_block (dtype, &values, &bytes) ||
+      !amk_dequant_to_float (block_tensor_type (dtype), base + first / values * bytes, n, out))
+    g_return_if_reached ();
 }
 
 guint
@@ -36,7 +97,7 @@ amk_dtype_size (AmkDType dtype)
 const char *
 amk_dtype_name (AmkDType dtype)
 {
-  static const char *names[] = { "f32", "f16", "bf16", "i32", "u8" };
+  static const char *names[] = { "f32", "f16", "bf16", "i32", "u8", "q8_0", "q4_k", "q5_k", "q6_k" };
   return amk_dtype_is_valid (dtype) ? names[dtype] : "?";
 }
 

@@ -56,8 +56,9 @@ typedef enum {
 /**
  * AmkLaunchError:
  * @AMK_LAUNCH_ERROR_NO_DEVICE: no usable CUDA device
- * @AMK_LAUNCH_ERROR_UNSUPPORTED: the library was built without CUDA, or the device
- *   cannot launch cooperative kernels
+ * @AMK_LAUNCH_ERROR_UNSUPPORTED: the library was built without CUDA, the device
+ *   cannot launch cooperative kernels, or the program has buffers of a type the
+ *   executor does not run ([method@Amk.Executor.supports_dtype])
  * @AMK_LAUNCH_ERROR_REJECTED: the launch contract refused the launch before it started
  *   (grid larger than the co-resident blocks, zero occupancy, shared memory over the cap)
  * @AMK_LAUNCH_ERROR_TIMEOUT: a wait outlived the watchdog budget, or the driver's watchdog fired

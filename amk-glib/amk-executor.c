@@ -96,6 +96,30 @@ amk_executor_default_init (AmkExecutorInterface *iface)
   iface->get_description = amk_executor_real_get_description;
 }
 
+/* Every buffer's type is one the executor runs. */
+static gboolean
+check_dtypes (AmkExecutor  *self,
+              AmkProgram   *program,
+              GError      **error)
+{
+  for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
+    {
+      AmkDType dtype = amk_program_get_buffer_dtype (program, b);
+
+      if (!amk_executor_supports_dtype (self, dtype))
+        {
+          g_autofree char *what = amk_executor_get_description (self);
+
+          g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
+                       _("Buffer “%s” is %s, a type that the %s does not run yet; "
+                         "convert it to bf16, or run the program on the CPU executor"),
+                       amk_program_get_buffer_name (program, b), amk_dtype_name (dtype), what);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 /**
  * amk_executor_load:
  * @self: an executor
@@ -118,6 +142,8 @@ amk_executor_load (AmkExecutor  *self,
   g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
+  if (!check_dtypes (self, program, error))
+    return FALSE;
   return AMK_EXECUTOR_GET_IFACE (self)->load (self, program, error);
 }
 
@@ -167,6 +193,8 @@ amk_executor_load_shared (AmkExecutor  *self,
 
   if (owner == NULL)
     return amk_executor_load (self, program, error);
+  if (!check_dtypes (self, program, error))
+    return FALSE;
   if (owner == self)
     {
       g_set_error_literal (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
@@ -395,6 +423,36 @@ amk_executor_get_preferred_rows (AmkExecutor *self)
 
   iface = AMK_EXECUTOR_GET_IFACE (self);
   return iface->get_preferred_rows != NULL ? MAX (iface->get_preferred_rows (self), 2) : 256;
+}
+
+/**
+ * amk_executor_supports_dtype:
+ * @self: an executor
+ * @dtype: an element type
+ *
+ * Says whether programs loaded on @self may have buffers of @dtype. Every executor
+ * takes the plain types; the block-quantized ones (%AMK_DTYPE_Q8_0 and the K types) only
+ * where its MATVEC, MATMUL and EMBED read them. [class@Amk.Model] keeps a file's
+ * quantized weights as they are where the executor takes their type, and converts them
+ * to bf16 otherwise.
+ *
+ * Returns: %TRUE when @dtype is valid and @self runs programs with it
+ */
+gboolean
+amk_executor_supports_dtype (AmkExecutor *self,
+                             AmkDType     dtype)
+{
+  AmkExecutorInterface *iface;
+  guint values, bytes;
+
+  g_return_val_if_fail (AMK_IS_EXECUTOR (self), FALSE);
+
+  if (!amk_dtype_is_valid (dtype))
+    return FALSE;
+  if (!amk_dtype_block (dtype, &values, &bytes))
+    return TRUE;
+  iface = AMK_EXECUTOR_GET_IFACE (self);
+  return iface->supports_dtype != NULL && iface->supports_dtype (self, dtype);
 }
 
 /**

@@ -43,6 +43,8 @@ G_DECLARE_INTERFACE (AmkExecutor, amk_executor, AMK, EXECUTOR, GObject)
  *   executor cannot make one
  * @get_activation_dtype: the type a many-token program should keep MATMUL's inputs in;
  *   %NULL: %AMK_DTYPE_F32
+ * @supports_dtype: whether programs may have buffers of a block-quantized type; %NULL:
+ *   none
  *
  * The virtual methods of [iface@Amk.Executor]. Call them through the `amk_executor_*`
  * functions, which check the arguments and the loaded program first.
@@ -83,9 +85,11 @@ struct _AmkExecutorInterface
   guint           (*get_preferred_rows)   (AmkExecutor          *self);
   AmkExecutor    *(*new_sibling)          (AmkExecutor          *self);
   AmkDType        (*get_activation_dtype) (AmkExecutor          *self);
+  gboolean        (*supports_dtype)       (AmkExecutor          *self,
+                                           AmkDType              dtype);
 
   /*< private >*/
-  gpointer padding[4];
+  gpointer padding[3];
 };
 
 AMK_AVAILABLE_IN_1_0
@@ -132,6 +136,9 @@ AMK_AVAILABLE_IN_1_0
 AmkExecutor    *amk_executor_new_sibling          (AmkExecutor          *self);
 AMK_AVAILABLE_IN_1_0
 AmkDType        amk_executor_get_activation_dtype (AmkExecutor          *self);
+AMK_AVAILABLE_IN_1_0
+gboolean        amk_executor_supports_dtype       (AmkExecutor          *self,
+                                                   AmkDType              dtype);
 AMK_AVAILABLE_IN_1_0
 char           *amk_executor_get_description      (AmkExecutor          *self);
 

@@ -70,10 +70,11 @@ record_matmul (AmkProgram  *self,
                    wi->name);
       return -1;
     }
-  if (wi->n_dims != 2 || (wi->dtype != AMK_DTYPE_BF16 && wi->dtype != AMK_DTYPE_F16))
+  if (wi->n_dims != 2 || (wi->dtype != AMK_DTYPE_BF16 && wi->dtype != AMK_DTYPE_F16 &&
+                          !((AMK_DTYPE_BLOCK_MASK >> wi->dtype) & 1u)))
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("MATMUL: the matrix “%s” must be 2-D bf16 or f16"), wi->name);
+                   _("MATMUL: the matrix “%s” must be 2-D bf16, f16 or block-quantized"), wi->name);
       return -1;
     }
   n = wi->shape[0];
@@ -249,7 +250,7 @@ matmul_operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot
                       gint64 *region, guint64 *start, guint64 *length)
 {
   amk_verify_operand_bytes (self, ins, slot, 0, 0, region, start, length);
-  *length = count * amk_instruction_elem_size (self, ins, slot);
+  *length = (guint64) amk_instruction_bytes (self, ins, slot, (double) count);
 }
 
 /* Y must not share memory with anything the op reads, except the residual, which may be
@@ -288,7 +289,7 @@ check_matmul (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
               GError **error)
 {
   const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
-  const guint weights = (1u << AMK_DTYPE_BF16) | (1u << AMK_DTYPE_F16);
+  const guint weights = (1u << AMK_DTYPE_BF16) | (1u << AMK_DTYPE_F16) | AMK_DTYPE_BLOCK_MASK;
   const amk_matmul_params_t *p = &ins->params.matmul;
   /* y, W and x are not optional */
   AmkBufferInfo *w = amk_verify_slot_buffer (self, ins, 1), *x = amk_verify_slot_buffer (self, ins, 2);
@@ -469,11 +470,10 @@ bytes_matmul (AmkProgram *self, const amk_instruction_t *ins)
 {
   const amk_matmul_params_t *p = &ins->params.matmul;
   const double mc = MAX (p->m_count, 0), nc = MAX (p->n_count, 0), k = MAX (p->k, 0);
-  const guint esw = amk_instruction_elem_size (self, ins, 1);
   const guint esx = amk_instruction_elem_size (self, ins, 2);
   const guint esy = amk_instruction_elem_size (self, ins, 0);
 
-  return nc * k * (esw != 0 ? esw : 2) + mc * k * (esx != 0 ? esx : 4) +
+  return amk_instruction_bytes (self, ins, 1, nc * k) + mc * k * (esx != 0 ? esx : 4) +
          mc * nc * (esy != 0 ? esy : 4) + 2.0 * mc * nc * k / 200.0;
 }
 

@@ -86,12 +86,12 @@ amk_program_op_matvec (AmkProgram  *self,
   if (wi->n_dims != 2 || wi->dtype == AMK_DTYPE_I32 || wi->dtype == AMK_DTYPE_U8)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("MATVEC: the matrix “%s” must be 2-D bf16, f16 or f32"), wi->name);
+                   _("MATVEC: the matrix “%s” must be 2-D bf16, f16, f32 or block-quantized"), wi->name);
       return -1;
     }
   rows = wi->shape[0];
   k = wi->shape[1];
-  if ((k * amk_dtype_size (wi->dtype)) % 16 != 0)
+  if (k % amk_dtype_row_step (wi->dtype) != 0)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
                    _("MATVEC: a row of “%s” (%" PRIu64 " × %s) must be a multiple of 16 bytes"),
@@ -189,7 +189,7 @@ check_matvec_split (AmkProgram *self, guint queue, guint pos, const amk_instruct
 {
   const amk_matvec_params_t *p = &ins->params.matvec;
   const gint32 k = p->k, k0 = p->k0, kn = p->k_len;
-  const guint64 es = amk_dtype_size (w->dtype);
+  const guint64 step = amk_dtype_row_step (w->dtype);
   AmkBufferInfo *y = amk_verify_slot_buffer (self, ins, 0);
 
   if (kn == 0 && k0 == 0)
@@ -201,11 +201,16 @@ check_matvec_split (AmkProgram *self, guint queue, guint pos, const amk_instruct
                    queue, pos, k0, kn, k);
       return FALSE;
     }
-  if (((guint64) k0 * es) % 16 != 0 || ((guint64) kn * es) % 16 != 0)
+  if ((guint64) k0 % step != 0 || (guint64) kn % step != 0)
     {
-      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on 16-byte boundaries of a row of W (%s)"),
-                   queue, pos, k0, kn, amk_dtype_name (w->dtype));
+      if (amk_dtype_size (w->dtype) != 0)
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                     _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on 16-byte boundaries of a row of W (%s)"),
+                     queue, pos, k0, kn, amk_dtype_name (w->dtype));
+      else
+        g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                     _("Queue %u instruction %u (MATVEC): the split-K columns %d + %d must start and end on whole blocks of W (%s, %u values a block)"),
+                     queue, pos, k0, kn, amk_dtype_name (w->dtype), (guint) step);
       return FALSE;
     }
   if (y->dtype != AMK_DTYPE_F32 || ins->buffers[4] != ins->buffers[0])
@@ -223,7 +228,7 @@ check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
               GError **error)
 {
   const guint vec = (1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16);
-  const guint weights = vec | (1u << AMK_DTYPE_F16);
+  const guint weights = vec | (1u << AMK_DTYPE_F16) | AMK_DTYPE_BLOCK_MASK;
   const amk_matvec_params_t *p = &ins->params.matvec;
   const gint32 r0 = p->row0, n = p->rows, k = p->k;
   AmkBufferInfo *w = amk_verify_slot_buffer (self, ins, 1); /* y, W and x are not optional */
@@ -235,10 +240,10 @@ check_matvec (AmkProgram *self, guint queue, guint pos, const amk_instruction_t 
                    queue, pos, r0, n, k);
       return FALSE;
     }
-  if (((guint64) k * amk_dtype_size (w->dtype)) % 16 != 0)
+  if ((guint64) k % amk_dtype_row_step (w->dtype) != 0)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("Queue %u instruction %u (MATVEC): a row of W (%d × %s) must be a multiple of 16 bytes"),
+                   _("Queue %u instruction %u (MATVEC): a row of W (%d × %s) must be a multiple of 16 bytes, or of a quantized block"),
                    queue, pos, k, amk_dtype_name (w->dtype));
       return FALSE;
     }
@@ -332,7 +337,7 @@ static guint64
 matvec_splits (AmkProgram *self, const AmkOpInfo *op, guint64 row_tiles)
 {
   AmkBufferInfo *y = amk_program_get_buffer_info (self, op->buffers[0]), *w = amk_program_get_buffer_info (self, op->buffers[1]);
-  const guint64 chunks = w->shape[1] * amk_dtype_size (w->dtype) / 16;
+  const guint64 chunks = w->shape[1] / amk_dtype_row_step (w->dtype);
 
   if (y->dtype != AMK_DTYPE_F32 || op->buffers[4] != op->buffers[0])
     return 1;
@@ -368,8 +373,8 @@ lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
   mp->k = (gint32) k;
   if (lw->splits > 1)
     {
-      /* whole 16-byte chunks of a row */
-      const guint64 per = 16 / amk_dtype_size (w->dtype);
+      /* whole 16-byte chunks, or quantized blocks, of a row */
+      const guint64 per = amk_dtype_row_step (w->dtype);
       const guint64 chunks = k / per;
       const guint64 c0 = slice * chunks / lw->splits, c1 = (slice + 1) * chunks / lw->splits;
       mp->k0 = (gint32) (c0 * per);
@@ -394,11 +399,10 @@ static double
 bytes_matvec (AmkProgram *self, const amk_instruction_t *ins)
 {
   const amk_matvec_params_t *m = &ins->params.matvec;
-  const guint esw = amk_instruction_elem_size (self, ins, 1);
   const gint32 cols = m->k_len > 0 ? m->k_len : m->k; /* a split-K slice's, or K */
 
-  return (double) MAX (m->rows, 0) * MAX (cols, 0) * (esw != 0 ? esw : 2) + 4.0 * MAX (m->k, 0) +
-         4.0 * MAX (m->rows, 0);
+  return amk_instruction_bytes (self, ins, 1, (double) MAX (m->rows, 0) * MAX (cols, 0)) +
+         4.0 * MAX (m->k, 0) + 4.0 * MAX (m->rows, 0);
 }
 
 /* ---- CPU reference ------------------------------------------------------------------ */
@@ -473,6 +477,42 @@ matvec_bf16_block8 (const guint8 *w, gint32 k, gint32 c0, gint32 c1, const float
 }
 #endif
 
+/* out[j] = sum over c in [c0, c1) of xs[c] wt[c][j] for the 8 rows of a converted panel
+ * (amk_cpu_load_columns), in column order with fused multiply-adds: the other types'
+ * path, the same sums as the bf16 blocks. */
+static void
+matvec_panel_lanes (const float *wt, const float *xs, gint32 c0, gint32 c1, float out[8])
+{
+  v8sf acc = { 0 };
+
+  for (gint32 c = c0; c < c1; c++)
+    {
+      v8sf w;
+
+      memcpy (&w, wt + 8 * (gsize) c, 32);
+      AMK_CPU_FMA_LANES (acc, xs[c], w);
+    }
+  memcpy (out, &acc, 32);
+}
+
+#if AMK_CPU_X86_FMA
+__attribute__ ((target ("avx2,fma")))
+static void
+matvec_panel_x86 (const float *wt, const float *xs, gint32 c0, gint32 c1, float out[8])
+{
+  v8sf acc = { 0 };
+
+  for (gint32 c = c0; c < c1; c++)
+    {
+      v8sf w;
+
+      memcpy (&w, wt + 8 * (gsize) c, 32);
+      AMK_CPU_FMA_X86 (acc, xs[c], w);
+    }
+  memcpy (out, &acc, 32);
+}
+#endif
+
 /* One thread's share of a MATVEC tile: rows r0 .. r1 in blocks of AMK_CPU_COLS. */
 typedef struct {
   AmkCpuRange              rows;  /* first: amk_cpu_run_split() sets it */
@@ -494,12 +534,14 @@ matvec_rows (gpointer data)
   AmkCpuBuffer *y = &b[ins->buffers[0]], *w = &b[ins->buffers[1]];
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
-  g_autofree v4sf *wt = g_new (v4sf, (gsize) k * AMK_CPU_COLS / 4);
+  g_autofree float *wt = g_new (float, (gsize) k * AMK_CPU_COLS);
+#if AMK_CPU_X86_FMA
+  const gboolean fma = amk_cpu_has_fma ();
+#endif
 
   for (gint32 r = s->rows.start; r < s->rows.end; r += AMK_CPU_COLS)
     {
       const gint32 rows = MIN ((gint32) AMK_CPU_COLS, s->rows.end - r);
-      v4sf a0 = { 0 }, a1 = { 0 };
       float out[AMK_CPU_COLS];
 
       G_STATIC_ASSERT (AMK_CPU_COLS == 8);
@@ -509,14 +551,13 @@ matvec_rows (gpointer data)
       else
 #endif
         {
-          amk_cpu_load_columns (w, k, r, rows, (float *) wt);
-          for (gint32 c = c0; c < c1; c++)
-            {
-              AMK_CPU_FMA_LANES (a0, s->xs[c], wt[2 * c]);
-              AMK_CPU_FMA_LANES (a1, s->xs[c], wt[2 * c + 1]);
-            }
-          memcpy (out, &a0, 16);
-          memcpy (out + 4, &a1, 16);
+          amk_cpu_load_columns (w, k, r, rows, wt);
+#if AMK_CPU_X86_FMA
+          if (fma)
+            matvec_panel_x86 (wt, s->xs, c0, c1, out);
+          else
+#endif
+            matvec_panel_lanes (wt, s->xs, c0, c1, out);
         }
       for (gint32 j = 0; j < rows; j++)
         {

@@ -212,7 +212,22 @@ amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, flo
   for (gint32 j = 0; j < nc; j++)
     {
       const guint64 row = (guint64) (n0 + j) * k;
-      if (w->info->dtype == AMK_DTYPE_BF16)
+      guint block, block_bytes;
+
+      if (amk_dtype_block (w->info->dtype, &block, &block_bytes))
+        {
+          /* a block at a time: the verifier made rows whole blocks */
+          float values[256];
+
+          g_assert (block <= G_N_ELEMENTS (values));
+          for (gint32 c0 = 0; c0 < k; c0 += (gint32) block)
+            {
+              amk_dtype_dequantize (w->info->dtype, w->data, row + (guint64) c0, block, values);
+              for (guint c = 0; c < block; c++)
+                wt[(guint64) (c0 + (gint32) c) * AMK_CPU_COLS + j] = values[c];
+            }
+        }
+      else if (w->info->dtype == AMK_DTYPE_BF16)
         {
           const guint8 *src = w->data + row * 2;
           for (gint32 c = 0; c < k; c++)
@@ -467,5 +482,10 @@ void           amk_tile_access          (AmkTile *t, gint32 buffer, guint64 star
                                          gboolean write);
 /* The size of an element of the instruction's buffer in `slot` (0 if none). */
 guint          amk_instruction_elem_size (AmkProgram *self, const amk_instruction_t *ins, guint slot);
+/* The block-quantized dtypes, as a mask of 1 << dtype */
+#define AMK_DTYPE_BLOCK_MASK ((1u << AMK_DTYPE_Q8_0) | (1u << AMK_DTYPE_Q4_K) | \
+                              (1u << AMK_DTYPE_Q5_K) | (1u << AMK_DTYPE_Q6_K))
+/* The bytes n values of the slot's buffer take (quantized blocks included); 0 absent. */
+double         amk_instruction_bytes     (AmkProgram *self, const amk_instruction_t *ins, guint slot, double n);
 
 G_END_DECLS

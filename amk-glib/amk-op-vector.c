@@ -114,7 +114,8 @@ amk_program_op_silu_mul (AmkProgram  *self,
  * amk_program_op_embed:
  * @self: a program
  * @out: the output row (f32 or bf16), one element per column of @table
- * @table: the embedding table, 2-D `[vocab, hidden]` (bf16, f16 or f32)
+ * @table: the embedding table, 2-D `[vocab, hidden]` (bf16, f16, f32, or a
+ *   block-quantized type where the executor runs it)
  * @tokens: an i32 buffer holding token ids
  * @token_index: which element of @tokens to look up, read on the device when the
  *   instruction runs (the previous step's ARGMAX can write it there)
@@ -143,7 +144,7 @@ amk_program_op_embed (AmkProgram  *self,
   if (ti->n_dims != 2 || ti->dtype == AMK_DTYPE_I32 || ti->dtype == AMK_DTYPE_U8)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("EMBED: the table “%s” must be 2-D bf16, f16 or f32"), ti->name);
+                   _("EMBED: the table “%s” must be 2-D bf16, f16, f32 or block-quantized"), ti->name);
       return -1;
     }
   if (!amk_op_vector_of (self, "EMBED", _("the output"), out, ti->shape[1], NULL, error) ||
@@ -159,7 +160,8 @@ amk_program_op_embed (AmkProgram  *self,
  * amk_program_op_embed_rows:
  * @self: a program
  * @out: the output rows (f32 or bf16), `[M, hidden]`: one row per token
- * @table: the embedding table, 2-D `[vocab, hidden]` (bf16, f16 or f32)
+ * @table: the embedding table, 2-D `[vocab, hidden]` (bf16, f16, f32, or a
+ *   block-quantized type where the executor runs it)
  * @tokens: an i32 buffer of M token ids, read on the device
  * @error: return location for a #GError
  *
@@ -187,7 +189,7 @@ amk_program_op_embed_rows (AmkProgram  *self,
   if (ti->n_dims != 2 || ti->dtype == AMK_DTYPE_I32 || ti->dtype == AMK_DTYPE_U8)
     {
       g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
-                   _("EMBED: the table “%s” must be 2-D bf16, f16 or f32"), ti->name);
+                   _("EMBED: the table “%s” must be 2-D bf16, f16, f32 or block-quantized"), ti->name);
       return -1;
     }
   if (tok->dtype != AMK_DTYPE_I32 || tok->n_elements > G_MAXINT32)
@@ -308,7 +310,7 @@ amk_program_op_argmax_rows (AmkProgram  *self,
 /* ---- verifier ----------------------------------------------------------------------- */
 
 #define VEC_DTYPES   ((1u << AMK_DTYPE_F32) | (1u << AMK_DTYPE_BF16))
-#define TABLE_DTYPES (VEC_DTYPES | (1u << AMK_DTYPE_F16))
+#define TABLE_DTYPES (VEC_DTYPES | (1u << AMK_DTYPE_F16) | AMK_DTYPE_BLOCK_MASK)
 #define F32_ONLY     (1u << AMK_DTYPE_F32)
 #define I32_ONLY     (1u << AMK_DTYPE_I32)
 
@@ -368,11 +370,11 @@ operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint slot, const
                gint64 *region, guint64 *start, guint64 *length)
 {
   AmkBufferInfo *info = slot_info (self, ins, slot);
-  guint esize = amk_dtype_size (info->dtype);
 
   *region = info->role == AMK_BUFFER_ROLE_SCRATCH ? -1 : ins->buffers[slot];
-  *start = (info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0) + op->offset * esize;
-  *length = op->count * esize;
+  *start = (info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0) +
+           amk_dtype_bytes (info->dtype, op->offset);
+  *length = amk_dtype_bytes (info->dtype, op->count);
 }
 
 /* Operand a (written) against operand b. in_place_ok: a may cover exactly b's bytes with
@@ -744,7 +746,8 @@ run_silu_mul (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, 
 
 /* out[col0 + c] = table[t dim + col0 + c], c < n_cols, t = tokens[token_index]; a token outside
  * [0, vocab) aborts with CHECK, detail = the tokens' buffer index. Equal dtypes copy the
- * bits (what the GPU does); otherwise load as fp32 and round. */
+ * bits (what the GPU does); otherwise load as fp32 (decoding a quantized table's blocks)
+ * and round. */
 static AmkAbortCode
 run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
@@ -753,6 +756,8 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
   const gint64 first = p->token_index, end = first + MAX (p->n_tokens, 1);
   AmkCpuBuffer *out = &b[ins->buffers[0]], *table = &b[ins->buffers[1]], *tokens = &b[ins->buffers[2]];
   const guint64 vocab = table->info->n_elements / (guint64) row_len;
+  g_autofree float *rows = NULL;
+  guint block, block_bytes;
 
   for (gint64 j = first; j < end; j++)
     {
@@ -769,7 +774,17 @@ run_embed (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gin
       const guint64 dst = (p->n_tokens > 0 ? (guint64) j * (guint64) row_len : 0) + (guint64) col;
       const guint64 src = (guint64) amk_cpu_load_i32 (tokens, (guint64) j) * (guint64) row_len + (guint64) col;
 
-      if (out->info->dtype == table->info->dtype)
+      if (amk_dtype_block (table->info->dtype, &block, &block_bytes))
+        {
+          /* the whole blocks that hold the columns, decoded */
+          const guint64 from = src / block * block, to = (src + (guint64) count + block - 1) / block * block;
+
+          rows = g_renew (float, rows, to - from);
+          amk_dtype_dequantize (table->info->dtype, table->data, from, to - from, rows);
+          for (gint32 c = 0; c < count; c++)
+            amk_cpu_store (out, dst + c, rows[src - from + c]);
+        }
+      else if (out->info->dtype == table->info->dtype)
         {
           guint es = amk_dtype_size (out->info->dtype);
           memcpy (out->data + dst * es, table->data + src * es, (gsize) count * es);

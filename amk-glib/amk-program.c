@@ -290,6 +290,7 @@ amk_program_add_buffer_at (AmkProgram    *self,
 {
   AmkBufferInfo *info;
   guint64 n_elements = 1;
+  guint block, block_bytes;
 
   if (name == NULL || *name == '\0')
     {
@@ -342,6 +343,14 @@ amk_program_add_buffer_at (AmkProgram    *self,
         }
       n_elements *= (guint64) shape[i];
     }
+  if (amk_dtype_block (dtype, &block, &block_bytes) && shape[n_dims - 1] % block != 0)
+    {
+      g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+                   _("Buffer “%s”: a %s buffer holds blocks of %u values along its last dimension, "
+                     "which is %" PRId64 ", not a multiple of %u"),
+                   name, amk_dtype_name (dtype), block, shape[n_dims - 1], block);
+      return -1;
+    }
 
   info = g_new0 (AmkBufferInfo, 1);
   info->name = g_strdup (name);
@@ -350,7 +359,7 @@ amk_program_add_buffer_at (AmkProgram    *self,
   info->shape = g_memdup2 (shape, n_dims * sizeof (gint64));
   info->n_dims = n_dims;
   info->n_elements = n_elements;
-  info->size_bytes = n_elements * amk_dtype_size (dtype);
+  info->size_bytes = amk_dtype_bytes (dtype, n_elements);
   info->arena_offset = arena_offset;
   g_ptr_array_add (self->buffers, info);
   g_hash_table_insert (self->buffer_names, info->name, GUINT_TO_POINTER (self->buffers->len));

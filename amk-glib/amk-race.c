@@ -314,11 +314,13 @@ check_instruction_accesses (Race *r, guint i, GError **error)
     {
       const gint32 b = ins->buffers[boxes[k].slot];
       AmkBufferInfo *info = g_ptr_array_index (r->self->buffers, b);
-      const guint64 esize = amk_dtype_size (info->dtype);
+      const AmkDType dt = info->dtype;
       const guint64 base = info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0;
       Access *a = &found[k];
 
-      *a = (Access) { base + boxes[k].start * esize, boxes[k].length * esize, boxes[k].stride * esize,
+      /* bytes, through the blocks of a quantized type (whose accesses cover whole blocks) */
+      *a = (Access) { base + amk_dtype_bytes (dt, boxes[k].start), amk_dtype_bytes (dt, boxes[k].length),
+                      amk_dtype_bytes (dt, boxes[k].stride),
                       boxes[k].rows, i, r->queue_of[i], r->pos_of[i], b,
                       ins->opcode == AMK_ABI_OP_ATTN_DECODE && ins->n_buffers >= 6 ?
                         ins->params.attn_decode.arrival_counter : -1,

@@ -19,15 +19,34 @@ G_BEGIN_DECLS
  * @AMK_DTYPE_BF16: bfloat16
  * @AMK_DTYPE_I32: 32-bit signed integer
  * @AMK_DTYPE_U8: raw bytes
+ * @AMK_DTYPE_Q8_0: blocks of 32 values: an f16 scale and 32 signed bytes (GGUF's
+ *   Q8_0), 34 bytes
+ * @AMK_DTYPE_Q4_K: blocks of 256 values in 4 bits with 6-bit sub-block scales and
+ *   minimums (GGUF's Q4_K), 144 bytes
+ * @AMK_DTYPE_Q5_K: blocks of 256 values in 5 bits, as Q4_K otherwise (GGUF's Q5_K),
+ *   176 bytes
+ * @AMK_DTYPE_Q6_K: blocks of 256 values in 6 bits with 8-bit sub-block scales (GGUF's
+ *   Q6_K), 210 bytes
  *
  * Element type of a buffer. The values are those of the ABI (`AMK_ABI_DTYPE_*`).
+ *
+ * The block-quantized types store a buffer's values in blocks laid out as in a GGUF
+ * file: the last dimension must be a whole number of blocks. Only the matrix of
+ * [method@Amk.Program.op_matvec] and [method@Amk.Program.op_matmul] and the table of
+ * [method@Amk.Program.op_embed] and [method@Amk.Program.op_embed_rows] may have them,
+ * and only where the executor runs them
+ * ([method@Amk.Executor.supports_dtype]).
  */
 typedef enum {
   AMK_DTYPE_F32 = 0,
   AMK_DTYPE_F16 = 1,
   AMK_DTYPE_BF16 = 2,
   AMK_DTYPE_I32 = 3,
-  AMK_DTYPE_U8 = 4
+  AMK_DTYPE_U8 = 4,
+  AMK_DTYPE_Q8_0 = 5,
+  AMK_DTYPE_Q4_K = 6,
+  AMK_DTYPE_Q5_K = 7,
+  AMK_DTYPE_Q6_K = 8
 } AmkDType;
 
 /**

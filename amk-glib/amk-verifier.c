@@ -140,11 +140,11 @@ amk_verify_operand_bytes (AmkProgram *self, const amk_instruction_t *ins, guint 
                gint32 count, gint64 *region, guint64 *start, guint64 *length)
 {
   AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[slot]);
-  guint esize = amk_dtype_size (info->dtype);
 
   *region = info->role == AMK_BUFFER_ROLE_SCRATCH ? -1 : ins->buffers[slot];
-  *start = (info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0) + (guint64) offset * esize;
-  *length = (guint64) count * esize;
+  *start = (info->role == AMK_BUFFER_ROLE_SCRATCH ? info->arena_offset : 0) +
+           amk_dtype_bytes (info->dtype, (guint64) offset);
+  *length = amk_dtype_bytes (info->dtype, (guint64) count);
 }
 
 /* The output may be one of the inputs exactly (in place) but not partly overlap it: the

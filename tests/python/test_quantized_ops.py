@@ -1,0 +1,194 @@
+"""The block-quantized weight types (Q8_0, Q4_K, Q5_K, Q6_K) in MATVEC, MATMUL and EMBED
+on the CPU executor, against the gguf package's numpy dequantization (an independent
+reference) followed by float64 products: random blocks (every bit pattern of the
+quantized values and sub-block scales, scales of sane size), odd shapes, split columns.
+
+Tolerance: the VM decodes the blocks exactly as the reference does and accumulates in
+fp32, so an f32 output differs by rounding alone: each output's error at most 1e-5 of
+the sum of its terms' magnitudes (the bound of an fp32 dot product, which a relative
+error of the result is not when the terms cancel)."""
+import numpy as np
+import pytest
+
+from amktest import Amk, GLib, from_bytes, make_rng, poison, to_bytes
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize  # noqa: E402
+
+NONE = -1
+# dtype: (the gguf type, values and bytes per block, where the f16 scales sit)
+TYPES = {
+    Amk.DType.Q8_0: (gguf.GGMLQuantizationType.Q8_0, 32, 34, (0,)),
+    Amk.DType.Q4_K: (gguf.GGMLQuantizationType.Q4_K, 256, 144, (0, 2)),
+    Amk.DType.Q5_K: (gguf.GGMLQuantizationType.Q5_K, 256, 176, (0, 2)),
+    Amk.DType.Q6_K: (gguf.GGMLQuantizationType.Q6_K, 256, 210, (208,)),
+}
+
+
+@pytest.fixture
+def rng():
+    return make_rng()
+
+
+def random_blocks(rng, dtype, rows, cols):
+    """rows × cols values of dtype as raw blocks, and their float64 reference."""
+    qtype, values, nbytes, scales = TYPES[dtype]
+    n_blocks = rows * cols // values
+    raw = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
+    for at in scales:   # f16 scales of a few thousandths, either sign
+        d = (rng.uniform(0.5e-3, 4e-3, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
+        raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
+    ref = dequantize(raw.reshape(rows, cols // values * nbytes), qtype).astype(np.float64)
+    return raw.tobytes(), ref.reshape(rows, cols)
+
+
+def close(got, w, x):
+    """got against w @ x (float64), error relative to |w| @ |x|, row by row."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.max(np.abs(got - (w @ x.T).T) / ((np.abs(w) @ np.abs(x).T).T + 1e-30)) <= 1e-5
+
+
+def run(program, inputs, out, n):
+    ex = Amk.CpuExecutor.new(program)
+    for buf, data in inputs:
+        ex.upload(buf, data)
+    ex.upload(out, to_bytes(poison(Amk.DType.F32, n)))
+    ex.run()
+    return from_bytes(Amk.DType.F32, ex.download(out)).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+@pytest.mark.parametrize("rows", [1, 13, 64])
+@pytest.mark.parametrize("norm", [False, True])
+def test_matvec(rng, dtype, rows, norm):
+    k = 2 * TYPES[dtype][1]
+    raw, w = random_blocks(rng, dtype, rows, k)
+    x = rng.standard_normal(k).astype(np.float32)
+    p = Amk.Program.new(3)
+    wb = p.add_buffer("w", dtype, [rows, k], Amk.BufferRole.CONSTANT)
+    xb = p.add_buffer("x", Amk.DType.F32, [k], Amk.BufferRole.INPUT)
+    yb = p.add_buffer("y", Amk.DType.F32, [rows], Amk.BufferRole.OUTPUT)
+    p.set_buffer_data(wb, GLib.Bytes.new(raw))
+    xr = x.astype(np.float64)
+    g = NONE
+    if norm:
+        gamma = rng.standard_normal(k).astype(np.float32)
+        g = p.add_buffer("g", Amk.DType.F32, [k], Amk.BufferRole.CONSTANT)
+        p.set_buffer_data(g, to_bytes(gamma))
+        xr = xr / np.sqrt(np.mean(xr * xr) + 1e-5) * gamma
+    p.op_matvec(yb, wb, xb, NONE, NONE, g, 1e-5)
+    p.compile()
+    got = run(p, [(xb, to_bytes(x))], yb, rows)
+    assert close(got, w, xr)
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+def test_matvec_split_k(rng, dtype):
+    """y += W x with the columns split over queues (split-K slices of whole blocks)."""
+    rows, k = 8, 64 * TYPES[dtype][1]   # 64 blocks a row: two slices of 32
+    raw, w = random_blocks(rng, dtype, rows, k)
+    x = rng.standard_normal(k).astype(np.float32)
+    y0 = rng.standard_normal(rows).astype(np.float32)
+    p = Amk.Program.new(64)
+    wb = p.add_buffer("w", dtype, [rows, k], Amk.BufferRole.CONSTANT)
+    xb = p.add_buffer("x", Amk.DType.F32, [k], Amk.BufferRole.INPUT)
+    yb = p.add_buffer("y", Amk.DType.F32, [rows], Amk.BufferRole.STATE)
+    p.set_buffer_data(wb, GLib.Bytes.new(raw))
+    p.op_matvec(yb, wb, xb, NONE, yb, NONE, 0.0)
+    p.compile()
+    slices = [i for i in range(p.get_num_queues()) for _ in range(p.get_queue_length(i))]
+    assert len(slices) > 1   # the compiler split the columns
+    ex = Amk.CpuExecutor.new(p)
+    ex.upload(xb, to_bytes(x))
+    ex.upload(yb, to_bytes(y0))
+    ex.run()
+    got = from_bytes(Amk.DType.F32, ex.download(yb)).astype(np.float64)
+    assert close(got - y0, w, x)
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+@pytest.mark.parametrize("m", [1, 7, 37])
+def test_matmul(rng, dtype, m):
+    n, k = 40, 2 * TYPES[dtype][1]
+    raw, w = random_blocks(rng, dtype, n, k)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    p = Amk.Program.new(3)
+    wb = p.add_buffer("w", dtype, [n, k], Amk.BufferRole.CONSTANT)
+    xb = p.add_buffer("x", Amk.DType.F32, [m, k], Amk.BufferRole.INPUT)
+    yb = p.add_buffer("y", Amk.DType.F32, [m, n], Amk.BufferRole.OUTPUT)
+    p.set_buffer_data(wb, GLib.Bytes.new(raw))
+    p.op_matmul(yb, wb, xb, NONE, NONE, NONE, 0.0)
+    p.compile()
+    got = run(p, [(xb, to_bytes(x))], yb, m * n)
+    assert close(got.reshape(m, n), w, x)
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+def test_matvec_equals_matmul(rng, dtype):
+    """A MATMUL row and a MATVEC of the same quantized weights give the same bits (a
+    batch and a single sequence agree)."""
+    n, k = 24, TYPES[dtype][1]
+    raw, _ = random_blocks(rng, dtype, n, k)
+    x = rng.standard_normal(k).astype(np.float32)
+    outs = []
+    for op in ("matvec", "matmul"):
+        p = Amk.Program.new(2)
+        wb = p.add_buffer("w", dtype, [n, k], Amk.BufferRole.CONSTANT)
+        xb = p.add_buffer("x", Amk.DType.F32, [k], Amk.BufferRole.INPUT)
+        yb = p.add_buffer("y", Amk.DType.F32, [n], Amk.BufferRole.OUTPUT)
+        p.set_buffer_data(wb, GLib.Bytes.new(raw))
+        getattr(p, "op_" + op)(yb, wb, xb, NONE, NONE, NONE, 0.0)
+        p.compile()
+        outs.append(run(p, [(xb, to_bytes(x))], yb, n))
+    assert outs[0].tobytes() == outs[1].tobytes()
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+@pytest.mark.parametrize("rows_op", [False, True])
+def test_embed(rng, dtype, rows_op):
+    vocab, dim = 5, 2 * TYPES[dtype][1]
+    raw, table = random_blocks(rng, dtype, vocab, dim)
+    ids = np.array([3, 0, 4], dtype=np.int32)
+    p = Amk.Program.new(2)
+    tb = p.add_buffer("table", dtype, [vocab, dim], Amk.BufferRole.CONSTANT)
+    p.set_buffer_data(tb, GLib.Bytes.new(raw))
+    if rows_op:
+        ib = p.add_buffer("ids", Amk.DType.I32, [3], Amk.BufferRole.INPUT)
+        ob = p.add_buffer("out", Amk.DType.F32, [3, dim], Amk.BufferRole.OUTPUT)
+        p.op_embed_rows(ob, tb, ib)
+        want = table[ids].ravel()
+    else:
+        ib = p.add_buffer("ids", Amk.DType.I32, [1], Amk.BufferRole.INPUT)
+        ob = p.add_buffer("out", Amk.DType.F32, [dim], Amk.BufferRole.OUTPUT)
+        p.op_embed(ob, tb, ib, 0)
+        ids = ids[:1]
+        want = table[ids[0]]
+    p.compile()
+    got = run(p, [(ib, ids.tobytes())], ob, want.size)
+    # each value decoded and then rounded to f32 once
+    assert np.array_equal(got, want.astype(np.float32).astype(np.float64))
+
+
+def test_buffer_errors():
+    p = Amk.Program.new(1)
+    with pytest.raises(GLib.Error) as info:
+        p.add_buffer("w", Amk.DType.Q4_K, [4, 100], Amk.BufferRole.CONSTANT)
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+    assert "q4_k" in info.value.message and "256" in info.value.message
+    w = p.add_buffer("w8", Amk.DType.Q8_0, [4, 64], Amk.BufferRole.CONSTANT)
+    assert p.get_buffer_size(w) == 4 * 2 * 34
+    with pytest.raises(GLib.Error) as info:   # the wrong byte count
+        p.set_buffer_data(w, GLib.Bytes.new(bytes(4 * 64)))
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.OUT_OF_RANGE) or \
+        info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+    # only matrices and tables: an elementwise op refuses a quantized operand
+    y = p.add_buffer("y", Amk.DType.F32, [256], Amk.BufferRole.OUTPUT)
+    with pytest.raises(GLib.Error) as info:
+        p.op_rmsnorm(y, y, w, 256, 1e-5)
+    assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+
+
+def test_cpu_executor_supports_them():
+    ex = Amk.CpuExecutor.new_empty()
+    for dtype in list(TYPES) + [Amk.DType.BF16, Amk.DType.F32]:
+        assert ex.supports_dtype(dtype)
