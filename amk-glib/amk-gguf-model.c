@@ -37,6 +37,17 @@ static const char * const gguf_names[] = {
   [AMK_MODEL_WEIGHT_FFN_DOWN] = "ffn_down.weight",
 };
 
+char *
+amk_gguf_model_tensor_name (AmkModelWeight weight,
+                            guint          layer)
+{
+  g_return_val_if_fail ((guint) weight < AMK_MODEL_N_WEIGHTS, NULL);
+
+  if (weight < AMK_MODEL_WEIGHT_FIRST_LAYER)
+    return g_strdup (gguf_names[weight]);
+  return g_strdup_printf ("blk.%u.%s", layer, gguf_names[weight]);
+}
+
 /* Records where every weight the graph may ask for is (one the file lacks is reported
  * when the builder asks for it, as before any conversion); llama.cpp permutes llama's q and k rows
  * for its interleaved RoPE, not qwen3's. */

@@ -13,6 +13,10 @@ G_BEGIN_DECLS
 /* A GGUF file of a "llama" or "qwen3" model (amk-gguf-model.c). */
 AmkModelSpec         *amk_gguf_model_read         (const char          *path,
                                                    GError             **error);
+/* llama.cpp's name of `weight` (of `layer` for the per-layer ones), as the GGUF reader
+ * looks it up: "token_embd.weight", "blk.3.attn_q.weight", ... */
+char                 *amk_gguf_model_tensor_name  (AmkModelWeight       weight,
+                                                   guint                layer);
 /* A Hugging Face checkpoint folder: config.json, model.safetensors (or sharded with
  * model.safetensors.index.json), tokenizer.json; generation_config.json and
  * tokenizer_config.json when present (amk-hf-model.c). */

@@ -57,6 +57,9 @@ AmkModel    *amk_cli_load_model      (const char     *command,
 /* The commands that live in files of their own, called as main() calls those of amk.c:
  * with the arguments after the command's name; they return the exit status. */
 int          amk_cmd_chat            (char         ***args);   /* amk-cmd-chat.c */
+int          amk_cmd_quantize        (char         ***args);   /* amk-cmd-quantize.c */
+/* `amk info --model PATH` (amk-model-info.c): the exit status */
+int          amk_cli_info_model      (const char      *path);
 /* `amk serve` (amk-serve.c), built only with libsoup 3 (config.h's HAVE_AMK_SERVE) */
 int          amk_cmd_serve           (char         ***args);
 

@@ -390,13 +390,25 @@ cmd_info (char ***args)
 {
   g_autoptr(GOptionContext) context = g_option_context_new (NULL);
   g_autoptr(AmkStructSizes) sizes = NULL;
+  g_autofree char *model = NULL;
   gint count;
+  const GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
+      N_("Describe the model PATH instead (a GGUF file or a Hugging Face checkpoint folder): "
+         "its architecture, its tensor types and their bytes, and the bytes of weights on "
+         "the device, without loading it"), N_("PATH") },
+    G_OPTION_ENTRY_NULL
+  };
 
-  g_option_context_set_summary (context, _("Shows the library version, the CUDA devices and the ABI struct sizes."));
+  g_option_context_set_summary (context, _("Shows the library version, the CUDA devices and the ABI struct sizes, "
+                                           "or with --model what a model file holds."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
   if (!amk_cli_parse_options (context, "info", args))
     return EXIT_USAGE;
   if (g_strv_length (*args) > 1)
     return amk_cli_usage_error ("info", _("this command takes no arguments"));
+  if (model != NULL)
+    return amk_cli_info_model (model);
 
   g_print (_("amk-glib %s\n"), AMK_VERSION_S);
   g_print (_("Built with CUDA: %s\n"), amk_launcher_get_have_cuda () ? _("yes") : _("no"));
@@ -1095,7 +1107,7 @@ cmd_generate (char ***args)
 }
 
 static const Command commands[] = {
-  { "info", cmd_info, N_("Show the library version, the CUDA devices and the ABI struct sizes") },
+  { "info", cmd_info, N_("Show the library version, the CUDA devices and the ABI struct sizes, or a model's tensors") },
   { "verify", cmd_verify, N_("Load and verify an image file and describe it") },
   { "run", cmd_run, N_("Run an image on the GPU or the CPU executor and print its outputs") },
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
@@ -1103,6 +1115,7 @@ static const Command commands[] = {
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
   { "generate", cmd_generate, N_("Generate text with a GGUF model, streamed (GPU, or the CPU executor)") },
   { "chat", amk_cmd_chat, N_("Talk with a chat model in the terminal") },
+  { "quantize", amk_cmd_quantize, N_("Write a model as a GGUF file of other tensor types (q8_0, q4_k_m, ...)") },
 #if HAVE_AMK_SERVE
   { "serve", amk_cmd_serve, N_("Serve a model over HTTP with the OpenAI API (completions, chat)") },
 #endif

@@ -14,6 +14,7 @@ apt-get install -y -qq --no-install-recommends \
 # protocol from Python, and a font for its screenshots
 apt-get install -y -qq --no-install-recommends \
   chromium python3-websocket fonts-dejavu-core >/dev/null
-# the openai client, for the test of `amk serve` (Debian's Python has no package of it)
-/usr/bin/python3 -m pip install -q --break-system-packages openai >/dev/null
+# the openai client, for the test of `amk serve`, and llama.cpp's gguf reader, for the
+# tests of `amk quantize` (Debian's Python has no package of either)
+/usr/bin/python3 -m pip install -q --break-system-packages openai gguf >/dev/null
 echo "amk-glib: build dependencies installed"

@@ -1,0 +1,219 @@
+/* amk-model-info.c: `amk info --model PATH`: what a model file holds and what amk makes
+ * of it on the device, without loading it: the architecture and sizes (the model
+ * reader's description), the tensor types of the file (the GGUF header, or the
+ * safetensors headers of a checkpoint folder) with their counts and bytes, and the bytes
+ * the decode step keeps and reads on the device, where the loader expands every weight
+ * to bf16 (AmkModel:weight-bytes), against those of the same weights in the file.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <glib/gi18n.h>
+
+#include "amk-cli.h"
+#include "amk-quantize.h"
+#include "amk-gguf-private.h"
+#include "amk-safetensors-private.h"
+#include "amk-model-loader-private.h"
+
+typedef struct {
+  const char *name;
+  guint       count;
+  guint64     bytes;
+  guint64     elements;
+} TypeRow;
+
+static TypeRow *
+type_row (GArray *rows, const char *name)
+{
+  TypeRow row = { name, 0, 0, 0 };
+
+  for (guint i = 0; i < rows->len; i++)
+    if (g_str_equal (g_array_index (rows, TypeRow, i).name, name))
+      return &g_array_index (rows, TypeRow, i);
+  g_array_append_val (rows, row);
+  return &g_array_index (rows, TypeRow, rows->len - 1);
+}
+
+static char *
+size_string (guint64 bytes)
+{
+  g_autofree char *human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+
+  /* TRANSLATORS: a byte count, then the same in KiB/MiB/GiB */
+  return g_strdup_printf (_("%" PRIu64 " bytes (%s)"), bytes, human);
+}
+
+/* The tensor table of a GGUF file or a checkpoint folder, by type; FALSE with the
+ * reader's error. */
+static gboolean
+read_tensor_types (const char *path, GArray *rows, guint *n_tensors, char **format, GError **error)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr(AmkSafetensors) st = amk_safetensors_open (path, error);
+
+      if (st == NULL)
+        return FALSE;
+      *n_tensors = (guint) amk_safetensors_get_n_tensors (st);
+      for (gsize i = 0; i < *n_tensors; i++)
+        {
+          const AmkSafetensorsTensor *t = amk_safetensors_get_tensor (st, i);
+          TypeRow *row = type_row (rows, amk_safetensors_dtype_name (t->dtype));
+
+          row->count++;
+          row->bytes += t->n_bytes;
+          row->elements += t->n_elements;
+        }
+      *format = g_strdup (_("a Hugging Face checkpoint folder (safetensors)"));
+    }
+  else
+    {
+      g_autoptr(AmkGguf) gguf = amk_gguf_open (path, error);
+
+      if (gguf == NULL)
+        return FALSE;
+      *n_tensors = (guint) amk_gguf_get_n_tensors (gguf);
+      for (gsize i = 0; i < *n_tensors; i++)
+        {
+          const AmkGgufTensor *t = amk_gguf_get_tensor (gguf, i);
+          TypeRow *row = type_row (rows, amk_ggml_type_name (t->type));
+
+          row->count++;
+          row->bytes += t->n_bytes;
+          row->elements += t->n_elements;
+        }
+      /* TRANSLATORS: the GGUF version and the number of metadata keys */
+      *format = g_strdup_printf (_("GGUF version %u, %zu metadata keys"),
+                                 amk_gguf_get_version (gguf), amk_gguf_get_n_keys (gguf));
+    }
+  return TRUE;
+}
+
+/* What the decode step holds: every weight the builder loads (the token embedding once
+ * when the output matrix is tied to it), in bf16 and as stored; and what one step reads
+ * of them: all but the embedding's other rows, unless the output matrix is that table. */
+typedef struct {
+  guint64 elements;
+  guint64 device;        /* = AmkModel:weight-bytes */
+  guint64 file;
+  guint64 step_device;
+  guint64 step_file;
+} WeightBytes;
+
+static void
+weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
+{
+  const AmkModelParams *hp = &spec->params;
+
+  memset (wb, 0, sizeof *wb);
+  for (guint w = 0; w < AMK_MODEL_N_WEIGHTS; w++)
+    for (guint layer = 0; layer < (w >= AMK_MODEL_WEIGHT_FIRST_LAYER ? hp->n_layers : 1); layer++)
+      {
+        const AmkModelTensor *t = amk_model_spec_tensor (spec, w, layer);
+        const guint64 stored = t != NULL ? g_bytes_get_size (t->data) : 0;
+
+        if (t == NULL || (w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) ||
+            ((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
+          continue;
+        wb->elements += t->n_elements;
+        wb->device += 2 * t->n_elements;
+        wb->file += stored;
+        if (w == AMK_MODEL_WEIGHT_TOKEN_EMBD && !hp->tied_embeddings && hp->vocab > 0)
+          {
+            wb->step_device += 2 * t->n_elements / hp->vocab;
+            wb->step_file += stored / hp->vocab;
+          }
+        else
+          {
+            wb->step_device += 2 * t->n_elements;
+            wb->step_file += stored;
+          }
+      }
+}
+
+int
+amk_cli_info_model (const char *path)
+{
+  g_autoptr(GArray) rows = g_array_new (FALSE, TRUE, sizeof (TypeRow));
+  g_autoptr(AmkModelSpec) spec = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *display = g_filename_display_name (path);
+  g_autofree char *format = NULL;
+  guint n_tensors = 0;
+  guint64 total_bytes = 0, total_elements = 0;
+
+  if (!amk_quantize_check_input (path, &error) ||
+      !read_tensor_types (path, rows, &n_tensors, &format, &error))
+    {
+      amk_cli_print_error ("info", error);
+      return 1;
+    }
+  /* TRANSLATORS: the model's path, then what it is (its format) */
+  g_print (_("Model: %s, %s\n"), display, format);
+
+  spec = amk_model_read_spec (path, &error);
+  if (spec != NULL)
+    {
+      const AmkModelParams *hp = &spec->params;
+
+      /* TRANSLATORS: the architecture and the sizes of a model */
+      g_print (_("Architecture: %s, %u layers, hidden size %u, feed-forward size %u, %u "
+                 "attention heads of %u (%u for keys and values), vocabulary %" PRIu64 "%s%s\n"),
+               hp->architecture, hp->n_layers, hp->hidden, hp->ffn, hp->n_heads, hp->head_dim,
+               hp->n_kv_heads, hp->vocab, hp->qk_norm ? _(", q/k norms") : "",
+               hp->tied_embeddings ? _(", output tied to the token embedding") : "");
+      if (hp->model_context > 0)
+        g_print (_("Trained context: %u tokens\n"), hp->model_context);
+    }
+
+  g_print (g_dngettext (GETTEXT_PACKAGE, "%u tensor:\n", "%u tensors:\n", n_tensors), n_tensors);
+  for (guint i = 0; i < rows->len; i++)
+    {
+      const TypeRow *row = &g_array_index (rows, TypeRow, i);
+      g_autofree char *bytes = size_string (row->bytes);
+
+      /* TRANSLATORS: a tensor type, how many tensors have it, their bytes and bits per value */
+      g_print (g_dngettext (GETTEXT_PACKAGE, "  %-5s %5u tensor   %s, %.2f bits per value\n",
+                            "  %-5s %5u tensors  %s, %.2f bits per value\n", row->count),
+               row->name, row->count, bytes,
+               row->elements > 0 ? 8.0 * (double) row->bytes / (double) row->elements : 0.0);
+      total_bytes += row->bytes;
+      total_elements += row->elements;
+    }
+  {
+    g_autofree char *bytes = size_string (total_bytes);
+
+    /* TRANSLATORS: the bytes of all tensors, the values they hold, the bits per value */
+    g_print (_("  all   %5u tensors  %s, %" PRIu64 " values, %.2f bits per value\n"), n_tensors,
+             bytes, total_elements,
+             total_elements > 0 ? 8.0 * (double) total_bytes / (double) total_elements : 0.0);
+  }
+
+  if (spec == NULL)
+    {
+      amk_cli_print_error ("info", error);
+      return 1;
+    }
+  {
+    WeightBytes wb;
+    g_autofree char *device = NULL, *file = NULL, *step_device = NULL, *step_file = NULL;
+
+    weight_bytes (spec, &wb);
+    device = size_string (wb.device);
+    file = size_string (wb.file);
+    step_device = size_string (wb.step_device);
+    step_file = size_string (wb.step_file);
+    /* TRANSLATORS: the weights' bytes on the device (bf16) and in the file */
+    g_print (_("On the device: %s of weights, every one expanded to bf16 (AmkModel:weight-bytes); "
+               "%s in the file (%.2f times less)\n"), device, file,
+             wb.file > 0 ? (double) wb.device / (double) wb.file : 0.0);
+    /* TRANSLATORS: what one decode step reads today, and what it would read in the file's types */
+    g_print (_("A decode step reads %s of weights; %s if it read the file's types\n"),
+             step_device, step_file);
+  }
+  return 0;
+}
