@@ -16,7 +16,15 @@
 
 #include "amk-cli.h"
 
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+char *
+amk_cli_cache_dir (void)
+{
+  const char *dir = g_getenv ("AMK_CACHE_DIR");
+
+  if (dir != NULL && *dir != '\0')
+    return g_strdup (dir);
+  return g_build_filename (g_get_user_cache_dir (), "amk", NULL);
+}
 
 char *
 amk_cli_model_path (const char *command,
@@ -24,16 +32,18 @@ amk_cli_model_path (const char *command,
 {
   g_autofree char *path = NULL;
   g_autofree char *display = NULL;
+  g_autofree char *cache_dir = NULL;
 
   if (given != NULL)
     return g_strdup (given);
   if (g_getenv ("AMK_MODEL") != NULL && *g_getenv ("AMK_MODEL") != '\0')
     return g_strdup (g_getenv ("AMK_MODEL"));
-  path = g_build_filename (g_get_user_cache_dir (), "amk", DEFAULT_MODEL_FILE, NULL);
+  cache_dir = amk_cli_cache_dir ();
+  path = g_build_filename (cache_dir, AMK_CLI_DEFAULT_MODEL, NULL);
   if (g_file_test (path, G_FILE_TEST_EXISTS))
     return g_steal_pointer (&path);
   display = g_filename_display_name (path);
-  g_printerr (_("amk %s: there is no model at %s: run tools/fetch-model.sh to download "
+  g_printerr (_("amk %s: there is no model at %s: run “amk fetch-model” to download "
                 "SmolLM2-135M-Instruct (98 MB) there, or give a model with --model PATH\n"),
               command, display);
   return NULL;

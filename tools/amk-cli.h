@@ -40,8 +40,13 @@ const char  *amk_cli_check_sampling  (gint            max_tokens,
 /* A seed for sampling when none is given: 63 random bits (a --seed shows it as given). */
 gint64       amk_cli_random_seed     (void);
 
+/* The default model's file in the cache folder, which `amk fetch-model` downloads. */
+#define AMK_CLI_DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* The cache folder: $AMK_CACHE_DIR, else amk in the user's ($XDG_CACHE_HOME or ~/.cache). */
+char        *amk_cli_cache_dir       (void);
 /* The model file a command runs: @given, else $AMK_MODEL, else SmolLM2-135M-Instruct in
- * ~/.cache/amk; NULL (said on stderr, with how to get one) when that is missing. */
+ * the cache folder; NULL (said on stderr, with how to get one) when that is missing. */
 char        *amk_cli_model_path      (const char     *command,
                                       const char     *given);
 /* Loads the model at @path for @executor (its preferred queues) while a progress line
@@ -60,6 +65,8 @@ int          amk_cmd_chat            (char         ***args);   /* amk-cmd-chat.c
 int          amk_cmd_quantize        (char         ***args);   /* amk-cmd-quantize.c */
 /* `amk info --model PATH` (amk-model-info.c): the exit status */
 int          amk_cli_info_model      (const char      *path);
+/* `amk fetch-model` (amk-cmd-fetch-model.c); without libsoup 3 it only finds a cached file */
+int          amk_cmd_fetch_model     (char         ***args);
 /* `amk serve` (amk-serve.c), built only with libsoup 3 (config.h's HAVE_AMK_SERVE) */
 int          amk_cmd_serve           (char         ***args);
 

@@ -1540,8 +1540,8 @@ amk_cmd_serve (char ***args)
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
       N_("The model: a GGUF file or a Hugging Face checkpoint folder (default: $AMK_MODEL, "
-         "else SmolLM2-135M-Instruct.Q4_1.gguf in ~/.cache/amk, which tools/fetch-model.sh "
-         "downloads)"), N_("PATH") },
+         "else SmolLM2-135M-Instruct.Q4_1.gguf in ~/.cache/amk or $AMK_CACHE_DIR, which "
+         "“amk fetch-model” downloads)"), N_("PATH") },
     { "host", 0, 0, G_OPTION_ARG_STRING, &host,
       N_("The address to listen on (default: 127.0.0.1, this machine only)"), N_("HOST") },
     { "port", 0, 0, G_OPTION_ARG_INT, &port,

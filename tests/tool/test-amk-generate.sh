@@ -20,11 +20,11 @@ fail () {
   exit 1
 }
 
-# no model in an empty cache: exit 1 and a pointer to tools/fetch-model.sh
-if env -u AMK_MODEL XDG_CACHE_HOME="$tmp/cache" "$amk" generate --cpu "Hello" >"$tmp/out" 2>"$tmp/err"; then
+# no model in an empty cache: exit 1 and a pointer to amk fetch-model
+if env -u AMK_MODEL -u AMK_CACHE_DIR XDG_CACHE_HOME="$tmp/cache" "$amk" generate --cpu "Hello" >"$tmp/out" 2>"$tmp/err"; then
   fail "succeeded without a model"
 fi
-grep -q "fetch-model.sh" "$tmp/err" || fail "no hint at tools/fetch-model.sh"
+grep -q "amk fetch-model" "$tmp/err" || fail "no hint at amk fetch-model"
 
 # bad options are usage errors (exit 2)
 status=0

@@ -176,7 +176,7 @@ test_smollm2 (void)
 
   if (path == NULL)
     {
-      g_test_skip ("Set AMK_TEST_GGUF to a SmolLM2 GGUF file (tools/fetch-model.sh)");
+      g_test_skip ("Set AMK_TEST_GGUF to a SmolLM2 GGUF file (amk fetch-model)");
       return;
     }
   check_batch (path, 4, 0);

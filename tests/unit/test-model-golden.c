@@ -1,7 +1,7 @@
 /* test-model-golden.c: SmolLM2-135M's greedy continuations on the CPU executor against
  * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
  * see tests/golden/amk-golden.h). Skipped unless AMK_TEST_GGUF names the model file
- * (tools/fetch-model.sh prints its path; .ci/run sets it).
+ * (build/tools/amk fetch-model prints its path; .ci/run sets it).
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
