@@ -93,9 +93,10 @@ read_tensor_types (const char *path, GArray *rows, guint *n_tensors, char **form
   return TRUE;
 }
 
-/* What the decode step holds: every weight the builder loads (the token embedding once
- * when the output matrix is tied to it), in bf16 and as stored; and what one step reads
- * of them: all but the embedding's other rows, unless the output matrix is that table. */
+/* What the decode step holds: every weight amk-model-builder.c loads (the token
+ * embedding once when the output matrix is tied to it), in bf16 as it loads them, and
+ * as stored; and what one step reads of them: all but the embedding's other rows,
+ * unless the output matrix is that table. */
 typedef struct {
   guint64 elements;
   guint64 device;        /* = AmkModel:weight-bytes */
@@ -207,12 +208,14 @@ amk_cli_info_model (const char *path)
     file = size_string (wb.file);
     step_device = size_string (wb.step_device);
     step_file = size_string (wb.step_file);
-    /* TRANSLATORS: the weights' bytes on the device (bf16) and in the file */
-    g_print (_("On the device: %s of weights, every one expanded to bf16 (AmkModel:weight-bytes); "
-               "%s in the file (%.2f times less)\n"), device, file,
+    /* TRANSLATORS: the weights' bytes on the device (each expanded to bf16) */
+    g_print (_("Weights on the device: %s: the loader expands each to bf16 "
+               "(AmkModel:weight-bytes)\n"), device);
+    /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer */
+    g_print (_("Weights in the file: %s, %.2f times fewer\n"), file,
              wb.file > 0 ? (double) wb.device / (double) wb.file : 0.0);
-    /* TRANSLATORS: what one decode step reads today, and what it would read in the file's types */
-    g_print (_("A decode step reads %s of weights; %s if it read the file's types\n"),
+    /* TRANSLATORS: the weights one decode step reads as loaded, and in the file's types */
+    g_print (_("A decode step reads %s of weights as loaded, %s in the file's types\n"),
              step_device, step_file);
   }
   return 0;
