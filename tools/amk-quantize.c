@@ -202,7 +202,7 @@ same_file (const char *a, const char *b)
          sa.st_ino == sb.st_ino;
 }
 
-/* A GGUF input: its keys (general.file_type set to the mix's) and its tensors. */
+/* A GGUF input: its keys, in its order, and its tensors. */
 static gboolean
 plan_gguf (AmkGguf *gguf, AmkQuantizeMix mix, AmkGgufWriter *w, GArray *jobs, GError **error)
 {
@@ -311,11 +311,12 @@ plan_hf (AmkModelSpec *spec, const char *dir, AmkQuantizeMix mix, AmkGgufWriter 
       g_array_append_val (jobs, job);
     }
   for (guint layer = 0; layer < hp->n_layers; layer++)
-    for (guint w_ = AMK_MODEL_WEIGHT_FIRST_LAYER; w_ < AMK_MODEL_N_WEIGHTS; w_++)
+    for (guint weight = AMK_MODEL_WEIGHT_FIRST_LAYER; weight < AMK_MODEL_N_WEIGHTS; weight++)
       {
-        if ((w_ == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w_ == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm)
+        if ((weight == AMK_MODEL_WEIGHT_ATTN_Q_NORM || weight == AMK_MODEL_WEIGHT_ATTN_K_NORM) &&
+            !hp->qk_norm)
           continue;
-        if (!add_hf_job (spec, w_, layer, permuted, mix, jobs, error))
+        if (!add_hf_job (spec, weight, layer, permuted, mix, jobs, error))
           return FALSE;
       }
   if (!add_hf_job (spec, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, permuted, mix, jobs, error))
