@@ -35,9 +35,9 @@ float    *amk_gguf_convert_rope_freqs  (AmkGgufWriter         *writer,
 
 /* tokenizer.ggml.* (model "gpt2": the tokens, their types, the merges, the
  * pre-tokenizer's name, BOS, EOS, add_bos_token) and tokenizer.chat_template of a
- * tokenizer.json's tokenizer. The pre-tokenizer's name is the one whose GGUF tokenizer
- * encodes a sample text as `tokenizer` does; none of them:
- * AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, naming `source`. */
+ * tokenizer.json's tokenizer. The pre-tokenizer's name is one whose GGUF tokenizer
+ * encodes a sample text as `tokenizer` does, one with the very same pre-tokenizer steps
+ * first; none of them: AMK_MODEL_ERROR_UNSUPPORTED_FEATURE, naming `source`. */
 gboolean  amk_gguf_convert_tokenizer   (AmkGgufWriter         *writer,
                                         AmkTokenizer          *tokenizer,
                                         const char            *source,

@@ -3,8 +3,9 @@
  *
  * The tokenizer is taken from the AmkTokenizer that tokenizer.json made (its tokens,
  * special flags and merges), not from the file again; a GGUF file only names its
- * pre-tokenizer, so each name amk's GGUF tokenizer knows is tried on a sample text and
- * the first that splits it as tokenizer.json does is written.
+ * pre-tokenizer, so each name amk's GGUF tokenizer knows is tried on a sample text, and
+ * of those that encode it as tokenizer.json does, the one with the same pre-tokenizer
+ * steps is written (with a small vocabulary two rules may agree on any sample).
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -39,6 +40,7 @@ static const char * const pre_names[] = { "smollm", "llama-bpe", "qwen2", "gpt2"
 static const char probe_text[] =
   "Hello, world! It's 12345 o'clock; I'M SURE they'LL see 3.14159 and 2024-06-01.\n\n"
   "  Indented\tline:\tx=y+z*(a-b) //comment\r\n"
+  "def run(self):\n\treturn self.items.append(\"x\") or [i for i in range(10)]\n"
   "Déjà vu, naïve façade — «quoted» ¿qué? Straße ÆØÅ 東京 🙂!!\n   \n"
   "snake_case CamelCase $100 #tag @user ...end";
 
@@ -148,6 +150,26 @@ amk_gguf_convert_rope_freqs (AmkGgufWriter         *w,
   return g_steal_pointer (&divisors);
 }
 
+/* Whether the two tokenizers' pre-tokenizer steps are the same: the same kinds, regular
+ * expressions and prefix spaces. */
+static gboolean
+steps_alike (AmkTokenizer *a, AmkTokenizer *b)
+{
+  if (a->steps->len != b->steps->len)
+    return FALSE;
+  for (guint i = 0; i < a->steps->len; i++)
+    {
+      const PreStep *x = g_ptr_array_index (a->steps, i), *y = g_ptr_array_index (b->steps, i);
+
+      if (x->kind != y->kind || x->add_prefix_space != y->add_prefix_space ||
+          (x->regex == NULL) != (y->regex == NULL) ||
+          (x->regex != NULL && g_strcmp0 (g_regex_get_pattern (x->regex),
+                                          g_regex_get_pattern (y->regex)) != 0))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* Whether `candidate` encodes the probe text as `reference` does. */
 static gboolean
 encodes_alike (AmkTokenizer *reference, AmkTokenizer *candidate)
@@ -172,7 +194,7 @@ amk_gguf_convert_tokenizer (AmkGgufWriter  *w,
   g_autofree gint32 *types = g_new0 (gint32, MAX (n, 1));
   g_autofree guint8 *added = g_new0 (guint8, MAX (n, 1));
   g_autofree gint32 *with_special = NULL;
-  const char *pre = NULL;
+  const char *pre = NULL, *exact = NULL;
   gsize n_with_special = 0;
 
   g_return_val_if_fail (w != NULL && AMK_IS_TOKENIZER (tok), FALSE);
@@ -211,7 +233,10 @@ amk_gguf_convert_tokenizer (AmkGgufWriter  *w,
     }
   g_ptr_array_add (merges, NULL);
 
-  for (guint i = 0; i < G_N_ELEMENTS (pre_names) && pre == NULL; i++)
+  /* a name whose steps are tokenizer.json's own wins; else the first that encodes the
+   * probe alike (the same rule spelled another way, such as Qwen's (?i:...) contractions
+   * against the GGUF tokenizer's spelled-out cases) */
+  for (guint i = 0; i < G_N_ELEMENTS (pre_names) && exact == NULL; i++)
     {
       g_autoptr(GError) local = NULL;
       g_autoptr(AmkTokenizer) candidate =
@@ -226,9 +251,15 @@ amk_gguf_convert_tokenizer (AmkGgufWriter  *w,
                        local->message);
           return FALSE;
         }
-      if (encodes_alike (tok, candidate))
+      if (!encodes_alike (tok, candidate))
+        continue;
+      if (steps_alike (tok, candidate))
+        exact = pre_names[i];
+      else if (pre == NULL)
         pre = pre_names[i];
     }
+  if (exact != NULL)
+    pre = exact;
   if (pre == NULL)
     {
       g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_UNSUPPORTED_FEATURE,
