@@ -87,6 +87,13 @@ AmkModelBuild *amk_model_build_graph     (AmkModelSpec   *spec,
                                           guint           n_queues,
                                           guint           context,
                                           GError        **error);
+/* The same with each matrix stored in a block-quantized type whose bit (1 << AmkDType)
+ * `keep` has left in that type instead of bf16. */
+AmkModelBuild *amk_model_build_graph_keeping (AmkModelSpec *spec,
+                                              guint         n_queues,
+                                              guint         context,
+                                              guint32       keep,
+                                              GError      **error);
 /* Adds the prefill chunk program of `chunk` rows (at least 2) beside the decode step,
  * sharing its weights (the same GBytes) and KV caches by name. */
 gboolean       amk_model_build_prefill   (AmkModelBuild  *build,

@@ -22,6 +22,7 @@ typedef struct {
   AmkProgram    *program;
   AmkModelSpec  *spec;
   AmkModelBuild *build;
+  guint32        keep;   /* the block-quantized types matrices keep (1 << AmkDType) */
 } Graph;
 
 /* Where build->weights keeps the decode step's buffer of `weight` (of `layer`). */
@@ -36,16 +37,17 @@ weight_slot (AmkModelWeight weight,
   return AMK_MODEL_WEIGHT_FIRST_LAYER + layer * per_layer + (weight - AMK_MODEL_WEIGHT_FIRST_LAYER);
 }
 
-/* Adds bytes as a bf16 CONSTANT buffer and counts them as weights. */
+/* Adds bytes as a CONSTANT buffer of dtype and counts them as weights. */
 static gint
 add_constant (Graph          *g,
               const char     *name,
+              AmkDType        dtype,
               GBytes         *bytes,
               const gint64   *shape,
               gsize           n_dims,
               GError        **error)
 {
-  gint buf = amk_program_add_buffer (g->program, name, AMK_DTYPE_BF16, shape, n_dims,
+  gint buf = amk_program_add_buffer (g->program, name, dtype, shape, n_dims,
                                      AMK_BUFFER_ROLE_CONSTANT, error);
 
   if (buf < 0 || !amk_program_set_buffer_data (g->program, (guint) buf, bytes, error))
@@ -54,8 +56,8 @@ add_constant (Graph          *g,
   return buf;
 }
 
-/* Adds the weight as a bf16 CONSTANT buffer of shape {rows, cols} (or {cols} when rows
- * is 0), named as in the file. */
+/* Adds the weight as a CONSTANT buffer of shape {rows, cols} (or {cols} when rows is 0),
+ * named as in the file: bf16, or a matrix's quantized type when g->keep has it. */
 static gint
 add_weight (Graph           *g,
             AmkModelWeight   weight,
@@ -66,11 +68,12 @@ add_weight (Graph           *g,
 {
   const char *name = NULL;
   g_autoptr(GBytes) bytes = NULL;
+  AmkDType dtype;
   gint64 shape[2];
   gsize n_dims;
   gint buf;
 
-  bytes = amk_model_spec_load_bf16 (g->spec, weight, layer, rows, cols, &name, error);
+  bytes = amk_model_spec_load_weight (g->spec, weight, layer, rows, cols, g->keep, &dtype, &name, error);
   if (bytes == NULL)
     return -1;
   if (rows > 0)
@@ -84,13 +87,14 @@ add_weight (Graph           *g,
       shape[0] = (gint64) cols;
       n_dims = 1;
     }
-  buf = add_constant (g, name, bytes, shape, n_dims, error);
+  buf = add_constant (g, name, dtype, bytes, shape, n_dims, error);
   g->build->weights[weight_slot (weight, layer)] = buf;
   return buf;
 }
 
 /* Layer `layer`'s q, k and v projections as one [q_dim + 2 kv_dim, hidden] constant
- * (their rows one after the other), for one MATVEC into a qkv vector. */
+ * (their rows one after the other), for one MATVEC into a qkv vector: in their quantized
+ * type when the three share one that g->keep has, else in bf16. */
 static gint
 add_qkv_weight (Graph    *g,
                 guint     layer,
@@ -105,18 +109,31 @@ add_qkv_weight (Graph    *g,
   g_autoptr(GByteArray) all = g_byte_array_new ();
   g_autoptr(GBytes) bytes = NULL;
   gint64 shape[2] = { (gint64) (q_dim + 2 * kv_dim), (gint64) cols };
+  guint32 keep = g->keep;
+  AmkDType dtype = AMK_DTYPE_BF16;
   gint buf;
 
   for (guint i = 0; i < G_N_ELEMENTS (parts); i++)
     {
-      g_autoptr(GBytes) part = amk_model_spec_load_bf16 (g->spec, parts[i], layer, rows[i], cols, NULL, error);
+      AmkDType part_dtype;
+      g_autoptr(GBytes) part = amk_model_spec_load_weight (g->spec, parts[i], layer, rows[i], cols, keep,
+                                                           &part_dtype, NULL, error);
 
       if (part == NULL)
         return -1;
+      if (i > 0 && part_dtype != dtype)
+        {
+          /* types that differ (Q4_K_M files keep v in Q6_K): all three in bf16 */
+          g_byte_array_set_size (all, 0);
+          keep = 0;
+          i = (guint) -1;
+          continue;
+        }
+      dtype = part_dtype;
       g_byte_array_append (all, g_bytes_get_data (part, NULL), g_bytes_get_size (part));
     }
   bytes = g_byte_array_free_to_bytes (g_steal_pointer (&all));
-  buf = add_constant (g, name, bytes, shape, 2, error);
+  buf = add_constant (g, name, dtype, bytes, shape, 2, error);
   g->build->weights[weight_slot (AMK_MODEL_WEIGHT_ATTN_Q, layer)] = buf;
   return buf;
 }
@@ -199,6 +216,18 @@ amk_model_build_graph (AmkModelSpec  *spec,
                        guint          context,
                        GError       **error)
 {
+  return amk_model_build_graph_keeping (spec, n_queues, context, 0, error);
+}
+
+/* amk_model_build_graph(), with the matrices stored in a block-quantized type whose bit
+ * (1 << AmkDType) is in keep left in it (for an executor that runs them). */
+AmkModelBuild *
+amk_model_build_graph_keeping (AmkModelSpec  *spec,
+                               guint          n_queues,
+                               guint          context,
+                               guint32        keep,
+                               GError       **error)
+{
   g_autoptr(AmkModelBuild) build = NULL;
   const AmkModelParams *hp;
   AmkTokenizer *tokenizer;
@@ -257,6 +286,7 @@ amk_model_build_graph (AmkModelSpec  *spec,
   g.program = p;
   g.spec = spec;
   g.build = build;
+  g.keep = keep;
 
   if ((tokens = add_buffer (p, "tokens", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_STATE, error)) < 0 ||
       (pos = add_buffer (p, "pos", AMK_DTYPE_I32, 1, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||

@@ -152,6 +152,19 @@ GBytes               *amk_model_spec_load_bf16    (AmkModelSpec        *spec,
                                                    const char         **name,
                                                    GError             **error);
 
+/* amk_model_spec_load_bf16(), except that a matrix (rows > 0) stored in a block-quantized
+ * type whose bit (1 << AmkDType) is set in `keep` comes as the file's blocks (the rope
+ * permutation undone on whole rows); *dtype says which: BF16 or that type. */
+GBytes               *amk_model_spec_load_weight  (AmkModelSpec        *spec,
+                                                   AmkModelWeight       weight,
+                                                   guint                layer,
+                                                   guint64              rows,
+                                                   guint64              cols,
+                                                   guint32              keep,
+                                                   AmkDType            *dtype,
+                                                   const char         **name,
+                                                   GError             **error);
+
 /* Converts n_elements values stored as `type` (little-endian; Q types in whole blocks)
  * to bf16, rounded to nearest even. FALSE for AMK_MODEL_TENSOR_OTHER. */
 gboolean              amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,

@@ -236,18 +236,17 @@ amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,
     }
 }
 
-gboolean
-amk_model_unpermute_qk (guint16  *rows,
-                        gsize     n_rows,
-                        gsize     n_cols,
-                        guint     n_heads,
-                        GError  **error)
+/* amk_model_unpermute_qk() on rows of row_bytes bytes each, whatever they hold (bf16
+ * values or a quantized type's blocks: the permutation moves whole rows). */
+static gboolean
+unpermute_rows (guint8  *rows,
+                gsize    n_rows,
+                gsize    row_bytes,
+                guint    n_heads,
+                GError **error)
 {
-  g_autofree guint16 *head = NULL;
+  g_autofree guint8 *head = NULL;
   gsize head_dim, half;
-
-  g_return_val_if_fail (rows != NULL || n_rows == 0 || n_cols == 0, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (n_heads == 0 || n_rows % n_heads != 0 || (n_rows / n_heads) % 2 != 0)
     {
@@ -258,21 +257,33 @@ amk_model_unpermute_qk (guint16  *rows,
     }
   head_dim = n_rows / n_heads;
   half = head_dim / 2;
-  if (n_cols == 0 || head_dim == 0)
+  if (row_bytes == 0 || head_dim == 0)
     return TRUE;
-  head = g_new (guint16, head_dim * n_cols);
+  head = g_new (guint8, head_dim * row_bytes);
   /* the converter wrote gguf row (i * 2 + s) of a head from HF row (s * half + i) */
   for (gsize h = 0; h < n_heads; h++)
     {
-      guint16 *base = rows + h * head_dim * n_cols;
+      guint8 *base = rows + h * head_dim * row_bytes;
 
-      memcpy (head, base, head_dim * n_cols * sizeof (guint16));
+      memcpy (head, base, head_dim * row_bytes);
       for (gsize s = 0; s < 2; s++)
         for (gsize i = 0; i < half; i++)
-          memcpy (base + (s * half + i) * n_cols, head + (i * 2 + s) * n_cols,
-                  n_cols * sizeof (guint16));
+          memcpy (base + (s * half + i) * row_bytes, head + (i * 2 + s) * row_bytes, row_bytes);
     }
   return TRUE;
+}
+
+gboolean
+amk_model_unpermute_qk (guint16  *rows,
+                        gsize     n_rows,
+                        gsize     n_cols,
+                        guint     n_heads,
+                        GError  **error)
+{
+  g_return_val_if_fail (rows != NULL || n_rows == 0 || n_cols == 0, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  return unpermute_rows ((guint8 *) rows, n_rows, n_cols * sizeof (guint16), n_heads, error);
 }
 
 static char *
@@ -286,20 +297,42 @@ shape_string (const guint64 *shape, guint n_dims)
   return g_string_free (s, FALSE);
 }
 
+/* The block-quantized program type of a file's tensor type, or -1. */
+static gint
+kept_dtype (AmkModelTensorType type)
+{
+  switch (type)
+    {
+    case AMK_MODEL_TENSOR_Q8_0:
+      return AMK_DTYPE_Q8_0;
+    case AMK_MODEL_TENSOR_Q4_K:
+      return AMK_DTYPE_Q4_K;
+    case AMK_MODEL_TENSOR_Q5_K:
+      return AMK_DTYPE_Q5_K;
+    case AMK_MODEL_TENSOR_Q6_K:
+      return AMK_DTYPE_Q6_K;
+    default:
+      return -1;
+    }
+}
+
 GBytes *
-amk_model_spec_load_bf16 (AmkModelSpec    *spec,
-                          AmkModelWeight   weight,
-                          guint            layer,
-                          guint64          rows,
-                          guint64          cols,
-                          const char     **name,
-                          GError         **error)
+amk_model_spec_load_weight (AmkModelSpec    *spec,
+                            AmkModelWeight   weight,
+                            guint            layer,
+                            guint64          rows,
+                            guint64          cols,
+                            guint32          keep,
+                            AmkDType        *dtype,
+                            const char     **name,
+                            GError         **error)
 {
   const AmkModelTensor *t = amk_model_spec_tensor (spec, weight, layer);
   const guint64 expected[2] = { rows > 0 ? rows : cols, cols };
   const guint n_dims = rows > 0 ? 2 : 1;
   g_autofree guint16 *data = NULL;
   const guint8 *stored;
+  gint kept;
 
   if (t == NULL)
     {
@@ -339,6 +372,25 @@ amk_model_spec_load_bf16 (AmkModelSpec    *spec,
   if (name != NULL)
     *name = t->name;
   stored = g_bytes_get_data (t->data, NULL);
+
+  /* a matrix of a type the program takes: its blocks as they are (rows of whole blocks,
+   * which a GGUF file's rows always are) */
+  kept = n_dims == 2 ? kept_dtype (t->type) : -1;
+  if (kept >= 0 && ((keep >> kept) & 1u))
+    {
+      g_autofree guint8 *copy = NULL;
+      const gsize size = g_bytes_get_size (t->data);
+
+      *dtype = (AmkDType) kept;
+      if (t->unpermute_heads == 0)
+        return g_bytes_ref (t->data);
+      copy = g_memdup2 (stored, size);
+      if (!unpermute_rows (copy, (gsize) rows, size / (gsize) rows, t->unpermute_heads, error))
+        return NULL;
+      return g_bytes_new_take (g_steal_pointer (&copy), size);
+    }
+
+  *dtype = AMK_DTYPE_BF16;
   /* bf16 as the program wants it: the mapped file's bytes themselves */
   if (t->type == AMK_MODEL_TENSOR_BF16 && t->unpermute_heads == 0 &&
       G_BYTE_ORDER == G_LITTLE_ENDIAN && ((guintptr) stored) % 2 == 0)
@@ -355,4 +407,18 @@ amk_model_spec_load_bf16 (AmkModelSpec    *spec,
       !amk_model_unpermute_qk (data, (gsize) expected[0], (gsize) cols, t->unpermute_heads, error))
     return NULL;
   return g_bytes_new_take (g_steal_pointer (&data), t->n_elements * sizeof (guint16));
+}
+
+GBytes *
+amk_model_spec_load_bf16 (AmkModelSpec    *spec,
+                          AmkModelWeight   weight,
+                          guint            layer,
+                          guint64          rows,
+                          guint64          cols,
+                          const char     **name,
+                          GError         **error)
+{
+  AmkDType dtype;
+
+  return amk_model_spec_load_weight (spec, weight, layer, rows, cols, 0, &dtype, name, error);
 }

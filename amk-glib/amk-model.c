@@ -16,8 +16,8 @@
 /**
  * AmkModel:
  *
- * A language model ready to run: its weights, converted to bf16, in one compiled
- * decode step ([class@Amk.Program]), and its [class@Amk.Tokenizer].
+ * A language model ready to run: its weights in one compiled decode step
+ * ([class@Amk.Program]), and its [class@Amk.Tokenizer].
  *
  * The decode step takes one token and its position, appends the token's keys and values
  * to the KV cache and computes the logits of the next token and their argmax, all in
@@ -33,9 +33,15 @@
  * Qwen3; Llama 3.1 and 3.2 with the RoPE scaling that llama.cpp's rope_freqs table
  * holds), with weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or the K-quants
  * Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (the Q4_K_M, Q5_K_M and Q6_K files people download),
- * all converted to bf16 at load, and Hugging Face
+ * and Hugging Face
  * checkpoint folders of LlamaForCausalLM and Qwen3ForCausalLM (config.json,
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
+ *
+ * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
+ * Q4_K, Q5_K or Q6_K when the executor runs those types
+ * ([method@Amk.Executor.supports_dtype]: the CPU executor does, the GPU's does not yet):
+ * they stay as stored and each block is decoded as it is read. The q, k and v matrices
+ * of a layer are stacked into one, kept so only when all three have the same type.
  *
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
  * a KV cache length ([property@Amk.Model:context-length]); both are fixed once the
@@ -401,13 +407,15 @@ preferred_executor (AmkExecutor *executor)
  * the prefill chunk of `chunk` rows beside it (1: none; at most the context), whose
  * MATMULs read their inputs as `activations`. A model whose shapes the many-token ops
  * do not take (rows of a multiple of 8 elements, heads of at most 256) gets no chunk:
- * its prompts go through the decode step. */
+ * its prompts go through the decode step. The matrices stored in a block-quantized type
+ * that `keep` has (1 << AmkDType) stay in it, the others become bf16. */
 static AmkModelBuild *
 build_model (const char    *path,
              guint          n_queues,
              guint          context,
              guint          chunk,
              AmkDType       activations,
+             guint32        keep,
              GCancellable  *cancellable,
              GError       **error)
 {
@@ -423,7 +431,7 @@ build_model (const char    *path,
       if (spec->params.model_context > 0 && spec->params.model_context < context)
         context = spec->params.model_context;
     }
-  build = amk_model_build_graph (spec, n_queues, context, error);
+  build = amk_model_build_graph_keeping (spec, n_queues, context, keep, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
   chunk = MIN (chunk, context);
@@ -454,6 +462,7 @@ amk_model_load_for_executor (AmkModel      *self,
   AmkProgram *program;
   guint n_queues;
   guint64 weight_bytes = 0;
+  guint32 keep = 0;
 
   g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
   g_return_val_if_fail (executor == NULL || AMK_IS_EXECUTOR (executor), FALSE);
@@ -475,9 +484,12 @@ amk_model_load_for_executor (AmkModel      *self,
   if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
     return FALSE;
   prefs = preferred_executor (executor);
+  for (guint d = AMK_DTYPE_Q8_0; d <= AMK_DTYPE_Q6_K; d++)
+    if (amk_executor_supports_dtype (prefs, (AmkDType) d))
+      keep |= 1u << d;
   build = build_model (self->path, n_queues, self->context_length,
                        self->prefill_chunk != 0 ? self->prefill_chunk : amk_executor_get_preferred_rows (prefs),
-                       amk_executor_get_activation_dtype (prefs), cancellable, error);
+                       amk_executor_get_activation_dtype (prefs), keep, cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 

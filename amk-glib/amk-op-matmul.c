@@ -569,6 +569,8 @@ matmul_columns (gpointer data)
   const gboolean f32_residual = residual != NULL && residual->info->dtype == AMK_DTYPE_F32;
   g_autofree float *wt = g_new (float, (gsize) k * MATMUL_CPU_COLS);
   float *wt1 = wt + (gsize) k * AMK_CPU_COLS;
+  guint block, block_bytes;
+  const gboolean quantized = amk_dtype_block (w->info->dtype, &block, &block_bytes);
 #if AMK_CPU_X86_FMA
   const gboolean fma = amk_cpu_has_fma ();
 #endif
@@ -577,8 +579,14 @@ matmul_columns (gpointer data)
     {
       const gint32 cols = MIN ((gint32) MATMUL_CPU_COLS, s->cols.end - j0);
 
-      amk_cpu_load_columns (w, k, n0 + j0, MIN (cols, (gint32) AMK_CPU_COLS), wt);
-      amk_cpu_load_columns (w, k, n0 + j0 + AMK_CPU_COLS, cols - (gint32) AMK_CPU_COLS, wt1);
+      /* a quantized W: its rows decoded, row after row (wt holds MATMUL_CPU_COLS rows) */
+      if (quantized)
+        amk_dtype_dequantize (w->info->dtype, w->data, (guint64) (n0 + j0) * k, (guint64) cols * k, wt);
+      else
+        {
+          amk_cpu_load_columns (w, k, n0 + j0, MIN (cols, (gint32) AMK_CPU_COLS), wt);
+          amk_cpu_load_columns (w, k, n0 + j0 + AMK_CPU_COLS, cols - (gint32) AMK_CPU_COLS, wt1);
+        }
       for (gint32 r0 = 0; r0 < mc; r0 += MATMUL_CPU_ROWS)
         {
           const gint32 rows = MIN ((gint32) MATMUL_CPU_ROWS, mc - r0);
@@ -588,6 +596,19 @@ matmul_columns (gpointer data)
           /* a partial block repeats its last row and stores only its own */
           for (guint r = 0; r < MATMUL_CPU_ROWS; r++)
             xr[r] = s->xs + (gsize) (r0 + MIN ((gint32) r, rows - 1)) * k;
+          if (quantized)
+            for (gint32 j = 0; j < cols; j++)
+              {
+                float dots[MATMUL_CPU_ROWS];
+
+                G_STATIC_ASSERT (MATMUL_CPU_ROWS % AMK_CPU_QUANT_ROWS == 0);
+                for (gint32 r = 0; r < rows; r += (gint32) AMK_CPU_QUANT_ROWS)
+                  amk_cpu_quant_dots (wt + (gsize) j * k, xr + r, MIN (AMK_CPU_QUANT_ROWS, (guint) (rows - r)),
+                                      k, dots + r);
+                for (gint32 r = 0; r < rows; r++)
+                  out[r][j] = dots[r];
+              }
+          else
 #if AMK_CPU_X86_FMA
           if (fma)
             matmul_block_x86 (xr, wt, wt1, k, out);

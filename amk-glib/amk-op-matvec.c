@@ -535,6 +535,8 @@ matvec_rows (gpointer data)
   AmkCpuBuffer *bias = ins->buffers[3] != AMK_NO_BUFFER ? &b[ins->buffers[3]] : NULL;
   AmkCpuBuffer *residual = ins->buffers[4] != AMK_NO_BUFFER ? &b[ins->buffers[4]] : NULL;
   g_autofree float *wt = g_new (float, (gsize) k * AMK_CPU_COLS);
+  guint block, block_bytes;
+  const gboolean quantized = amk_dtype_block (w->info->dtype, &block, &block_bytes);
 #if AMK_CPU_X86_FMA
   const gboolean fma = amk_cpu_has_fma ();
 #endif
@@ -545,6 +547,16 @@ matvec_rows (gpointer data)
       float out[AMK_CPU_COLS];
 
       G_STATIC_ASSERT (AMK_CPU_COLS == 8);
+      if (quantized)
+        for (gint32 j = 0; j < rows; j++)
+          {
+            /* the row's blocks decoded, then the interleaved sums MATMUL takes too */
+            const float *x = s->xs + c0;
+
+            amk_dtype_dequantize (w->info->dtype, w->data, (guint64) (r + j) * k + c0, c1 - c0, wt);
+            amk_cpu_quant_dots (wt, &x, 1, c1 - c0, &out[j]);
+          }
+      else
 #if AMK_CPU_SHUFFLE
       if (rows == 8 && w->info->dtype == AMK_DTYPE_BF16)
         matvec_bf16_block8 (w->data + (gsize) r * k * 2, k, c0, c1, s->xs, out);

@@ -212,22 +212,8 @@ amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, flo
   for (gint32 j = 0; j < nc; j++)
     {
       const guint64 row = (guint64) (n0 + j) * k;
-      guint block, block_bytes;
 
-      if (amk_dtype_block (w->info->dtype, &block, &block_bytes))
-        {
-          /* a block at a time: the verifier made rows whole blocks */
-          float values[256];
-
-          g_assert (block <= G_N_ELEMENTS (values));
-          for (gint32 c0 = 0; c0 < k; c0 += (gint32) block)
-            {
-              amk_dtype_dequantize (w->info->dtype, w->data, row + (guint64) c0, block, values);
-              for (guint c = 0; c < block; c++)
-                wt[(guint64) (c0 + (gint32) c) * AMK_CPU_COLS + j] = values[c];
-            }
-        }
-      else if (w->info->dtype == AMK_DTYPE_BF16)
+      if (w->info->dtype == AMK_DTYPE_BF16)
         {
           const guint8 *src = w->data + row * 2;
           for (gint32 c = 0; c < k; c++)
@@ -245,6 +231,12 @@ amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, flo
     }
 }
 
+
+/* out[r] = the dot product of w[0 .. n) and x[r][0 .. n) for r < nx (at most
+ * AMK_CPU_QUANT_ROWS; n a multiple of 32), summed in 32 interleaved partial sums: how the
+ * ops multiply a quantized matrix's rows, decoded to floats, by their inputs. */
+#define AMK_CPU_QUANT_ROWS 2u
+void amk_cpu_quant_dots (const float *w, const float *const *x, guint nx, gint32 n, float *out);
 
 /* A range of rows or columns, the first member of a thread's share of an instruction. */
 typedef struct {

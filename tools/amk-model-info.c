@@ -94,16 +94,45 @@ read_tensor_types (const char *path, GArray *rows, guint *n_tensors, char **form
 }
 
 /* What the decode step holds: every weight amk-model-builder.c loads (the token
- * embedding once when the output matrix is tied to it), in bf16 as it loads them, and
- * as stored; and what one step reads of them: all but the embedding's other rows,
- * unless the output matrix is that table. */
+ * embedding once when the output matrix is tied to it), in bf16 as it loads them for a
+ * GPU, as it loads them for the CPU executor (which keeps matrices of the block types
+ * it runs as stored: amk_model_spec_load_weight()), and as stored; and what one step
+ * reads of them: all but the embedding's other rows, unless the output matrix is that
+ * table. */
 typedef struct {
   guint64 elements;
-  guint64 device;        /* = AmkModel:weight-bytes */
+  guint64 gpu;           /* = AmkModel:weight-bytes, loaded for a launcher */
+  guint64 cpu;           /* = AmkModel:weight-bytes, loaded for the CPU executor */
   guint64 file;
-  guint64 step_device;
+  guint64 step_gpu;
+  guint64 step_cpu;
   guint64 step_file;
 } WeightBytes;
+
+/* Whether the CPU executor's load keeps the matrix as stored. The q, k and v matrices
+ * are stacked into one: kept only when the three share the type. */
+static gboolean
+kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t)
+{
+  const gboolean block = t->n_dims == 2 &&
+                         (t->type == AMK_MODEL_TENSOR_Q8_0 || t->type == AMK_MODEL_TENSOR_Q4_K ||
+                          t->type == AMK_MODEL_TENSOR_Q5_K || t->type == AMK_MODEL_TENSOR_Q6_K);
+
+  if (!block)
+    return FALSE;
+  if (w == AMK_MODEL_WEIGHT_ATTN_Q || w == AMK_MODEL_WEIGHT_ATTN_K || w == AMK_MODEL_WEIGHT_ATTN_V)
+    {
+      const AmkModelWeight qkv[3] = { AMK_MODEL_WEIGHT_ATTN_Q, AMK_MODEL_WEIGHT_ATTN_K, AMK_MODEL_WEIGHT_ATTN_V };
+
+      for (guint i = 0; i < 3; i++)
+        {
+          const AmkModelTensor *o = amk_model_spec_tensor (spec, qkv[i], layer);
+          if (o == NULL || o->type != t->type)
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
 
 static void
 weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
@@ -120,17 +149,22 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
         if (t == NULL || (w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) ||
             ((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
           continue;
+        const guint64 cpu = kept_on_cpu (spec, w, layer, t) ? stored : 2 * t->n_elements;
+
         wb->elements += t->n_elements;
-        wb->device += 2 * t->n_elements;
+        wb->gpu += 2 * t->n_elements;
+        wb->cpu += cpu;
         wb->file += stored;
         if (w == AMK_MODEL_WEIGHT_TOKEN_EMBD && !hp->tied_embeddings && hp->vocab > 0)
           {
-            wb->step_device += 2 * t->n_elements / hp->vocab;
+            wb->step_gpu += 2 * t->n_elements / hp->vocab;
+            wb->step_cpu += cpu / hp->vocab;
             wb->step_file += stored / hp->vocab;
           }
         else
           {
-            wb->step_device += 2 * t->n_elements;
+            wb->step_gpu += 2 * t->n_elements;
+            wb->step_cpu += cpu;
             wb->step_file += stored;
           }
       }
@@ -201,22 +235,27 @@ amk_cli_info_model (const char *path)
     }
   {
     WeightBytes wb;
-    g_autofree char *device = NULL, *file = NULL, *step_device = NULL, *step_file = NULL;
+    g_autofree char *gpu = NULL, *cpu = NULL, *file = NULL;
+    g_autofree char *step_gpu = NULL, *step_cpu = NULL, *step_file = NULL;
 
     weight_bytes (spec, &wb);
-    device = size_string (wb.device);
+    gpu = size_string (wb.gpu);
+    cpu = size_string (wb.cpu);
     file = size_string (wb.file);
-    step_device = size_string (wb.step_device);
+    step_gpu = size_string (wb.step_gpu);
+    step_cpu = size_string (wb.step_cpu);
     step_file = size_string (wb.step_file);
-    /* TRANSLATORS: the weights' bytes on the device (each expanded to bf16) */
-    g_print (_("Weights on the device: %s: the loader expands each to bf16 "
-               "(AmkModel:weight-bytes)\n"), device);
-    /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer */
-    g_print (_("Weights in the file: %s, %.2f times fewer\n"), file,
-             wb.file > 0 ? (double) wb.device / (double) wb.file : 0.0);
-    /* TRANSLATORS: the weights one decode step reads as loaded, and in the file's types */
-    g_print (_("A decode step reads %s of weights as loaded, %s in the file's types\n"),
-             step_device, step_file);
+    /* TRANSLATORS: the weights' bytes loaded for a GPU (each expanded to bf16) */
+    g_print (_("Weights on a GPU: %s: the loader expands each to bf16 (AmkModel:weight-bytes)\n"), gpu);
+    /* TRANSLATORS: the weights' bytes loaded for the CPU executor */
+    g_print (_("Weights on the CPU executor: %s: Q8_0, Q4_K, Q5_K and Q6_K matrices as stored, "
+               "the others in bf16\n"), cpu);
+    /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer than on a GPU */
+    g_print (_("Weights in the file: %s, %.2f times fewer than on a GPU\n"), file,
+             wb.file > 0 ? (double) wb.gpu / (double) wb.file : 0.0);
+    /* TRANSLATORS: the weights one decode step reads on a GPU, on the CPU, in the file's types */
+    g_print (_("A decode step reads %s of weights on a GPU, %s on the CPU executor, %s in the file's types\n"),
+             step_gpu, step_cpu, step_file);
   }
   return 0;
 }
