@@ -140,6 +140,54 @@ main (int argc, char **argv)
       write_program (name, p);
     }
 
+  /* quantized weights: MATVECs of a Q8_0 and a Q4_K matrix, MATMUL of a Q5_K one, an
+   * EMBED of a Q6_K table, compiled by the op API (random blocks with small f16 scales) */
+  {
+    static const AmkDType types[] = { AMK_DTYPE_Q8_0, AMK_DTYPE_Q4_K, AMK_DTYPE_Q5_K, AMK_DTYPE_Q6_K };
+    static const guint scale_at[][2] = { { 0, 0 }, { 0, 2 }, { 0, 2 }, { 208, 208 } };
+    g_autoptr(AmkProgram) p = amk_program_new (3);
+    gint64 shape[2] = { 4, 256 };
+    gint w[4], x, y, y2, e, ids;
+
+    for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+      {
+        g_autofree char *name = g_strdup_printf ("w%u", t);
+        guint values, bytes;
+        gsize size;
+        g_autofree guint8 *data = NULL;
+
+        w[t] = amk_program_add_buffer (p, name, types[t], shape, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+        check (w[t] >= 0, error);
+        size = amk_program_get_buffer_size (p, (guint) w[t]);
+        data = g_malloc (size);
+        for (gsize k = 0; k < size; k++)
+          data[k] = (guint8) (k * 131 + 7);
+        values = types[t] == AMK_DTYPE_Q8_0 ? 32 : 256;
+        bytes = (guint) (size / (4 * 256 / values));
+        for (gsize b = 0; b < size / bytes; b++)
+          for (guint s = 0; s < 2; s++)
+            {
+              data[b * bytes + scale_at[t][s]] = 0x00;       /* f16 0x1800: 2^-9 */
+              data[b * bytes + scale_at[t][s] + 1] = 0x18;
+            }
+        {
+          g_autoptr(GBytes) contents = g_bytes_new (data, size);
+          check (amk_program_set_buffer_data (p, (guint) w[t], contents, &error), error);
+        }
+      }
+    x = buffer (p, "x", AMK_DTYPE_F32, 256, AMK_BUFFER_ROLE_INPUT);
+    y = buffer (p, "y", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
+    y2 = buffer (p, "y2", AMK_DTYPE_F32, 4, AMK_BUFFER_ROLE_OUTPUT);
+    e = buffer (p, "e", AMK_DTYPE_F32, 256, AMK_BUFFER_ROLE_OUTPUT);
+    ids = buffer (p, "ids", AMK_DTYPE_I32, 1, AMK_BUFFER_ROLE_INPUT);
+    check (amk_program_op_matvec (p, y, w[0], x, -1, -1, -1, 0.0f, &error) >= 0, error);
+    check (amk_program_op_matvec (p, y, w[1], x, -1, y, -1, 0.0f, &error) >= 0, error);
+    check (amk_program_op_matmul (p, y2, w[2], x, -1, -1, -1, 0.0f, &error) >= 0, error);
+    check (amk_program_op_embed (p, e, w[3], ids, 0, &error) >= 0, error);
+    check (amk_program_compile (p, &error), error);
+    write_program ("quantized.amk", p);
+  }
+
   /* one empty queue */
   {
     g_autoptr(AmkProgram) p = amk_program_new (1);

@@ -453,7 +453,6 @@ amk_quantize_model (const char           *in,
   g_autoptr(AmkGgufWriter) w = amk_gguf_writer_new ();
   g_autoptr(GArray) jobs = g_array_new (FALSE, TRUE, sizeof (Job));
   g_autofree float *rope_freqs = NULL;
-  g_autofree char *in_display = g_filename_display_name (in);
   g_autofree char *out_display = g_filename_display_name (out);
   g_autofree char *out_tmp = g_strconcat (out, ".tmp", NULL);
   gboolean is_dir;
