@@ -552,8 +552,12 @@ matvec_rows (gpointer data)
           {
             /* the row's blocks decoded, then the interleaved sums MATMUL takes too */
             const float *x = s->xs + c0;
+            const guint64 first = (guint64) (r + j) * k + c0;
 
-            amk_dtype_dequantize (w->info->dtype, w->data, (guint64) (r + j) * k + c0, c1 - c0, wt);
+            if (w->info->dtype == AMK_DTYPE_Q8_0 &&
+                amk_cpu_q8_0_dot (w->data + amk_dtype_bytes (AMK_DTYPE_Q8_0, first), x, c1 - c0, &out[j]))
+              continue;
+            amk_dtype_dequantize (w->info->dtype, w->data, first, c1 - c0, wt);
             amk_cpu_quant_dots (wt, &x, 1, c1 - c0, &out[j]);
           }
       else
