@@ -376,7 +376,7 @@ amk_model_spec_load_weight (AmkModelSpec    *spec,
   /* a matrix of a type the program takes: its blocks as they are (rows of whole blocks,
    * which a GGUF file's rows always are) */
   kept = n_dims == 2 ? kept_dtype (t->type) : -1;
-  if (kept >= 0 && ((keep >> kept) & 1u))
+  if (kept >= 0 && ((keep >> kept) & 1u) && cols % amk_dtype_row_step ((AmkDType) kept) == 0)
     {
       g_autofree guint8 *copy = NULL;
       const gsize size = g_bytes_get_size (t->data);
