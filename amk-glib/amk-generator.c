@@ -36,7 +36,9 @@
  * second executor of the same kind (the same device) that shares the decode step's
  * weights and KV cache ([method@Amk.Executor.load_shared]), emitting
  * [signal@Amk.Generator::prefill-progress] after each launch; then the last token
- * through the decode step, whose logits give the first generated token. (A model
+ * through the decode step, whose logits give the first generated token (on the CPU
+ * executor, whose MATMULs skip a chunk's padding rows, the last chunk takes the last
+ * token too and computes its logits for that row alone). (A model
  * loaded with a prefill chunk of 1, or an executor of a kind the generator cannot make
  * a second of, feeds every prompt token through the decode step.) Then it chooses each
  * next token from the last step's logits:
@@ -387,7 +389,8 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    * generating ([property@Amk.Generator:prompt-tokens]) per second of wall-clock time
    * from the first of their launches to the end of the last: the prefill chunks (see
    * [property@Amk.Model:prefill-chunk]), then the decode step of the prompt's last
-   * token, which computes the first generated token.
+   * token, which computes the first generated token (on the CPU executor the last chunk
+   * computes it).
    */
   properties[PROP_PREFILL_TOKENS_PER_SECOND] =
     g_param_spec_double ("prefill-tokens-per-second", NULL, NULL, 0.0, G_MAXDOUBLE, 0.0,
@@ -446,9 +449,10 @@ amk_generator_class_init (AmkGeneratorClass *klass)
    *
    * Emitted after each launch of the prefill chunk (see
    * [property@Amk.Model:prefill-chunk]), to show the progress of a long prompt; the
-   * cancellable of the call is checked before the next one. @fed stops one short of
-   * the total, as the prompt's last token goes through the decode step, and the first
-   * [signal@Amk.Generator::token] follows it. In the same thread as
+   * cancellable of the call is checked before the next one. Where the prompt's last
+   * token goes through the decode step (on a GPU), @fed stops one short of the total;
+   * where the chunk also computes that token's logits (on the CPU executor), it reaches
+   * the total. The first [signal@Amk.Generator::token] follows. In the same thread as
    * [signal@Amk.Generator::token].
    */
   signals[SIGNAL_PREFILL_PROGRESS] =
@@ -932,6 +936,7 @@ typedef struct {
   guint         epoch, rand_epoch;
   guint         position;
   gint32        pending;
+  gint          head_row;       /* the prefill chunk's row whose logits come next, or -1 */
   GRand        *rand;
   gboolean      reloaded;       /* a new KV cache: the session restarts even on failure */
 
@@ -982,6 +987,7 @@ run_new (AmkGenerator *self,
   run->rand_epoch = self->rand_epoch;
   run->position = self->position;
   run->pending = self->pending;
+  run->head_row = -1;
   run->rand = g_rand_copy (self->rand);
   run->tokens = g_array_new (FALSE, FALSE, sizeof (gint32));
   return run;
@@ -1190,7 +1196,8 @@ prepare (AmkGenerator  *self,
 
 /* Feeds tokens[0 .. n) at run->position and on through the prefill chunk, one launch
  * per chunk of rows; the rows after the last token get token 0 at position -1 (padding,
- * which the chunk's ops skip). */
+ * which the chunk's ops skip). A chunk with a head also computes the logits of
+ * tokens[n - 1]: run->head_row says in which row of its last launch. */
 static gboolean
 prefill_chunks (AmkGenerator  *self,
                 Run           *run,
@@ -1201,8 +1208,10 @@ prefill_chunks (AmkGenerator  *self,
 {
   AmkModelBuild *build = amk_model_get_build (self->model);
   const guint chunk = build->prefill->rows;
+  const gboolean head = build->prefill->head_pos >= 0;
   g_autofree gint32 *ids = g_new (gint32, chunk);
   g_autofree gint32 *pos = g_new (gint32, chunk);
+  g_autofree gint32 *head_pos = g_new (gint32, chunk);
 
   for (guint fed = 0; fed < n;)
     {
@@ -1216,16 +1225,27 @@ prefill_chunks (AmkGenerator  *self,
         {
           ids[r] = r < rows ? tokens[fed + r] : 0;
           pos[r] = r < rows ? (gint32) (run->position + r) : -1;
+          head_pos[r] = fed + r + 1 == n ? pos[r] : -1;
         }
       ids_bytes = g_bytes_new (ids, chunk * sizeof (gint32));
       pos_bytes = g_bytes_new (pos, chunk * sizeof (gint32));
       if (!amk_executor_upload (self->prefill_executor, (guint) build->prefill->tokens, ids_bytes, error) ||
-          !amk_executor_upload (self->prefill_executor, (guint) build->prefill->pos, pos_bytes, error) ||
-          !amk_executor_run (self->prefill_executor, cancellable, error))
+          !amk_executor_upload (self->prefill_executor, (guint) build->prefill->pos, pos_bytes, error))
+        return FALSE;
+      if (head)
+        {
+          g_autoptr(GBytes) head_bytes = g_bytes_new (head_pos, chunk * sizeof (gint32));
+
+          if (!amk_executor_upload (self->prefill_executor, (guint) build->prefill->head_pos, head_bytes, error))
+            return FALSE;
+          if (fed + rows == n)
+            run->head_row = (gint) rows - 1;
+        }
+      if (!amk_executor_run (self->prefill_executor, cancellable, error))
         return FALSE;
       run->position += rows;
       fed += rows;
-      emit_prefill_progress (self, run, fed, n + 1);
+      emit_prefill_progress (self, run, fed, head ? n : n + 1);
     }
   return TRUE;
 }
@@ -1265,6 +1285,52 @@ find_stop_string (Run        *run,
   return found;
 }
 
+/* The first token after a prompt whose last row went through the prefill chunk's head:
+ * that row's argmax, or sampled from its logits, as next_token() does for a step (which
+ * checks it). FALSE with error set when a download failed. */
+static gboolean
+head_token (AmkGenerator  *self,
+            Run           *run,
+            gint32        *out,
+            GError       **error)
+{
+  AmkModelBuild *build = amk_model_get_build (self->model);
+  const AmkModelRows *chunk = build->prefill;
+  const gsize row = (gsize) run->head_row;
+  g_autoptr(GBytes) bytes = NULL;
+  const guint8 *data;
+  gsize size = 0;
+  gint32 token;
+
+  run->head_row = -1;
+  if (run->temperature == 0.0)
+    {
+      if ((bytes = amk_executor_download (self->prefill_executor, (guint) chunk->next, error)) == NULL)
+        return FALSE;
+      data = g_bytes_get_data (bytes, &size);
+      g_return_val_if_fail (size == chunk->rows * sizeof token, FALSE);
+      memcpy (&token, data + row * sizeof token, sizeof token);
+      /* a padding id of the embedding (beyond the tokenizer's): the host's argmax */
+      if (token < 0 || (guint) token < build->n_pieces || (guint) token >= build->vocab_size)
+        {
+          *out = token;
+          return TRUE;
+        }
+      g_clear_pointer (&bytes, g_bytes_unref);
+    }
+  if ((bytes = amk_executor_download (self->prefill_executor, (guint) chunk->logits, error)) == NULL)
+    return FALSE;
+  data = g_bytes_get_data (bytes, &size);
+  g_return_val_if_fail (size == (gsize) chunk->rows * build->vocab_size * sizeof (float), FALSE);
+  data += row * build->vocab_size * sizeof (float);
+  if (run->temperature == 0.0)
+    *out = amk_sample_argmax ((const float *) data, build->n_pieces);
+  else
+    *out = amk_sample_token ((const float *) data, build->n_pieces, run->temperature, run->top_k,
+                             run->top_p, run->rand);
+  return TRUE;
+}
+
 /* The next token from the last step: the device's argmax, or sampled from the
  * logits (and then uploaded by the next step); `on_device` says whether the token is
  * where the next step's EMBED reads it.
@@ -1288,7 +1354,12 @@ next_token (AmkGenerator  *self,
   gint32 token;
 
   *on_device = FALSE;
-  if (run->temperature == 0.0)
+  if (run->head_row >= 0)
+    {
+      if (!head_token (self, run, &token, error))
+        return -1;
+    }
+  else if (run->temperature == 0.0)
     {
       bytes = download (self, build->tokens, error);
       if (bytes == NULL)
@@ -1379,13 +1450,16 @@ run_execute (AmkGenerator  *self,
   run->prompt_tokens = feed->len;
 
   /* every token but the last through the prefill chunk where there is one, the last
-   * through the decode step, which computes the logits of the next */
+   * through the decode step, which computes the logits of the next; or, when the chunk
+   * has a head, which computes them for its last row, every token through the chunk */
   prefill_start = g_get_monotonic_time ();
   if (feed->len > 1 && build->prefill != NULL && self->prefill_executor != NULL)
     {
-      if (!prefill_chunks (self, run, (const gint32 *) feed->data, feed->len - 1, cancellable, error))
+      const guint chunked = build->prefill->head_pos >= 0 ? feed->len : feed->len - 1;
+
+      if (!prefill_chunks (self, run, (const gint32 *) feed->data, chunked, cancellable, error))
         return FALSE;
-      from = feed->len - 1;
+      from = chunked;
     }
   for (guint i = from; i < feed->len; i++)
     if (!step (self, run, g_array_index (feed, gint32, i), cancellable, error))

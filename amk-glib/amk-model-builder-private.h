@@ -27,7 +27,12 @@ typedef struct {
   gint          pos;      /* i32 [rows] (INPUT): their positions, -1 a padding row */
   gint          seq;      /* i32 [rows] (INPUT): their sequences (cache slots), or -1 for
                            * caches of one sequence */
-  gint          logits;   /* f32 [rows, vocab] (OUTPUT) of a batch step, else -1 */
+  gint          logits;   /* f32 [rows, vocab] (OUTPUT) of a batch step or of a chunk with a
+                           * head, else -1 */
+  gint          head_pos; /* i32 [rows] (INPUT) of a chunk with a head: the positions of the
+                           * rows whose logits it computes (the prompt's last row), the
+                           * others -1; else -1 */
+  gint          next;     /* i32 [rows] (OUTPUT) of a chunk with a head: those rows' argmax */
 } AmkModelRows;
 
 void           amk_model_rows_free       (AmkModelRows   *rows);
@@ -99,6 +104,7 @@ AmkModelBuild *amk_model_build_graph_keeping (AmkModelSpec *spec,
 gboolean       amk_model_build_prefill   (AmkModelBuild  *build,
                                           guint           chunk,
                                           AmkDType        activations,
+                                          gboolean        head,
                                           GError        **error);
 /* A batch of `slots` sequences (at least 1) on the decode step's weights, with a prefill
  * chunk of `chunk` rows (0 or 1: none). */

@@ -452,6 +452,7 @@ typedef struct {
   const char *cache_prefix;  /* of the caches' names */
   guint       slots;         /* sequences in the caches; 0: one, and no seq buffer */
   gboolean    logits;        /* run to each row's logits and argmax (a batch step) */
+  gboolean    head;          /* the rows of head_pos to their logits and argmax (a chunk) */
   AmkDType    activations;   /* BF16: the MATMULs' inputs and the FFN's gate and up in bf16 */
 } RowsPlan;
 
@@ -513,12 +514,15 @@ build_rows (const AmkModelBuild  *build,
 
   out->program = p = amk_program_new (amk_program_get_num_queues (build->program));
   out->rows = plan->rows;
-  out->logits = -1;
+  out->logits = out->head_pos = out->next = -1;
   if ((out->tokens = rows_buffer (p, plan, "tokens", AMK_DTYPE_I32, 0,
                                   plan->logits ? AMK_BUFFER_ROLE_STATE : AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
       (out->pos = rows_buffer (p, plan, "pos", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
       (plan->slots > 0 &&
        (seq = rows_buffer (p, plan, "seq", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0) ||
+      (plan->head &&
+       ((out->head_pos = rows_buffer (p, plan, "head_pos", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_INPUT, error)) < 0 ||
+        (out->next = rows_buffer (p, plan, "next", AMK_DTYPE_I32, 0, AMK_BUFFER_ROLE_OUTPUT, error)) < 0)) ||
       (x = rows_buffer (p, plan, "x", AMK_DTYPE_F32, hp->hidden, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (qkv = rows_buffer (p, plan, "qkv", AMK_DTYPE_F32, q_dim + 2 * kv_dim, AMK_BUFFER_ROLE_SCRATCH, error)) < 0 ||
       (attn = rows_buffer (p, plan, "attn", bf16 ? AMK_DTYPE_BF16 : AMK_DTYPE_F32, q_dim,
@@ -540,6 +544,8 @@ build_rows (const AmkModelBuild  *build,
   for (guint i = 0; i < hp->n_layers; i++)
     {
       const gboolean last = i + 1 == hp->n_layers;
+      /* after the caches, the last layer of a head runs only the head's rows */
+      const gint rows_pos = last && plan->head ? out->head_pos : out->pos;
       gint an, wqkv, wo, qn = -1, kn = -1, fn, wg, wu, wd, kc, vc;
 
       if ((an = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_NORM, i, error)) < 0 ||
@@ -558,7 +564,7 @@ build_rows (const AmkModelBuild  *build,
                                     hp->rope_low_freq_factor, hp->rope_high_freq_factor,
                                     hp->rope_original_context, error) < 0)
         return NULL;
-      if (last && !plan->logits)
+      if (last && !plan->logits && !plan->head)
         break;   /* the caches are all a chunk leaves */
       if ((wo = share_weight (p, build, AMK_MODEL_WEIGHT_ATTN_OUTPUT, i, error)) < 0 ||
           (fn = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_NORM, i, error)) < 0 ||
@@ -566,19 +572,20 @@ build_rows (const AmkModelBuild  *build,
           (wu = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_UP, i, error)) < 0 ||
           (wd = share_weight (p, build, AMK_MODEL_WEIGHT_FFN_DOWN, i, error)) < 0)
         return NULL;
-      if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, out->pos, seq, hp->head_dim, hp->n_heads,
+      if (amk_program_op_attention_rows (p, attn, qkv, kc, vc, rows_pos, seq, hp->head_dim, hp->n_heads,
                                          hp->n_kv_heads, scale, error) < 0 ||
-          amk_program_op_matmul_rows (p, x, wo, attn, -1, x, -1, 0.0f, out->pos, error) < 0 ||
+          amk_program_op_matmul_rows (p, x, wo, attn, -1, x, -1, 0.0f, rows_pos, error) < 0 ||
           !norm_rows (p, build, xn, x, fn, error) ||
-          !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, out->pos, error) ||
-          !normed_matmul (p, up, wu, x, xn, fn, hp->eps, out->pos, error) ||
+          !normed_matmul (p, gate, wg, x, xn, fn, hp->eps, rows_pos, error) ||
+          !normed_matmul (p, up, wu, x, xn, fn, hp->eps, rows_pos, error) ||
           amk_program_op_silu_mul (p, act, gate, up, error) < 0 ||
-          amk_program_op_matmul_rows (p, x, wd, act, -1, x, -1, 0.0f, out->pos, error) < 0)
+          amk_program_op_matmul_rows (p, x, wd, act, -1, x, -1, 0.0f, rows_pos, error) < 0)
         return NULL;
     }
 
-  if (plan->logits)
+  if (plan->logits || plan->head)
     {
+      const gint rows_pos = plan->head ? out->head_pos : out->pos;
       const gboolean tied = build->weights[weight_slot (AMK_MODEL_WEIGHT_OUTPUT, 0)] ==
                             build->weights[weight_slot (AMK_MODEL_WEIGHT_TOKEN_EMBD, 0)];
       gint out_norm, out_w = table;
@@ -589,8 +596,8 @@ build_rows (const AmkModelBuild  *build,
       if ((out->logits = rows_buffer (p, plan, "logits", AMK_DTYPE_F32, hp->vocab,
                                       AMK_BUFFER_ROLE_OUTPUT, error)) < 0 ||
           !norm_rows (p, build, xn, x, out_norm, error) ||
-          !normed_matmul (p, out->logits, out_w, x, xn, out_norm, hp->eps, out->pos, error) ||
-          amk_program_op_argmax_rows (p, out->tokens, out->logits, error) < 0)
+          !normed_matmul (p, out->logits, out_w, x, xn, out_norm, hp->eps, rows_pos, error) ||
+          amk_program_op_argmax_rows (p, plan->head ? out->next : out->tokens, out->logits, error) < 0)
         return NULL;
     }
   if (!amk_program_compile (p, error))
@@ -615,6 +622,10 @@ amk_model_prefill_fits (const AmkModelSpec *spec)
  *   or BF16 (a RMSNORM into a BF16 buffer first; the attention output, gate, up and
  *   SILU_MUL's output in BF16), which the tensor cores read without a conversion
  *   (amk_executor_get_activation_dtype())
+ * @head: also take the rows that "prefill.head_pos" gives a position (the prompt's last
+ *   token) through the rest of the last layer to their logits and argmax, so that no
+ *   decode step is needed for the prompt's last token: for an executor that skips the
+ *   padding rows of MATMUL (all but those rows there), as the CPU executor does
  * @error: return location for a #GError
  *
  * Builds the prefill chunk program beside the decode step: `chunk` prompt tokens in
@@ -631,10 +642,11 @@ gboolean
 amk_model_build_prefill (AmkModelBuild  *build,
                          guint           chunk,
                          AmkDType        activations,
+                         gboolean        head,
                          GError        **error)
 {
   RowsPlan plan = { .prefix = "prefill.", .rows = chunk, .caches_from = NULL, .cache_prefix = "",
-                    .slots = 0, .logits = FALSE, .activations = activations };
+                    .slots = 0, .logits = FALSE, .head = head, .activations = activations };
 
   g_return_val_if_fail (build != NULL && AMK_IS_PROGRAM (build->program), FALSE);
   g_return_val_if_fail (build->prefill == NULL, FALSE);

@@ -408,13 +408,15 @@ preferred_executor (AmkExecutor *executor)
  * MATMULs read their inputs as `activations`. A model whose shapes the many-token ops
  * do not take (rows of a multiple of 8 elements, heads of at most 256) gets no chunk:
  * its prompts go through the decode step. The matrices stored in a block-quantized type
- * that `keep` has (1 << AmkDType) stay in it, the others become bf16. */
+ * that `keep` has (1 << AmkDType) stay in it, the others become bf16. With `head`, the
+ * chunk also computes the logits of the prompt's last token (amk_model_build_prefill()). */
 static AmkModelBuild *
 build_model (const char    *path,
              guint          n_queues,
              guint          context,
              guint          chunk,
              AmkDType       activations,
+             gboolean       head,
              guint32        keep,
              GCancellable  *cancellable,
              GError       **error)
@@ -441,7 +443,7 @@ build_model (const char    *path,
                "the decode step", path);
       chunk = 1;
     }
-  if (chunk >= 2 && !amk_model_build_prefill (build, chunk, activations, error))
+  if (chunk >= 2 && !amk_model_build_prefill (build, chunk, activations, head, error))
     return NULL;
   return g_steal_pointer (&build);
 }
@@ -489,7 +491,10 @@ amk_model_load_for_executor (AmkModel      *self,
       keep |= 1u << d;
   build = build_model (self->path, n_queues, self->context_length,
                        self->prefill_chunk != 0 ? self->prefill_chunk : amk_executor_get_preferred_rows (prefs),
-                       amk_executor_get_activation_dtype (prefs), keep, cancellable, error);
+                       amk_executor_get_activation_dtype (prefs),
+                       /* the executor that skips MATMUL's padding rows: a head costs it one
+                        * row; elsewhere it would cost the whole chunk's rows */
+                       AMK_IS_CPU_EXECUTOR (prefs), keep, cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 

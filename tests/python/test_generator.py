@@ -207,10 +207,12 @@ def test_async_load_and_generate():
 
 @needs_model
 def test_prefill_chunk():
-    # chunks of 4 (three launches and a padded one for this prompt) give the tokens that
-    # one decode step per prompt token gives; ::prefill-progress follows the chunks
+    # chunks of 5 (three launches and a padded one for this prompt) give the tokens that
+    # one decode step per prompt token gives; ::prefill-progress follows the chunks, which
+    # take every prompt token on the CPU executor (the last chunk computes the next
+    # token's logits too)
     texts = {}
-    for chunk in (1, 4):
+    for chunk in (1, 5):
         model = Amk.Model(path=GGUF, context_length=64, prefill_chunk=chunk)
         model.init(None)
         assert model.props.prefill_chunk == chunk
@@ -224,6 +226,6 @@ def test_prefill_chunk():
         if chunk == 1:
             assert fed == []
         else:
-            assert fed == [(min(i, n_prompt - 1), n_prompt) for i in range(4, n_prompt + 3, 4)]
-            assert (n_prompt - 1) % 4 != 0
-    assert texts[4] == texts[1]
+            assert fed == [(min(i, n_prompt), n_prompt) for i in range(5, n_prompt + 5, 5)]
+            assert n_prompt % 5 != 0
+    assert texts[5] == texts[1]

@@ -5,7 +5,8 @@
  * several launches and the last one has padding rows) must give the logits of the
  * prompt's last token that the same model gives when every prompt token goes through
  * the decode step (prefill-chunk 1), within PREFILL_TOL, and the same greedy tokens,
- * also when a conversation continues. The tolerance: on the CPU, MATMUL and MATVEC both
+ * also when a conversation continues. On the CPU executor the chunk has a head: the
+ * prompt's last token goes through it too, and its logits come from the chunk. The tolerance: on the CPU, MATMUL and MATVEC both
  * compute in fp32 and differ only in the order of their sums, but the KV cache is bf16,
  * where a last-bit difference can flip a rounding, and that grows with the layers:
  * measured 4e-6 on the two-layer tiny checkpoints, 7e-4 on SmolLM2-135M's 30 layers.
@@ -23,10 +24,15 @@
 
 #define GGUF_PROMPT "The capital of France is Paris, and the capital of Spain is the city of"
 
-/* The logits of the prompt's last token: a generation of one token runs the decode
- * step of that token last. */
+/* The logits of the prompt's last token. Through the decode step: a generation of one
+ * token runs the decode step of that token last. Through a chunk of `chunk` rows with a
+ * head (chunk > 1: the CPU executor's), built here as the model builds it for the CPU
+ * executor: the prompt's tokens fed launch by launch as the generator feeds them, the
+ * head's row read back. */
 static float *
 prompt_logits (AmkModel   *model,
+               const char *path,
+               guint       chunk_rows,
                const char *prompt,
                guint      *n_prompt)
 {
@@ -35,18 +41,73 @@ prompt_logits (AmkModel   *model,
   g_autoptr(GError) error = NULL;
   g_autofree char *text = amk_generator_generate (gen, prompt, 1, NULL, &error);
   g_autoptr(GBytes) bytes = NULL;
-  gconstpointer data;
+  const guint8 *data;
   gint logits;
   gsize size;
 
   g_assert_no_error (error);
   g_assert_nonnull (text);
+  *n_prompt = amk_generator_get_prompt_tokens (gen);
+  if (chunk_rows > 1)
+    {
+      const guint32 keep = (1u << AMK_DTYPE_Q8_0) | (1u << AMK_DTYPE_Q4_K) | (1u << AMK_DTYPE_Q5_K) |
+                           (1u << AMK_DTYPE_Q6_K);
+      g_autoptr(AmkModelSpec) spec = amk_model_read_spec (path, &error);
+      g_autoptr(AmkModelBuild) build = amk_model_build_graph_keeping (spec, 1, 64, keep, &error);
+      const AmkModelRows *chunk;
+      g_autoptr(AmkExecutor) step = NULL;
+      g_autoptr(AmkExecutor) rows = NULL;
+      g_autofree gint32 *ids = NULL;
+      g_autofree gint32 *pos = g_new (gint32, chunk_rows);
+      g_autofree gint32 *head = g_new (gint32, chunk_rows);
+      gsize n = 0, last = 0;
+
+      g_assert_no_error (error);
+      g_assert_true (amk_model_build_prefill (build, chunk_rows, AMK_DTYPE_F32, TRUE, &error));
+      chunk = build->prefill;
+      g_assert_cmpint (chunk->head_pos, >=, 0);
+      step = AMK_EXECUTOR (amk_cpu_executor_new (build->program, &error));
+      g_assert_no_error (error);
+      rows = amk_executor_new_sibling (step);
+      g_assert_true (amk_executor_load_shared (rows, chunk->program, step, &error));
+      g_assert_no_error (error);
+      ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (n, ==, *n_prompt);
+      for (gsize fed = 0; fed < n; fed += chunk->rows)
+        {
+          g_autofree gint32 *row_ids = g_new0 (gint32, chunk->rows);
+          g_autoptr(GBytes) b_ids = NULL, b_pos = NULL, b_head = NULL;
+
+          for (gsize r = 0; r < chunk->rows; r++)
+            {
+              row_ids[r] = fed + r < n ? ids[fed + r] : 0;
+              pos[r] = fed + r < n ? (gint32) (fed + r) : -1;
+              head[r] = fed + r + 1 == n ? pos[r] : -1;
+              if (fed + r + 1 == n)
+                last = r;
+            }
+          b_ids = g_bytes_new (row_ids, chunk->rows * sizeof (gint32));
+          b_pos = g_bytes_new (pos, chunk->rows * sizeof (gint32));
+          b_head = g_bytes_new (head, chunk->rows * sizeof (gint32));
+          g_assert_true (amk_executor_upload (rows, (guint) chunk->tokens, b_ids, &error) &&
+                         amk_executor_upload (rows, (guint) chunk->pos, b_pos, &error) &&
+                         amk_executor_upload (rows, (guint) chunk->head_pos, b_head, &error) &&
+                         amk_executor_run (rows, NULL, &error));
+          g_assert_no_error (error);
+        }
+      bytes = amk_executor_download (rows, (guint) chunk->logits, &error);
+      g_assert_no_error (error);
+      data = g_bytes_get_data (bytes, &size);
+      g_assert_cmpuint (size, ==, chunk->rows * amk_model_get_vocab_size (model) * sizeof (float));
+      return g_memdup2 (data + last * amk_model_get_vocab_size (model) * sizeof (float),
+                        amk_model_get_vocab_size (model) * sizeof (float));
+    }
   logits = amk_program_find_buffer (amk_model_get_program (model), "logits");
   g_assert_cmpint (logits, >=, 0);
   bytes = amk_executor_download (executor, (guint) logits, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (g_bytes_get_size (bytes), ==, amk_model_get_vocab_size (model) * sizeof (float));
-  *n_prompt = amk_generator_get_prompt_tokens (gen);
   data = g_bytes_get_data (bytes, &size);
   return g_memdup2 (data, size);
 }
@@ -65,7 +126,7 @@ assert_shares_weights (const char *path,
   g_assert_no_error (error);
   build = amk_model_build_graph (spec, 1, 64, &error);
   g_assert_no_error (error);
-  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_F32, &error));
+  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_F32, FALSE, &error));
   g_assert_no_error (error);
   g_assert_nonnull (build->prefill->program);
   g_assert_cmpuint (build->prefill->rows, ==, chunk);
@@ -126,8 +187,8 @@ check_prefill (const char *path,
   assert_shares_weights (path, chunk);
   g_assert_cmpuint (amk_model_get_weight_bytes (chunked), ==, amk_model_get_weight_bytes (stepped));
 
-  want = prompt_logits (stepped, prompt, &n_want);
-  got = prompt_logits (chunked, prompt, &n_got);
+  want = prompt_logits (stepped, path, 1, prompt, &n_want);
+  got = prompt_logits (chunked, path, chunk, prompt, &n_got);
   g_assert_cmpuint (n_got, ==, n_want);
   /* several launches, the last with padding rows */
   g_assert_cmpuint (n_got - 1, >, 2 * chunk);
@@ -254,7 +315,7 @@ check_bf16_activations (const char *path, const char *prompt, guint chunk)
   g_assert_no_error (error);
   build = amk_model_build_graph (spec, 1, 64, &error);
   g_assert_no_error (error);
-  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_BF16, &error));
+  g_assert_true (amk_model_build_prefill (build, chunk, AMK_DTYPE_BF16, FALSE, &error));
   g_assert_no_error (error);
   g_assert_cmpint (amk_program_find_buffer (build->prefill->program, "prefill.xn"), >=, 0);
   ids = amk_tokenizer_encode (build->tokenizer, prompt, TRUE, &n, &error);
@@ -368,13 +429,14 @@ test_cancel (void)
   g_assert_cmpuint (p.total, ==, n_prompt);
   g_assert_cmpuint (amk_generator_get_position (gen), ==, 0);
 
-  /* the next call runs every chunk: 4, 8, ... up to all prompt tokens but the last */
+  /* the next call runs every chunk: 4, 8, ... up to all prompt tokens (the CPU
+   * executor's chunk has a head: the last token's logits come from it) */
   p.cancellable = NULL;
   g_array_set_size (p.fed, 0);
   text = amk_generator_generate (gen, "The capital of France is", 4, NULL, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (p.fed->len, ==, (n_prompt - 1 + 3) / 4);
-  g_assert_cmpuint (g_array_index (p.fed, guint, p.fed->len - 1), ==, n_prompt - 1);
+  g_assert_cmpuint (p.fed->len, ==, (n_prompt + 3) / 4);
+  g_assert_cmpuint (g_array_index (p.fed, guint, p.fed->len - 1), ==, n_prompt);
   ids = amk_generator_get_tokens (gen, &n_ids);
   g_assert_cmpmem (ids, n_ids * sizeof (gint32), want->data, want->len * sizeof (gint32));
   position = amk_generator_get_position (gen);
