@@ -1,12 +1,16 @@
 /* amk-golden.h: the golden-continuation check shared by tests/unit/test-model-golden.c
- * (CPU executor) and tests/gpu/test-gpu-golden.c (the megakernel).
+ * (CPU executor), tests/gpu/test-gpu-golden.c (the megakernel) and
+ * tests/unit/test-quantized-golden.c (the model quantized by `amk quantize`, on the CPU).
  *
- * tests/golden/smollm2-golden.json (written by tests/golden/make-golden.py) holds, for a
- * few prompts, the prompt's token ids and the greedy continuation that Hugging Face
- * transformers computes from the same GGUF file, with the top-2 logit margin of every
- * step. amk must encode each prompt to the same ids and generate the same tokens; a
- * different token is accepted only at a step whose margin is below the json's
- * tolerance (a near-tie that rounding alone can flip), and nothing after it is compared.
+ * A golden json of tests/golden/ (written by tests/golden/make-golden.py, whose docstring
+ * explains it) holds, for a few prompts, the prompt's token ids and the greedy
+ * continuation that Hugging Face transformers computes from the same GGUF file, with the
+ * top-2 logit margin of every step, once per reference: "cpu" models the weights as the
+ * CPU executor loads them, "gpu" as the GPU does; each test reads its executor's. amk
+ * must encode each prompt to the same ids and generate the same tokens; a different
+ * token is accepted only at a step whose margin is below the json's tolerance (a near-tie
+ * that rounding alone can flip), and nothing after it is compared. A prompt with an
+ * answer ("Paris") must have it in amk's text too.
  *
  * The model file comes from AMK_TEST_GGUF (amk fetch-model); without it the tests
  * skip, and they skip too when its SHA-256 is not the one the json was made from.
@@ -26,10 +30,12 @@ typedef struct {
   GArray *generated;    /* gint32 */
   GArray *margins;      /* double: one a step, the EOS step included */
   char   *text;
+  char   *answer;       /* nullable: what the text must contain */
 } GoldenPrompt;
 
 typedef struct {
   char      *path;
+  char      *reference;   /* "cpu" or "gpu" */
   char      *sha256;
   gint32     eos_id;
   gboolean   add_bos;
@@ -38,7 +44,7 @@ typedef struct {
   GPtrArray *prompts;   /* GoldenPrompt */
 } Golden;
 
-static void
+static inline void
 golden_prompt_free (gpointer data)
 {
   GoldenPrompt *p = data;
@@ -48,15 +54,17 @@ golden_prompt_free (gpointer data)
   g_array_unref (p->generated);
   g_array_unref (p->margins);
   g_free (p->text);
+  g_free (p->answer);
   g_free (p);
 }
 
-static void
+static inline void
 golden_free (Golden *g)
 {
   if (g == NULL)
     return;
   g_free (g->path);
+  g_free (g->reference);
   g_free (g->sha256);
   g_clear_pointer (&g->prompts, g_ptr_array_unref);
   g_free (g);
@@ -64,19 +72,26 @@ golden_free (Golden *g)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (Golden, golden_free)
 
-/* The json's location: $AMK_GOLDEN_JSON, else tests/golden/ of the source tree. */
-static char *
-golden_json_path (void)
+/* The json `name` of tests/golden/ in the source tree. */
+static inline char *
+golden_json_path (const char *name)
+{
+  return g_test_build_filename (G_TEST_DIST, "golden", name, NULL);
+}
+
+/* The json of the SmolLM2 file itself: $AMK_GOLDEN_JSON, else smollm2-golden.json. */
+static inline char *
+golden_default_json_path (void)
 {
   const char *env = g_getenv ("AMK_GOLDEN_JSON");
 
   if (env != NULL && *env != '\0')
     return g_strdup (env);
-  return g_test_build_filename (G_TEST_DIST, "golden", "smollm2-golden.json", NULL);
+  return golden_json_path ("smollm2-golden.json");
 }
 
 /* The model file of AMK_TEST_GGUF, or NULL (the test then skips). */
-static const char *
+static inline const char *
 golden_model_path (void)
 {
   const char *path = g_getenv ("AMK_TEST_GGUF");
@@ -86,7 +101,7 @@ golden_model_path (void)
   return path;
 }
 
-static GArray *
+static inline GArray *
 golden_int_array (JsonObject *o, const char *member)
 {
   JsonArray *a = json_object_get_array_member (o, member);
@@ -101,23 +116,31 @@ golden_int_array (JsonObject *o, const char *member)
   return out;
 }
 
-static Golden *
-golden_load (void)
+/* The golden continuations of `reference` ("cpu" or "gpu") in the json at `path`. */
+static inline Golden *
+golden_load (const char *path,
+             const char *reference)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GError) error = NULL;
   g_autoptr(Golden) g = g_new0 (Golden, 1);
-  JsonObject *root, *model, *tolerance;
+  JsonObject *root, *model, *tolerance, *references;
   JsonArray *prompts;
 
-  g->path = golden_json_path ();
+  g->path = g_strdup (path);
+  g->reference = g_strdup (reference);
   json_parser_load_from_file (parser, g->path, &error);
   g_assert_no_error (error);
   root = json_node_get_object (json_parser_get_root (parser));
   model = json_object_get_object_member (root, "model");
   tolerance = json_object_get_object_member (root, "tolerance");
+  references = json_object_get_object_member (root, "references");
   g_assert_nonnull (model);
   g_assert_nonnull (tolerance);
+  g_assert_nonnull (references);
+  if (!json_object_has_member (references, reference))
+    g_error ("%s has no “%s” reference: regenerate it with tests/golden/make-golden.py",
+             g->path, reference);
   g->sha256 = g_strdup (json_object_get_string_member (model, "sha256"));
   g->eos_id = (gint32) json_object_get_int_member (model, "eos_id");
   g->add_bos = json_object_get_boolean_member (model, "add_bos_token");
@@ -130,13 +153,21 @@ golden_load (void)
   for (guint i = 0; i < json_array_get_length (prompts); i++)
     {
       JsonObject *o = json_array_get_object_element (prompts, i);
-      JsonArray *m = json_object_get_array_member (o, "top2_margin");
+      JsonObject *expected = json_object_get_object_member (o, "expected");
+      JsonObject *e;
+      JsonArray *m;
       GoldenPrompt *p = g_new0 (GoldenPrompt, 1);
 
+      g_assert_nonnull (expected);
+      e = json_object_get_object_member (expected, reference);
+      g_assert_nonnull (e);
+      m = json_object_get_array_member (e, "top2_margin");
       p->prompt = g_strdup (json_object_get_string_member (o, "prompt"));
-      p->text = g_strdup (json_object_get_string_member (o, "text"));
+      if (json_object_has_member (o, "answer") && !json_object_get_null_member (o, "answer"))
+        p->answer = g_strdup (json_object_get_string_member (o, "answer"));
       p->prompt_ids = golden_int_array (o, "prompt_ids");
-      p->generated = golden_int_array (o, "generated_ids");
+      p->text = g_strdup (json_object_get_string_member (e, "text"));
+      p->generated = golden_int_array (e, "generated_ids");
       p->margins = g_array_new (FALSE, FALSE, sizeof (double));
       for (guint s = 0; s < json_array_get_length (m); s++)
         {
@@ -151,31 +182,41 @@ golden_load (void)
   return g_steal_pointer (&g);
 }
 
-/* Whether the model file is the one the json was made from. */
-static gboolean
-golden_same_model (Golden *g, const char *path)
+/* The SHA-256 of a file, in hex. */
+static inline char *
+golden_file_sha256 (const char *path)
 {
   g_autoptr(GMappedFile) file = NULL;
   g_autoptr(GError) error = NULL;
-  g_autofree char *sum = NULL;
 
   file = g_mapped_file_new (path, FALSE, &error);
   g_assert_no_error (error);
-  sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256,
-                                     (const guchar *) g_mapped_file_get_contents (file),
-                                     g_mapped_file_get_length (file));
+  return g_compute_checksum_for_data (G_CHECKSUM_SHA256,
+                                      (const guchar *) g_mapped_file_get_contents (file),
+                                      g_mapped_file_get_length (file));
+}
+
+/* Whether the model file is the one the json was made from. */
+static inline gboolean
+golden_same_model (Golden *g, const char *path)
+{
+  g_autofree char *sum = golden_file_sha256 (path);
+
   if (g_strcmp0 (sum, g->sha256) == 0)
     return TRUE;
   g_test_message ("%s has SHA-256 %s; %s was made from %s", path, sum, g->path, g->sha256);
   return FALSE;
 }
 
-/* The golden continuations and the model file of AMK_TEST_GGUF (*path), or NULL after
- * g_test_skip() when it is unset or not the file they were made from. */
-static Golden *
-golden_open (const char **path)
+/* The golden continuations of `reference` ("cpu" or "gpu") for SmolLM2 and the model
+ * file of AMK_TEST_GGUF (*path), or NULL after g_test_skip() when it is unset or not the
+ * file they were made from. */
+static inline Golden *
+golden_open (const char  *reference,
+             const char **path)
 {
   g_autoptr(Golden) g = NULL;
+  g_autofree char *json = NULL;
 
   *path = golden_model_path ();
   if (*path == NULL)
@@ -183,7 +224,8 @@ golden_open (const char **path)
       g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (amk fetch-model)");
       return NULL;
     }
-  g = golden_load ();
+  json = golden_default_json_path ();
+  g = golden_load (json, reference);
   if (!golden_same_model (g, *path))
     {
       g_test_skip ("AMK_TEST_GGUF is not the file the golden continuations were made from");
@@ -192,7 +234,7 @@ golden_open (const char **path)
   return g_steal_pointer (&g);
 }
 
-static char *
+static inline char *
 golden_ids_string (const gint32 *ids, gsize n)
 {
   GString *s = g_string_new (NULL);
@@ -203,7 +245,7 @@ golden_ids_string (const gint32 *ids, gsize n)
 }
 
 /* The token the reference produced at `step`: a generated one, or EOS after the last. */
-static gint32
+static inline gint32
 golden_token_at (Golden *g, GoldenPrompt *p, guint step)
 {
   if (step < p->generated->len)
@@ -215,7 +257,7 @@ golden_token_at (Golden *g, GoldenPrompt *p, guint step)
  * executor) and compares it with the golden one. Returns the number of prompts that
  * matched in full (the others stopped at an accepted near-tie); fails the test on a
  * real mismatch. */
-static guint
+static inline guint
 golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
 {
   guint exact = 0;
@@ -256,8 +298,8 @@ golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
       g_assert_cmpuint (n_prompt, ==, p->prompt_ids->len);
       got = golden_ids_string (ids, n_ids);
       want = golden_ids_string ((const gint32 *) p->generated->data, p->generated->len);
-      g_test_message ("prompt %u “%s”: %zu tokens in %.1f s", i, p->prompt, n_ids,
-                      (t1 - t0) / 1e6);
+      g_test_message ("prompt %u “%s”: %zu tokens in %.1f s (the %s reference)", i, p->prompt,
+                      n_ids, (t1 - t0) / 1e6, g->reference);
       g_test_message ("  amk:          [%s] “%s”", got, text);
       g_test_message ("  transformers: [%s] “%s”", want, p->text);
 
@@ -291,6 +333,10 @@ golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
           g_assert_cmpuint (n_ids, ==, p->generated->len);
           exact++;
         }
+      /* the factual prompts: the answer, whatever near-tie came before it */
+      if (p->answer != NULL && g_strstr_len (text, -1, p->answer) == NULL)
+        g_error ("prompt %u “%s”: amk's continuation “%s” does not contain “%s”", i,
+                 p->prompt, text, p->answer);
     }
   return exact;
 }

@@ -1,6 +1,7 @@
 /* test-gpu-golden.c: SmolLM2-135M's greedy continuations from the megakernel against
- * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
- * see tests/golden/amk-golden.h); the CPU executor's run is tests/unit/test-model-golden.c.
+ * those of Hugging Face transformers on the same GGUF (the "gpu" reference of
+ * tests/golden/smollm2-golden.json, see tests/golden/amk-golden.h); the CPU executor's
+ * run is tests/unit/test-model-golden.c.
  * Skips without a CUDA device, and unless AMK_TEST_GGUF names the model file
  * (build/tools/amk fetch-model prints its path):
  *
@@ -26,7 +27,8 @@ run_golden (guint queues, guint threads)
 
   if (!need_gpu ())
     return;
-  if ((g = golden_open (&path)) == NULL)
+  /* the GPU converts every weight to bf16: the "gpu" reference */
+  if ((g = golden_open ("gpu", &path)) == NULL)
     return;
 
   launcher = amk_launcher_new (0);

@@ -1,7 +1,8 @@
 /* test-model-golden.c: SmolLM2-135M's greedy continuations on the CPU executor against
- * those of Hugging Face transformers on the same GGUF (tests/golden/smollm2-golden.json,
- * see tests/golden/amk-golden.h). Skipped unless AMK_TEST_GGUF names the model file
- * (build/tools/amk fetch-model prints its path; .ci/run sets it).
+ * those of Hugging Face transformers on the same GGUF (the "cpu" reference of
+ * tests/golden/smollm2-golden.json, see tests/golden/amk-golden.h). Skipped unless
+ * AMK_TEST_GGUF names the model file (build/tools/amk fetch-model prints its path;
+ * .ci/run sets it). The same model quantized: test-quantized-golden.c.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -11,19 +12,28 @@
 static void
 test_golden_json (void)
 {
-  g_autoptr(Golden) g = golden_load ();
+  g_autofree char *json = golden_default_json_path ();
+  const char *references[] = { "cpu", "gpu" };
 
-  /* the json itself: three or more prompts of max_new_tokens each, a sane tolerance */
-  g_assert_cmpuint (g->max_new_tokens, ==, 32);
-  g_assert_cmpfloat (g->tolerance, >, 0.0);
-  g_assert_cmpfloat (g->tolerance, <, 1.0);
-  g_assert_cmpint (g->eos_id, >=, 0);
-  g_assert_cmpuint (g->prompts->len, >=, 3);
-  for (guint i = 0; i < g->prompts->len; i++)
+  /* the json itself, for each executor's reference: three or more prompts of
+   * max_new_tokens each, a sane tolerance */
+  for (guint r = 0; r < G_N_ELEMENTS (references); r++)
     {
-      GoldenPrompt *p = g_ptr_array_index (g->prompts, i);
-      g_assert_cmpuint (p->prompt_ids->len, >, 0);
-      g_assert_cmpuint (p->generated->len, <=, g->max_new_tokens);
+      g_autoptr(Golden) g = golden_load (json, references[r]);
+
+      g_assert_cmpuint (g->max_new_tokens, ==, 32);
+      g_assert_cmpfloat (g->tolerance, >, 0.0);
+      g_assert_cmpfloat (g->tolerance, <, 1.0);
+      g_assert_cmpint (g->eos_id, >=, 0);
+      g_assert_cmpuint (g->prompts->len, >=, 3);
+      for (guint i = 0; i < g->prompts->len; i++)
+        {
+          GoldenPrompt *p = g_ptr_array_index (g->prompts, i);
+          g_assert_cmpuint (p->prompt_ids->len, >, 0);
+          g_assert_cmpuint (p->generated->len, <=, g->max_new_tokens);
+          if (p->answer != NULL)
+            g_assert_nonnull (strstr (p->text, p->answer));
+        }
     }
 }
 
@@ -35,7 +45,8 @@ run_golden_cpu (guint queues)
   g_autoptr(AmkModel) model = NULL;
   guint exact;
 
-  if ((g = golden_open (&path)) == NULL)
+  /* the CPU executor keeps Q8_0 and K-quant matrices as stored: its own reference */
+  if ((g = golden_open ("cpu", &path)) == NULL)
     return;
   model = test_load_model (path, queues, 256);
   exact = golden_check (g, model, NULL);
