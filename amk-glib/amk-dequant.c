@@ -264,7 +264,8 @@ block_q6_k_plain (const guint8 *p, float *out)
 #if AMK_DEQUANT_X86
 /* The K types eight values at a time in AVX2: the same products and differences, each
  * rounded as the plain loops round it. q holds eight integers: out = ds q (- dm, where
- * the type has minimums: subtracting even a zero turns -0 into +0). */
+ * the type has minimums: subtracting a zero is no no-op for signed zeros, so it is
+ * never skipped). */
 __attribute__ ((target ("avx2")))
 static inline void
 scale8_avx2 (__m256i q, float ds, const float *dm, float *out)

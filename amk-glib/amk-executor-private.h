@@ -28,6 +28,12 @@ gboolean amk_loaded_program_require (const AmkLoadedProgram *loaded,
 gboolean amk_loaded_program_check   (const AmkLoadedProgram *loaded,
                                      GError           **error);
 
+/* Every buffer of program has a type the executor runs (amk_executor_supports_dtype()),
+ * or AMK_LAUNCH_ERROR_UNSUPPORTED naming the first that has not. */
+gboolean amk_executor_check_dtypes  (AmkExecutor       *self,
+                                     AmkProgram        *program,
+                                     GError           **error);
+
 /* amk_executor_load_shared(): for each buffer of program, the index of the buffer of
  * the owner's loaded program whose memory it uses (same name, dtype and size, neither in
  * the scratch arena), or -1. A name match of another dtype or size is an error. */

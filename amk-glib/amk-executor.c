@@ -96,11 +96,10 @@ amk_executor_default_init (AmkExecutorInterface *iface)
   iface->get_description = amk_executor_real_get_description;
 }
 
-/* Every buffer's type is one the executor runs. */
-static gboolean
-check_dtypes (AmkExecutor  *self,
-              AmkProgram   *program,
-              GError      **error)
+gboolean
+amk_executor_check_dtypes (AmkExecutor  *self,
+                           AmkProgram   *program,
+                           GError      **error)
 {
   for (guint b = 0; b < amk_program_get_n_buffers (program); b++)
     {
@@ -111,8 +110,9 @@ check_dtypes (AmkExecutor  *self,
           g_autofree char *what = amk_executor_get_description (self);
 
           g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_UNSUPPORTED,
-                       _("Buffer “%s” is %s, a type that the %s does not run yet; "
-                         "convert it to bf16, or run the program on the CPU executor"),
+                       _("Buffer “%s” is %s, a type that the %s does not run yet; use bf16 "
+                         "there, or the CPU executor (a model loaded for the CPU executor "
+                         "keeps such weights: load it again, as a new Amk.Model, for this one)"),
                        amk_program_get_buffer_name (program, b), amk_dtype_name (dtype), what);
           return FALSE;
         }
@@ -142,7 +142,7 @@ amk_executor_load (AmkExecutor  *self,
   g_return_val_if_fail (AMK_IS_PROGRAM (program), FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!check_dtypes (self, program, error))
+  if (!amk_executor_check_dtypes (self, program, error))
     return FALSE;
   return AMK_EXECUTOR_GET_IFACE (self)->load (self, program, error);
 }
@@ -193,7 +193,7 @@ amk_executor_load_shared (AmkExecutor  *self,
 
   if (owner == NULL)
     return amk_executor_load (self, program, error);
-  if (!check_dtypes (self, program, error))
+  if (!amk_executor_check_dtypes (self, program, error))
     return FALSE;
   if (owner == self)
     {

@@ -395,7 +395,8 @@ read_tensor_info (Reader *r, AmkGguf *self, AmkGgufTensor *t, GError **error)
   if (n_dims > AMK_GGUF_MAX_DIMS)
     return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                  _("tensor “%s” has %u dimensions, more than %d"), name, n_dims, AMK_GGUF_MAX_DIMS);
-  t->n_dims = n_dims;
+  /* a scalar (gguf-py writes a 0-d array with no dimensions) is one element */
+  t->n_dims = MAX (n_dims, 1);
   for (guint d = 0; d < AMK_GGUF_MAX_DIMS; d++)
     t->dims[d] = 1;
   for (guint d = 0; d < n_dims; d++)

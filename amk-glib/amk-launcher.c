@@ -1027,7 +1027,8 @@ load_program (AmkLauncher  *self,
 {
   g_autofree gint *shared = NULL;
 
-  if (!require_device (self, error))
+  if (!amk_executor_check_dtypes (AMK_EXECUTOR (self), program, error) ||
+      !require_device (self, error))
     return FALSE;
   if (owner != NULL && owner->device != self->device)
     {

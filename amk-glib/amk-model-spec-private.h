@@ -152,6 +152,10 @@ GBytes               *amk_model_spec_load_bf16    (AmkModelSpec        *spec,
                                                    const char         **name,
                                                    GError             **error);
 
+/* The block-quantized AmkDType a matrix stored in one stays in when `keep` has its bit
+ * (1 << AmkDType) and its rows are whole blocks, or -1: it becomes bf16. */
+gint                  amk_model_tensor_kept_dtype (const AmkModelTensor *t,
+                                                   guint32               keep);
 /* amk_model_spec_load_bf16(), except that a matrix (rows > 0) stored in a block-quantized
  * type whose bit (1 << AmkDType) is set in `keep` comes as the file's blocks (the rope
  * permutation undone on whole rows); *dtype says which: BF16 or that type. */

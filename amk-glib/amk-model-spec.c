@@ -297,23 +297,33 @@ shape_string (const guint64 *shape, guint n_dims)
   return g_string_free (s, FALSE);
 }
 
-/* The block-quantized program type of a file's tensor type, or -1. */
-static gint
-kept_dtype (AmkModelTensorType type)
+gint
+amk_model_tensor_kept_dtype (const AmkModelTensor *t,
+                             guint32               keep)
 {
-  switch (type)
+  gint dtype;
+
+  switch (t->type)
     {
     case AMK_MODEL_TENSOR_Q8_0:
-      return AMK_DTYPE_Q8_0;
+      dtype = AMK_DTYPE_Q8_0;
+      break;
     case AMK_MODEL_TENSOR_Q4_K:
-      return AMK_DTYPE_Q4_K;
+      dtype = AMK_DTYPE_Q4_K;
+      break;
     case AMK_MODEL_TENSOR_Q5_K:
-      return AMK_DTYPE_Q5_K;
+      dtype = AMK_DTYPE_Q5_K;
+      break;
     case AMK_MODEL_TENSOR_Q6_K:
-      return AMK_DTYPE_Q6_K;
+      dtype = AMK_DTYPE_Q6_K;
+      break;
     default:
       return -1;
     }
+  /* a matrix whose rows are whole blocks (a GGUF file's always are) */
+  if (t->n_dims != 2 || !((keep >> dtype) & 1u) || t->shape[1] % amk_dtype_row_step ((AmkDType) dtype) != 0)
+    return -1;
+  return dtype;
 }
 
 GBytes *
@@ -375,8 +385,8 @@ amk_model_spec_load_weight (AmkModelSpec    *spec,
 
   /* a matrix of a type the program takes: its blocks as they are (rows of whole blocks,
    * which a GGUF file's rows always are) */
-  kept = n_dims == 2 ? kept_dtype (t->type) : -1;
-  if (kept >= 0 && ((keep >> kept) & 1u) && cols % amk_dtype_row_step ((AmkDType) kept) == 0)
+  kept = amk_model_tensor_kept_dtype (t, keep);
+  if (kept >= 0)
     {
       g_autofree guint8 *copy = NULL;
       const gsize size = g_bytes_get_size (t->data);

@@ -5,8 +5,8 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -60,38 +60,43 @@ helper_main (gpointer unused)
   return NULL;
 }
 
-/* The helper, started on first use in this process (a child after fork() has none of
- * its parent's threads: it starts its own, with fresh state); FALSE where no thread
- * could start. */
+static GMutex start_lock;
+static gint   started;   /* atomic: 0 not yet, 1 running, 2 no thread could start */
+
+/* A child after fork() has none of its parent's threads, and maybe a copy of the lock
+ * held at that moment: it starts from nothing. */
+static void
+helper_forget (void)
+{
+  memset (&helper, 0, sizeof helper);
+  memset (&start_lock, 0, sizeof start_lock);   /* a static GMutex's unlocked state */
+  started = 0;
+}
+
+/* The helper, started on first use; FALSE where no thread could start. */
 static gboolean
 helper_ready (void)
 {
-  static GMutex start_lock;
-  static gint started_in;   /* the pid that started the helper, atomic */
-  static gint failed_in;
-  const gint self = (gint) getpid ();
+  static gboolean forget_registered;
   gboolean ok;
 
-  if (g_atomic_int_get (&started_in) == self)
+  if (g_atomic_int_get (&started) == 1)
     return TRUE;
   g_mutex_lock (&start_lock);
-  if (started_in != self && failed_in != self)
+  if (started == 0)
     {
       GThread *thread;
 
-      memset (&helper, 0, sizeof helper);
       g_mutex_init (&helper.lock);
       g_cond_init (&helper.wake);
       thread = g_thread_try_new ("amk-cpu-split", helper_main, NULL, NULL);
       if (thread != NULL)
-        {
-          g_thread_unref (thread);
-          g_atomic_int_set (&started_in, self);
-        }
-      else
-        failed_in = self;
+        g_thread_unref (thread);
+      if (thread != NULL && !forget_registered)
+        forget_registered = pthread_atfork (NULL, NULL, helper_forget) == 0;
+      g_atomic_int_set (&started, thread != NULL ? 1 : 2);
     }
-  ok = started_in == self;
+  ok = started == 1;
   g_mutex_unlock (&start_lock);
   return ok;
 }

@@ -142,7 +142,8 @@ record_matmul (AmkProgram  *self,
  * amk_program_op_matmul:
  * @self: a program
  * @y: the output (f32 or bf16), `M × N` elements: row m holds `Y[m, 0 .. N)`
- * @w: the matrix, 2-D `[N, K]` (bf16 or f16), usually a constant buffer
+ * @w: the matrix, 2-D `[N, K]` (bf16, f16, or a block-quantized type where the executor
+ *   runs it), usually a constant buffer
  * @x: the input rows (f32 or bf16), `M × K` elements for some `M ≥ 1`
  * @bias: a vector of N elements added to every row, or -1
  * @residual: `M × N` elements added to the product, or -1; may be @y (`Y += X W^T`)

@@ -43,7 +43,8 @@ optional_vector (AmkProgram *self, const char *what, gint buffer, guint64 n, GEr
  * amk_program_op_matvec:
  * @self: a program
  * @y: the output vector (f32 or bf16), one element per row of @w
- * @w: the matrix, 2-D `[rows, K]` (bf16, f16 or f32), usually a constant buffer
+ * @w: the matrix, 2-D `[rows, K]` (bf16, f16, f32, or a block-quantized type where the
+ *   executor runs it), usually a constant buffer
  * @x: the input vector of K elements (f32 or bf16)
  * @bias: a vector of `rows` elements added to the product, or -1
  * @residual: a vector of `rows` elements added to the product, or -1; may be @y

@@ -424,6 +424,8 @@ AmkBufferInfo *amk_op_tensor            (AmkProgram *self, const char *op, const
 gboolean       amk_op_writable          (const char *op, AmkBufferInfo *info, GError **error);
 gboolean       amk_op_same_shape        (const char *op, AmkBufferInfo *a, AmkBufferInfo *b,
                                          GError **error);
+/* Not block-quantized: only the matrix and table operands take those types. */
+gboolean       amk_op_elementwise_dtype (const char *op, AmkBufferInfo *info, GError **error);
 gboolean       amk_op_is_vector_dtype   (AmkBufferInfo *info);
 /* An F32 or BF16 vector of `n` elements (n 0: any length); *info_out may be NULL. */
 gboolean       amk_op_vector_of         (AmkProgram *self, const char *op, const char *what,
@@ -456,6 +458,9 @@ gboolean       amk_verify_range         (AmkProgram *self, guint queue, guint po
 /* The first n operands have one dtype. */
 gboolean       amk_verify_same_dtype    (AmkProgram *self, guint queue, guint pos,
                                          const amk_instruction_t *ins, guint n, GError **error);
+/* Operand 0 is not block-quantized (an op of elements: COPY, FILL, ADD). */
+gboolean       amk_verify_elementwise_dtype (AmkProgram *self, guint queue, guint pos,
+                                             const amk_instruction_t *ins, GError **error);
 /* The bytes an operand covers, as (region, start, length): scratch buffers share the
  * arena (region -1), other buffers are their own region. */
 void           amk_verify_operand_bytes (AmkProgram *self, const amk_instruction_t *ins,

@@ -48,6 +48,20 @@ amk_op_same_shape (const char *op, AmkBufferInfo *a, AmkBufferInfo *b, GError **
 }
 
 gboolean
+amk_op_elementwise_dtype (const char *op, AmkBufferInfo *info, GError **error)
+{
+  guint values, bytes;
+
+  if (!amk_dtype_block (info->dtype, &values, &bytes))
+    return TRUE;
+  g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+               _("%s: “%s” is %s, whose values are packed in blocks; only a matrix or a table "
+                 "(MATVEC, MATMUL, EMBED) can be block-quantized"),
+               op, info->name, amk_dtype_name (info->dtype));
+  return FALSE;
+}
+
+gboolean
 amk_op_can_record (AmkProgram *self, const char *op, GError **error)
 {
   if (!self->compiled)

@@ -40,7 +40,8 @@ amk_program_op_copy (AmkProgram  *self,
   if (!amk_op_can_record (self, "COPY", error) ||
       (d = amk_op_tensor (self, "COPY", _("the destination"), dst, error)) == NULL ||
       (s = amk_op_tensor (self, "COPY", _("the source"), src, error)) == NULL ||
-      !amk_op_writable ("COPY", d, error) || !amk_op_same_shape ("COPY", d, s, error))
+      !amk_op_writable ("COPY", d, error) || !amk_op_same_shape ("COPY", d, s, error) ||
+      !amk_op_elementwise_dtype ("COPY", d, error))
     return -1;
   if (dst == src)
     {
@@ -74,7 +75,7 @@ amk_program_op_fill (AmkProgram  *self,
 
   if (!amk_op_can_record (self, "FILL", error) ||
       (d = amk_op_tensor (self, "FILL", _("the destination"), dst, error)) == NULL ||
-      !amk_op_writable ("FILL", d, error))
+      !amk_op_writable ("FILL", d, error) || !amk_op_elementwise_dtype ("FILL", d, error))
     return -1;
   return amk_op_record (self, AMK_ABI_OP_FILL, (gint32[]) { dst, G_MININT32 },
                  &(amk_params_t) { .fill = { .value = value } });
@@ -108,7 +109,7 @@ amk_program_op_add (AmkProgram  *self,
       (x = amk_op_tensor (self, "ADD", _("the first operand"), a, error)) == NULL ||
       (y = amk_op_tensor (self, "ADD", _("the second operand"), b, error)) == NULL ||
       !amk_op_writable ("ADD", d, error) || !amk_op_same_shape ("ADD", d, x, error) ||
-      !amk_op_same_shape ("ADD", d, y, error))
+      !amk_op_same_shape ("ADD", d, y, error) || !amk_op_elementwise_dtype ("ADD", d, error))
     return -1;
   return amk_op_record (self, AMK_ABI_OP_ADD, (gint32[]) { dst, a, b, G_MININT32 }, NULL);
 }
@@ -122,6 +123,7 @@ verify_copy (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *
 
   return amk_verify_writes (self, queue, pos, ins, error) &&
          amk_verify_same_dtype (self, queue, pos, ins, 2, error) &&
+         amk_verify_elementwise_dtype (self, queue, pos, ins, error) &&
          amk_verify_range (self, queue, pos, ins, 0, p->dst_offset, p->count, error) &&
          amk_verify_range (self, queue, pos, ins, 1, p->src_offset, p->count, error) &&
          amk_verify_no_partial_overlap (self, queue, pos, ins, 0, p->dst_offset, 1, p->src_offset,
@@ -132,6 +134,7 @@ static gboolean
 verify_fill (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins, GError **error)
 {
   return amk_verify_writes (self, queue, pos, ins, error) &&
+         amk_verify_elementwise_dtype (self, queue, pos, ins, error) &&
          amk_verify_range (self, queue, pos, ins, 0, ins->params.fill.offset, ins->params.fill.count, error);
 }
 
@@ -142,6 +145,7 @@ verify_add (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *i
 
   return amk_verify_writes (self, queue, pos, ins, error) &&
          amk_verify_same_dtype (self, queue, pos, ins, 3, error) &&
+         amk_verify_elementwise_dtype (self, queue, pos, ins, error) &&
          amk_verify_range (self, queue, pos, ins, 0, p->dst_offset, p->count, error) &&
          amk_verify_range (self, queue, pos, ins, 1, p->a_offset, p->count, error) &&
          amk_verify_range (self, queue, pos, ins, 2, p->b_offset, p->count, error) &&

@@ -93,12 +93,16 @@ store_scale (guint8 *p, float amax, float levels, float *stored)
   return isfinite (*stored);
 }
 
+/* Clamped as a float first: lrintf of a value past the int range is undefined (a tiny
+ * candidate step of the scale search can make one). NaN goes to lo. */
 static gint
 round_clamp (float v, gint lo, gint hi)
 {
-  gint q = (gint) lrintf (v);
-
-  return CLAMP (q, lo, hi);
+  if (!(v > (float) lo))
+    return lo;
+  if (v >= (float) hi)
+    return hi;
+  return CLAMP ((gint) lrintf (v), lo, hi);
 }
 
 /* ---- Q8_0 ------------------------------------------------------------------------- */

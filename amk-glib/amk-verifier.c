@@ -133,6 +133,22 @@ amk_verify_same_dtype (AmkProgram *self, guint queue, guint pos, const amk_instr
   return TRUE;
 }
 
+gboolean
+amk_verify_elementwise_dtype (AmkProgram *self, guint queue, guint pos, const amk_instruction_t *ins,
+                              GError **error)
+{
+  AmkBufferInfo *info = g_ptr_array_index (self->buffers, ins->buffers[0]);
+  guint values, bytes;
+
+  if (!amk_dtype_block (info->dtype, &values, &bytes))
+    return TRUE;
+  g_set_error (error, AMK_PROGRAM_ERROR, AMK_PROGRAM_ERROR_INVALID,
+               _("Queue %u instruction %u (%s): buffer “%s” is %s, whose values are packed in blocks; "
+                 "only a matrix or a table (MATVEC, MATMUL, EMBED) can be block-quantized"),
+               queue, pos, amk_op_name (ins->opcode), info->name, amk_dtype_name (info->dtype));
+  return FALSE;
+}
+
 /* The bytes an operand covers, as (region, start, length): scratch buffers share the
  * arena (region -1), other buffers are their own region. */
 void

@@ -95,15 +95,17 @@ typedef struct {
 } amk_trap_params_t;
 
 /* MATVEC: y[row0 .. row0+rows) = W[row0 .. row0+rows, 0 .. k) x' (+ bias) (+ residual),
- * fp32 accumulation. b0 = y (F32 or BF16), b1 = W (BF16, F16 or F32, row-major [rows, k]),
+ * fp32 accumulation. b0 = y (F32 or BF16), b1 = W (BF16, F16 or F32, row-major [rows, k];
+ * or block-quantized, CPU executor only),
  * b2 = x (F32 or BF16, [k]), b3 = bias or AMK_NO_BUFFER, b4 = residual or AMK_NO_BUFFER
  * (may be y itself: y += W x), b5 = RMSNORM weight or AMK_NO_BUFFER: then
  * x' = x / sqrt(mean(x^2) + eps) * b5, else x' = x. bias, residual and b5 are F32 or
- * BF16. k * sizeof(W elem) must be a multiple of 16. A seventh buffer (n_buffers 7),
+ * BF16. k * sizeof(W elem) must be a multiple of 16 (a whole number of blocks for a
+ * block-quantized W). A seventh buffer (n_buffers 7),
  * b6 = up (F32 or BF16, [k]) or AMK_NO_BUFFER, gates the input instead of a norm:
  * x' = silu(x) * b6, SILU_MUL fused into the matvec (b5 must then be absent).
  * Split-K: with k_len > 0 the tile covers only the columns k0 .. k0+k_len (whole 16-byte
- * chunks of a row) and adds its share to y with atomic fp32 adds, so that the splits of
+ * chunks of a row, or whole blocks) and adds its share to y with atomic fp32 adds, so that the splits of
  * a row may run on several queues at once, in any order: y must be F32 and b4 y itself;
  * the bias is added by the slice with k0 = 0; x' is still normalised over all k columns.
  * k_len = 0: the whole row (k0 = 0). */
@@ -136,7 +138,8 @@ typedef struct {
 } amk_silu_mul_params_t;
 
 /* EMBED: out[col0 + c] = table[t * dim + col0 + c] for c < n_cols, t = tokens[token_index]
- * read on the device; b0 = out, b1 = table (BF16, F16 or F32, [vocab, dim]), b2 = tokens
+ * read on the device; b0 = out, b1 = table (BF16, F16 or F32, [vocab, dim]; or
+ * block-quantized, CPU executor only), b2 = tokens
  * (I32). A token outside [0, vocab) aborts with AMK_ABORT_CHECK (detail = b2's index).
  * With n_tokens > 0, the rows of many tokens: out[j * dim + col0 + c] = table[tokens[j] *
  * dim + col0 + c] for j = token_index .. token_index+n_tokens (out [n, dim] beside tokens
@@ -244,7 +247,7 @@ typedef struct {
 /* MATMUL: Y[m, n] = sum_c X'[m, c] W[n, c] (+ bias[n]) (+ R[m, n]) for the rows
  * m = m0 .. m0+m_count and the columns n = n0 .. n0+n_count, fp32 accumulation on tensor
  * cores (X' rounded to W's type first). b0 = Y (F32 or BF16, [M, N]), b1 = W (BF16 or
- * F16, row-major [N, k]), b2 = X (F32 or BF16, [M, k]), b3 = bias (F32 or BF16, [N]) or
+ * F16, row-major [N, k]; or block-quantized, CPU executor only), b2 = X (F32 or BF16, [M, k]), b3 = bias (F32 or BF16, [N]) or
  * AMK_NO_BUFFER, b4 = R (F32 or BF16, [M, N]) or AMK_NO_BUFFER (may be Y itself: Y += W X),
  * b5 = RMSNORM weight (F32 or BF16, [k]) or AMK_NO_BUFFER: then row by row
  * X'[m] = X[m] / sqrt(mean(X[m]^2) + eps) * b5, else X' = X; b6 = pos (I32 [M]), or

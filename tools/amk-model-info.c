@@ -2,8 +2,9 @@
  * of it on the device, without loading it: the architecture and sizes (the model
  * reader's description), the tensor types of the file (the GGUF header, or the
  * safetensors headers of a checkpoint folder) with their counts and bytes, and the bytes
- * the decode step keeps and reads on the device, where the loader expands every weight
- * to bf16 (AmkModel:weight-bytes), against those of the same weights in the file.
+ * the decode step keeps and reads: on a GPU, where the loader expands every weight to
+ * bf16, and on the CPU executor, which keeps the quantized matrices it runs as stored
+ * (AmkModel:weight-bytes), against those of the same weights in the file.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -114,11 +115,10 @@ typedef struct {
 static gboolean
 kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t)
 {
-  const gboolean block = t->n_dims == 2 &&
-                         (t->type == AMK_MODEL_TENSOR_Q8_0 || t->type == AMK_MODEL_TENSOR_Q4_K ||
-                          t->type == AMK_MODEL_TENSOR_Q5_K || t->type == AMK_MODEL_TENSOR_Q6_K);
+  const guint32 keep = (1u << AMK_DTYPE_Q8_0) | (1u << AMK_DTYPE_Q4_K) | (1u << AMK_DTYPE_Q5_K) |
+                       (1u << AMK_DTYPE_Q6_K);
 
-  if (!block)
+  if (amk_model_tensor_kept_dtype (t, keep) < 0)
     return FALSE;
   if (w == AMK_MODEL_WEIGHT_ATTN_Q || w == AMK_MODEL_WEIGHT_ATTN_K || w == AMK_MODEL_WEIGHT_ATTN_V)
     {

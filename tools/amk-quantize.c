@@ -370,8 +370,10 @@ quantize_parallel (AmkModelTensorType type, const float *x, gsize n, guint8 *out
 
       chunks[i] = (Chunk) { type, x + first * block, (last - first) * block,
                             out + first * block_bytes, name, TRUE };
-      if (last > first)
-        threads[i] = g_thread_new ("amk-quantize", quantize_chunk, &chunks[i]);
+      /* where no thread can start, the chunk runs here */
+      if (last > first &&
+          (threads[i] = g_thread_try_new ("amk-quantize", quantize_chunk, &chunks[i], NULL)) == NULL)
+        quantize_chunk (&chunks[i]);
     }
   for (guint i = 0; i < n_threads; i++)
     if (threads[i] != NULL)

@@ -160,6 +160,13 @@ print_buffer_values (AmkProgram *program, guint buffer, GBytes *contents)
   g_autofree char *shape = format_shape (program, buffer);
   g_autoptr(GString) values = g_string_new (NULL);
 
+  if (dtype >= AMK_DTYPE_Q8_0 && dtype <= AMK_DTYPE_Q6_K)
+    {
+      /* TRANSLATORS: a block-quantized buffer: its name, type, shape and size */
+      g_print (_("%s %s %s\n  (%zu bytes of quantized blocks)\n"),
+               amk_program_get_buffer_name (program, buffer), dtype_name (dtype), shape, size);
+      return;
+    }
   for (gsize i = 0; i < shown; i++)
     {
       if (i > 0)

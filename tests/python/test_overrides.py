@@ -89,6 +89,27 @@ def test_download_array_has_the_buffer_dtype_and_shape(dtype):
     assert out.tobytes() == data.tobytes()
 
 
+@pytest.mark.parametrize('dtype,values,nbytes', [(Amk.DType.Q8_0, 32, 34), (Amk.DType.Q4_K, 256, 144),
+                                                 (Amk.DType.Q5_K, 256, 176), (Amk.DType.Q6_K, 256, 210)],
+                         ids=lambda d: getattr(d, 'value_nick', str(d)))
+def test_quantized_buffers_are_raw_blocks(dtype, values, nbytes):
+    """A block-quantized buffer takes and gives its raw blocks as uint8, the last
+    dimension in bytes; a conversion of its values is refused."""
+    rng = make_rng()
+    p = Amk.Program.new(1)
+    w = p.add_buffer('w', dtype, [3, 2 * values], Amk.BufferRole.INPUT)
+    ex = Amk.CpuExecutor.new(p)
+    data = rng.integers(0, 256, size=(3, 2 * nbytes), dtype=np.uint8)
+    ex.upload(w, data)
+    out = ex.download_array(w)
+    assert out.dtype == np.uint8 and out.shape == (3, 2 * nbytes)
+    assert np.array_equal(out, data)
+    with pytest.raises(TypeError, match='raw'):
+        ex.download_array(w, np.float32)
+    with pytest.raises(TypeError, match='uint8'):
+        ex.upload(w, data.astype(np.float32))
+
+
 def test_bf16_is_bit_patterns_or_values():
     p = Amk.Program.new(1)
     w = p.add_buffer('w', Amk.DType.BF16, [4], Amk.BufferRole.INPUT)

@@ -188,7 +188,49 @@ def test_buffer_errors():
     assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
 
 
+def test_elementwise_ops_refuse_them():
+    """COPY, FILL and ADD work on elements, which a block-quantized buffer does not hold
+    one by one: refused when recorded and, as raw instructions, by the verifier."""
+    from amktest import add_op
+    p = Amk.Program.new(1)
+    a = p.add_buffer("a", Amk.DType.Q8_0, [64], Amk.BufferRole.STATE)
+    b = p.add_buffer("b", Amk.DType.Q8_0, [64], Amk.BufferRole.STATE)
+    for record in (lambda: p.op_copy(a, b), lambda: p.op_fill(a, 1.0), lambda: p.op_add(a, a, b)):
+        with pytest.raises(GLib.Error) as info:
+            record()
+        assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+        assert "“a” is q8_0" in info.value.message and "blocks" in info.value.message
+    assert p.get_n_ops() == 0
+    for opcode, bufs, params in ((Amk.Opcode.COPY, [a, b], dict(count=32)),
+                                 (Amk.Opcode.FILL, [a], dict(count=32)),
+                                 (Amk.Opcode.ADD, [a, a, b], dict(count=32))):
+        q = Amk.Program.new(1)
+        qa = q.add_buffer("a", Amk.DType.Q8_0, [64], Amk.BufferRole.STATE)
+        qb = q.add_buffer("b", Amk.DType.Q8_0, [64], Amk.BufferRole.STATE)
+        add_op(q, 0, opcode, [qa, qb, qa][:len(bufs)] if opcode != Amk.Opcode.ADD else [qa, qa, qb], params)
+        with pytest.raises(GLib.Error) as info:
+            q.verify()
+        assert info.value.matches(Amk.program_error_quark(), Amk.ProgramError.INVALID)
+        assert "packed in blocks" in info.value.message
+
+
 def test_cpu_executor_supports_them():
     ex = Amk.CpuExecutor.new_empty()
     for dtype in list(TYPES) + [Amk.DType.BF16, Amk.DType.F32]:
         assert ex.supports_dtype(dtype)
+
+
+def test_launcher_refuses_them_at_load():
+    """The GPU executor does not run them yet: it says so when a program with such a
+    buffer is loaded (before it looks for a device, so this holds on any machine)."""
+    launcher = Amk.Launcher.new(0)
+    assert not launcher.supports_dtype(Amk.DType.Q8_0)
+    assert launcher.supports_dtype(Amk.DType.BF16)
+    p = Amk.Program.new(1)
+    p.add_buffer("w", Amk.DType.Q6_K, [2, 256], Amk.BufferRole.CONSTANT)
+    p.verify()
+    for load in (launcher.load_unverified, lambda prog: Amk.Executor.load(launcher, prog)):
+        with pytest.raises(GLib.Error) as info:
+            load(p)
+        assert info.value.matches(Amk.launch_error_quark(), Amk.LaunchError.UNSUPPORTED)
+        assert "“w” is q6_k" in info.value.message

@@ -741,6 +741,16 @@ test_bad_tensors (void)
     g_assert_cmpuint (amk_gguf_find_tensor (g, "t")->n_elements, ==, 8);
   }
   g_bytes_unref (b);
+  /* a scalar (no dimensions, as gguf-py writes a 0-d array): one element of one dimension */
+  b = one_tensor ("t", 0, NULL, AMK_GGML_TYPE_F32, 0, 32);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AmkGguf) g = open_bytes (b, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (amk_gguf_find_tensor (g, "t")->n_elements, ==, 1);
+    g_assert_cmpuint (amk_gguf_find_tensor (g, "t")->n_dims, ==, 1);
+  }
+  g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, 0, 31);
   expect_error (b, AMK_MODEL_ERROR_CORRUPT, "“t”"); g_bytes_unref (b);
   b = one_tensor ("t", 1, d8, AMK_GGML_TYPE_F32, 32, 63);

@@ -35,13 +35,25 @@ Amk = get_introspection_module('Amk')
 
 __all__ = ['Program', 'Executor', 'CpuExecutor', 'Launcher']
 
-# The numpy dtype of each Amk.DType, by name so numpy need not be imported.
+# The numpy dtype of each Amk.DType, by name so numpy need not be imported. The
+# block-quantized types travel as their raw bytes.
 NUMPY_DTYPES = {
     Amk.DType.F32: 'float32',
     Amk.DType.F16: 'float16',
     Amk.DType.BF16: 'uint16',
     Amk.DType.I32: 'int32',
     Amk.DType.U8: 'uint8',
+    Amk.DType.Q8_0: 'uint8',
+    Amk.DType.Q4_K: 'uint8',
+    Amk.DType.Q5_K: 'uint8',
+    Amk.DType.Q6_K: 'uint8',
+}
+# values and bytes per block of the block-quantized types (GGUF's layouts)
+BLOCKS = {
+    Amk.DType.Q8_0: (32, 34),
+    Amk.DType.Q4_K: (256, 144),
+    Amk.DType.Q5_K: (256, 176),
+    Amk.DType.Q6_K: (256, 210),
 }
 
 
@@ -106,7 +118,15 @@ def _download_array(self, buffer, dtype=None):
     program = Amk.Executor.get_program(self)
     amk_dtype = program.get_buffer_dtype(buffer)
     array = np.frombuffer(gbytes.get_data(), dtype=NUMPY_DTYPES[amk_dtype])
-    array = array.reshape(tuple(program.get_buffer_shape(buffer)))
+    shape = tuple(program.get_buffer_shape(buffer))
+    if amk_dtype in BLOCKS:
+        # raw blocks: the last dimension in bytes; no conversion of the values
+        values, nbytes = BLOCKS[amk_dtype]
+        if dtype is not None and np.dtype(dtype) != np.uint8:
+            raise TypeError(f'download_array(): the buffer is {amk_dtype.value_nick}, whose raw '
+                            f'blocks come as uint8; converting them to {np.dtype(dtype)} is not done')
+        return array.reshape(shape[:-1] + (shape[-1] // values * nbytes,)).copy()
+    array = array.reshape(shape)
     if dtype is None:
         return array.copy()                            # frombuffer's array is read-only
     dtype = np.dtype(dtype)
