@@ -17,6 +17,7 @@
 
 #include "amk-glib.h"
 #include "amk-gguf-convert-private.h"
+#include "amk-model-spec-private.h"
 #include "amk-json-private.h"
 #include "amk-rope-private.h"
 #include "amk-tokenizer-private.h"
@@ -300,34 +301,8 @@ amk_gguf_convert_permute_qk (float   *rows,
                              guint    n_heads,
                              GError **error)
 {
-  g_autofree float *head = NULL;
-  gsize head_dim, half;
-
   g_return_val_if_fail (rows != NULL || n_rows == 0 || n_cols == 0, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (n_heads == 0 || n_rows % n_heads != 0 || (n_rows / n_heads) % 2 != 0)
-    {
-      g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE,
-                   _("Cannot order %zu rows for the interleaved RoPE of %u heads: the rows "
-                     "must be a multiple of twice the heads"), n_rows, n_heads);
-      return FALSE;
-    }
-  head_dim = n_rows / n_heads;
-  half = head_dim / 2;
-  if (n_cols == 0 || head_dim == 0)
-    return TRUE;
-  head = g_new (float, head_dim * n_cols);
-  /* row (i * 2 + s) of a head in the file is row (s * half + i) of Hugging Face's */
-  for (gsize h = 0; h < n_heads; h++)
-    {
-      float *base = rows + h * head_dim * n_cols;
-
-      memcpy (head, base, head_dim * n_cols * sizeof (float));
-      for (gsize s = 0; s < 2; s++)
-        for (gsize i = 0; i < half; i++)
-          memcpy (base + (i * 2 + s) * n_cols, head + (s * half + i) * n_cols,
-                  n_cols * sizeof (float));
-    }
-  return TRUE;
+  return amk_model_permute_qk_rows ((guint8 *) rows, n_rows, n_cols * sizeof (float), n_heads, TRUE, error);
 }

@@ -98,6 +98,8 @@ AmkGguf              *amk_gguf_open_bytes         (GBytes       *bytes,
                                                    GError      **error);
 void                  amk_gguf_free               (AmkGguf      *self);
 
+/* The bytes of a scalar metadata value of `type`; 0 for string, array and unknown types. */
+guint                 amk_gguf_value_type_size    (guint32       type);
 guint32               amk_gguf_get_version        (AmkGguf      *self);
 guint32               amk_gguf_get_alignment      (AmkGguf      *self);
 

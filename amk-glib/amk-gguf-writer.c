@@ -129,29 +129,11 @@ b_string (GByteArray *b, const char *s, gsize len)
   b_bytes (b, s, len);
 }
 
-static guint
-value_size (AmkGgufType type)
-{
-  switch (type)
-    {
-    case AMK_GGUF_TYPE_UINT8: case AMK_GGUF_TYPE_INT8: case AMK_GGUF_TYPE_BOOL:
-      return 1;
-    case AMK_GGUF_TYPE_UINT16: case AMK_GGUF_TYPE_INT16:
-      return 2;
-    case AMK_GGUF_TYPE_UINT32: case AMK_GGUF_TYPE_INT32: case AMK_GGUF_TYPE_FLOAT32:
-      return 4;
-    case AMK_GGUF_TYPE_UINT64: case AMK_GGUF_TYPE_INT64: case AMK_GGUF_TYPE_FLOAT64:
-      return 8;
-    default:
-      return 0;
-    }
-}
-
 /* Appends one scalar of `type` (1, 2, 4 or 8 bytes) from the low bits of `bits`. */
 static void
 b_scalar (GByteArray *b, AmkGgufType type, guint64 bits)
 {
-  switch (value_size (type))
+  switch (amk_gguf_value_type_size (type))
     {
     case 1: b_u8 (b, (guint8) bits); break;
     case 2: b_u16 (b, (guint16) bits); break;
@@ -300,7 +282,7 @@ amk_gguf_writer_set_array (AmkGgufWriter *self,
                            const void    *elements,
                            gsize          n)
 {
-  const guint size = value_size (element_type);
+  const guint size = amk_gguf_value_type_size (element_type);
   const guint8 *p = elements;
   GByteArray *b;
 
@@ -436,7 +418,7 @@ amk_gguf_writer_copy_key (AmkGgufWriter  *self,
           b = new_value (AMK_GGUF_TYPE_ARRAY);
           b_u32 (b, element_type);
           b_u64 (b, n);
-          b_bytes (b, raw, n * value_size (element_type));
+          b_bytes (b, raw, n * amk_gguf_value_type_size (element_type));
           set_value (self, key, b);
         }
       return TRUE;

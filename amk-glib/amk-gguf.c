@@ -118,9 +118,8 @@ value_type_name (AmkGgufType type)
   return (guint) type < G_N_ELEMENTS (names) ? names[type] : "?";
 }
 
-/* byte size of a scalar value type; 0 for string, array and unknown types */
-static guint
-value_type_size (guint32 type)
+guint
+amk_gguf_value_type_size (guint32 type)
 {
   switch (type)
     {
@@ -271,7 +270,7 @@ read_scalar (Reader *r, Kv *kv, guint32 type, GError **error)
 {
   const guint8 *p = NULL;
 
-  if (!reader_take (r, value_type_size (type), &p, error))
+  if (!reader_take (r, amk_gguf_value_type_size (type), &p, error))
     return FALSE;
   switch (type)
     {
@@ -305,7 +304,7 @@ read_value (Reader *r, Kv *kv, GError **error)
   if (!reader_u32 (r, &type, error))
     return FALSE;
   kv->type = type;
-  if (value_type_size (type) > 0)
+  if (amk_gguf_value_type_size (type) > 0)
     return read_scalar (r, kv, type, error);
   /* every string is read back as a C string, so a NUL inside one would silently cut it
    * short ("llama\0gpt2" read as "llama"): refuse it */
@@ -335,7 +334,7 @@ read_value (Reader *r, Kv *kv, GError **error)
         return fail (error, AMK_MODEL_ERROR_CORRUPT, r->file,
                      _("the array of key “%s” has %" PRIu64 " elements, more than the limit of %" PRIu64),
                      kv->key, n, AMK_GGUF_MAX_ARRAY_LENGTH);
-      size = value_type_size (element_type);
+      size = amk_gguf_value_type_size (element_type);
       if (size > 0)
         {
           if (n > (r->size - r->pos) / size)
@@ -940,7 +939,7 @@ amk_gguf_get_i32_array (AmkGguf     *self,
       wrong_type (self, kv, "array of int32", error);
       return NULL;
     }
-  size = value_type_size (kv->element_type);
+  size = amk_gguf_value_type_size (kv->element_type);
   values = g_new (gint32, MAX (kv->n, 1));
   for (gsize i = 0; i < kv->n; i++)
     {

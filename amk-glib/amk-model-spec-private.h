@@ -180,6 +180,16 @@ gboolean              amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,
 gsize                 amk_model_tensor_type_bytes  (AmkModelTensorType  type,
                                                     guint64             n_elements);
 
+/* The q/k row order of llama.cpp's convert_hf_to_gguf.py (`permute`) on n_rows rows of
+ * row_bytes bytes (any values: bf16, floats, a quantized type's blocks) in n_heads heads,
+ * in place: to_gguf applies it, else undoes it (to Hugging Face's rotate-half order).
+ * AMK_MODEL_ERROR_TENSOR_SHAPE unless n_rows is a multiple of 2 n_heads. */
+gboolean              amk_model_permute_qk_rows   (guint8              *rows,
+                                                   gsize                n_rows,
+                                                   gsize                row_bytes,
+                                                   guint                n_heads,
+                                                   gboolean             to_gguf,
+                                                   GError             **error);
 /* Undoes the q/k row permutation of llama.cpp's convert_hf_to_gguf.py (`permute`) in
  * place: `rows` holds n_rows rows of n_cols values (row-major); n_heads is the head
  * count the converter used (n_head for Q, n_head_kv for K). Afterwards the rows are in

@@ -236,14 +236,13 @@ amk_model_tensor_type_to_bf16 (AmkModelTensorType  type,
     }
 }
 
-/* amk_model_unpermute_qk() on rows of row_bytes bytes each, whatever they hold (bf16
- * values or a quantized type's blocks: the permutation moves whole rows). */
-static gboolean
-unpermute_rows (guint8  *rows,
-                gsize    n_rows,
-                gsize    row_bytes,
-                guint    n_heads,
-                GError **error)
+gboolean
+amk_model_permute_qk_rows (guint8   *rows,
+                           gsize     n_rows,
+                           gsize     row_bytes,
+                           guint     n_heads,
+                           gboolean  to_gguf,
+                           GError  **error)
 {
   g_autofree guint8 *head = NULL;
   gsize head_dim, half;
@@ -251,8 +250,8 @@ unpermute_rows (guint8  *rows,
   if (n_heads == 0 || n_rows % n_heads != 0 || (n_rows / n_heads) % 2 != 0)
     {
       g_set_error (error, AMK_MODEL_ERROR, AMK_MODEL_ERROR_TENSOR_SHAPE,
-                   _("Cannot undo the rope permutation of %zu rows for %u heads: the rows must be a multiple of twice the heads"),
-                   n_rows, n_heads);
+                   _("Cannot reorder %zu rows for the RoPE of %u heads: the rows must be a "
+                     "multiple of twice the heads"), n_rows, n_heads);
       return FALSE;
     }
   head_dim = n_rows / n_heads;
@@ -260,7 +259,7 @@ unpermute_rows (guint8  *rows,
   if (row_bytes == 0 || head_dim == 0)
     return TRUE;
   head = g_new (guint8, head_dim * row_bytes);
-  /* the converter wrote gguf row (i * 2 + s) of a head from HF row (s * half + i) */
+  /* llama.cpp's converter wrote gguf row (i * 2 + s) of a head from HF row (s * half + i) */
   for (gsize h = 0; h < n_heads; h++)
     {
       guint8 *base = rows + h * head_dim * row_bytes;
@@ -268,7 +267,12 @@ unpermute_rows (guint8  *rows,
       memcpy (head, base, head_dim * row_bytes);
       for (gsize s = 0; s < 2; s++)
         for (gsize i = 0; i < half; i++)
-          memcpy (base + (s * half + i) * row_bytes, head + (i * 2 + s) * row_bytes, row_bytes);
+          {
+            const gsize gguf_row = i * 2 + s, hf_row = s * half + i;
+
+            memcpy (base + (to_gguf ? gguf_row : hf_row) * row_bytes,
+                    head + (to_gguf ? hf_row : gguf_row) * row_bytes, row_bytes);
+          }
     }
   return TRUE;
 }
@@ -283,7 +287,7 @@ amk_model_unpermute_qk (guint16  *rows,
   g_return_val_if_fail (rows != NULL || n_rows == 0 || n_cols == 0, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  return unpermute_rows ((guint8 *) rows, n_rows, n_cols * sizeof (guint16), n_heads, error);
+  return amk_model_permute_qk_rows ((guint8 *) rows, n_rows, n_cols * sizeof (guint16), n_heads, FALSE, error);
 }
 
 static char *
@@ -395,7 +399,7 @@ amk_model_spec_load_weight (AmkModelSpec    *spec,
       if (t->unpermute_heads == 0)
         return g_bytes_ref (t->data);
       copy = g_memdup2 (stored, size);
-      if (!unpermute_rows (copy, (gsize) rows, size / (gsize) rows, t->unpermute_heads, error))
+      if (!amk_model_permute_qk_rows (copy, (gsize) rows, size / (gsize) rows, t->unpermute_heads, FALSE, error))
         return NULL;
       return g_bytes_new_take (g_steal_pointer (&copy), size);
     }
