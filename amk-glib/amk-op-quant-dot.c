@@ -1,0 +1,153 @@
+/* amk-op-quant-dot.c: the CPU executor's dot products of a block-quantized matrix's rows
+ * (MATVEC, MATMUL): one order of sums for both ops, and Q8_0 rows decoded in registers.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include "config.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
+#include "amk-op-private.h"
+#include "amk-dtype-private.h"
+
+/* The dot products of a quantized matrix's decoded row: 32 partial sums, sum s over the
+ * columns c = s (mod 32) in order with fused multiply-adds (four 8-lane accumulators,
+ * enough to hide the latency of one row's chain), then added in a fixed order. MATVEC
+ * and MATMUL both sum so, whatever the vector width. */
+#define QUANT_SUM(a0, a1, a2, a3, out) \
+  G_STMT_START { \
+    const v8sf t_ = ((a0) + (a1)) + ((a2) + (a3)); \
+    (out) = ((t_[0] + t_[4]) + (t_[2] + t_[6])) + ((t_[1] + t_[5]) + (t_[3] + t_[7])); \
+  } G_STMT_END
+
+/* One row of x, or two (named accumulators: an array indexed by row stays in memory). */
+#define QUANT_DOTS(FMAV) \
+  G_STMT_START { \
+    v8sf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 }; \
+    v8sf b0 = { 0 }, b1 = { 0 }, b2 = { 0 }, b3 = { 0 }; \
+    const float *x0 = x[0], *x1 = x[nx - 1]; \
+    for (gint32 c = 0; c < n; c += 32) \
+      { \
+        v8sf w0, w1, w2, w3, v0, v1, v2, v3; \
+        memcpy (&w0, w + c, 32); \
+        memcpy (&w1, w + c + 8, 32); \
+        memcpy (&w2, w + c + 16, 32); \
+        memcpy (&w3, w + c + 24, 32); \
+        memcpy (&v0, x0 + c, 32); \
+        memcpy (&v1, x0 + c + 8, 32); \
+        memcpy (&v2, x0 + c + 16, 32); \
+        memcpy (&v3, x0 + c + 24, 32); \
+        FMAV (a0, v0, w0); \
+        FMAV (a1, v1, w1); \
+        FMAV (a2, v2, w2); \
+        FMAV (a3, v3, w3); \
+        if (nx > 1) \
+          { \
+            memcpy (&v0, x1 + c, 32); \
+            memcpy (&v1, x1 + c + 8, 32); \
+            memcpy (&v2, x1 + c + 16, 32); \
+            memcpy (&v3, x1 + c + 24, 32); \
+            FMAV (b0, v0, w0); \
+            FMAV (b1, v1, w1); \
+            FMAV (b2, v2, w2); \
+            FMAV (b3, v3, w3); \
+          } \
+      } \
+    QUANT_SUM (a0, a1, a2, a3, out[0]); \
+    if (nx > 1) \
+      QUANT_SUM (b0, b1, b2, b3, out[1]); \
+  } G_STMT_END
+
+#define FMAV_LANES(acc, a, b) \
+  G_STMT_START { \
+    for (guint l_ = 0; l_ < 8; l_++) \
+      (acc)[l_] = fmaf ((a)[l_], (b)[l_], (acc)[l_]); \
+  } G_STMT_END
+
+static void
+quant_dots_lanes (const float *w, const float *const *x, guint nx, gint32 n, float *out)
+{
+  QUANT_DOTS (FMAV_LANES);
+}
+
+#if AMK_CPU_X86_FMA
+#define FMAV_X86(acc, a, b) ((acc) = __builtin_ia32_vfmaddps256 ((a), (b), (acc)))
+
+__attribute__ ((target ("avx2,fma")))
+static void
+quant_dots_x86 (const float *w, const float *const *x, guint nx, gint32 n, float *out)
+{
+  QUANT_DOTS (FMAV_X86);
+}
+#endif
+
+void
+amk_cpu_quant_dots (const float *w, const float *const *x, guint nx, gint32 n, float *out)
+{
+  g_return_if_fail (nx >= 1 && nx <= AMK_CPU_QUANT_ROWS && n % 32 == 0);
+#if AMK_CPU_X86_FMA
+  if (amk_cpu_has_fma ())
+    {
+      quant_dots_x86 (w, x, nx, n, out);
+      return;
+    }
+#endif
+  quant_dots_lanes (w, x, nx, n, out);
+}
+
+#if AMK_CPU_X86_FMA
+/* The Q8_0 row's dot product without the decoded row in memory: each value q d rounded
+ * as the decoder rounds it, then the same four accumulators and order as QUANT_DOTS. */
+__attribute__ ((target ("avx2,fma,f16c")))
+static float
+q8_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
+{
+  __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () };
+  v8sf t;
+
+  for (gint32 c = 0; c < n; c += 32, blocks += 34)
+    {
+      guint16 h;
+      __m256 d;
+
+      memcpy (&h, blocks, 2);
+      h = GUINT16_FROM_LE (h);
+      /* F16C converts as amk_f16_to_float() does, but for NaNs (it quiets them) */
+      d = _mm256_set1_ps ((h & 0x7c00) != 0x7c00 ? _cvtsh_ss (h) : amk_f16_to_float (h));
+      for (guint g = 0; g < 4; g++)
+        {
+          const __m128i q = _mm_loadl_epi64 ((const __m128i *) (blocks + 2 + 8 * g));
+          const __m256 w = _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (q)), d);
+
+          acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 8 * g), w, acc[g]);
+        }
+    }
+  {
+    v8sf a0, a1, a2, a3;
+
+    memcpy (&a0, &acc[0], 32);
+    memcpy (&a1, &acc[1], 32);
+    memcpy (&a2, &acc[2], 32);
+    memcpy (&a3, &acc[3], 32);
+    t = (a0 + a1) + (a2 + a3);
+  }
+  return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+#endif
+
+gboolean
+amk_cpu_q8_0_dot (const guint8 *blocks, const float *x, gint32 n, float *out)
+{
+#if AMK_CPU_X86_FMA
+  if (amk_cpu_has_fma () && __builtin_cpu_supports ("f16c"))
+    {
+      *out = q8_0_dot_x86 (blocks, x, n);
+      return TRUE;
+    }
+#endif
+  return FALSE;
+}
