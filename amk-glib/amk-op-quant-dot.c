@@ -107,7 +107,8 @@ static float
 q8_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
 {
   __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () };
-  v8sf t;
+  v8sf a0, a1, a2, a3;
+  float out;
 
   for (gint32 c = 0; c < n; c += 32, blocks += 34)
     {
@@ -126,16 +127,12 @@ q8_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
           acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 8 * g), w, acc[g]);
         }
     }
-  {
-    v8sf a0, a1, a2, a3;
-
-    memcpy (&a0, &acc[0], 32);
-    memcpy (&a1, &acc[1], 32);
-    memcpy (&a2, &acc[2], 32);
-    memcpy (&a3, &acc[3], 32);
-    t = (a0 + a1) + (a2 + a3);
-  }
-  return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+  memcpy (&a0, &acc[0], 32);
+  memcpy (&a1, &acc[1], 32);
+  memcpy (&a2, &acc[2], 32);
+  memcpy (&a3, &acc[3], 32);
+  QUANT_SUM (a0, a1, a2, a3, out);
+  return out;
 }
 #endif
 
