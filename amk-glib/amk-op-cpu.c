@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <fenv.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ typedef struct {
   gint         state;     /* HELPER_*, atomic */
   GThreadFunc  work;
   gpointer     data;
+  fenv_t       env;       /* the caller's floating-point modes, for the same arithmetic */
   GMutex       lock;      /* sleeping: waits on wake for state POSTED */
   GCond        wake;
   gboolean     sleeping;
@@ -50,6 +52,7 @@ helper_main (gpointer unused)
           helper.sleeping = FALSE;
           g_mutex_unlock (&helper.lock);
         }
+      fesetenv (&helper.env);
       helper.work (helper.data);
       g_atomic_int_set (&helper.state, HELPER_DONE);
     }
@@ -115,6 +118,7 @@ amk_cpu_run_split (GThreadFunc  work,
     {
       helper.work = work;
       helper.data = b;
+      fegetenv (&helper.env);
       g_mutex_lock (&helper.lock);
       g_atomic_int_set (&helper.state, HELPER_POSTED);
       if (helper.sleeping)
