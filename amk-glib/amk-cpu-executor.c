@@ -730,8 +730,9 @@ executor_get_preferred_queues (AmkExecutor *executor, GError **error)
   return 1;
 }
 
-/* MATMUL converts each weight row once per run and uses it for every row: 64 rows make
- * that conversion cheap while a short prompt pads little. */
+/* MATMUL converts each weight row once per run and uses it for every row (it skips the
+ * padding rows): 64 rows make that conversion cheap, and keep the chunk's buffers (its
+ * head's logits among them, rows × vocabulary) small. */
 static guint
 executor_get_preferred_rows (AmkExecutor *executor)
 {
