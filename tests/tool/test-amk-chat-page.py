@@ -25,74 +25,18 @@ import http.client
 import importlib.util
 import json
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from amk_serve_process import Failure, Server, check
 
 SKIP = 77
 QUESTION = 'What is the capital of France?'
-os.environ['NO_PROXY'] = os.environ['no_proxy'] = '127.0.0.1,localhost'
-
-
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
-
-
-class Server:
-    """The `amk serve` process, on a port the system picks; its stderr kept."""
-
-    def __init__(self, amk, model):
-        self.proc = subprocess.Popen(
-            [amk, 'serve', '--cpu', '--host', '127.0.0.1', '--port', '0', '--model', model],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stderr = []
-        lines = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc.stdout, lines.put), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
-        try:
-            line = lines.get(timeout=120)
-        except queue.Empty:
-            line = None
-        found = re.search(r'listening on (http://127\.0\.0\.1:(\d+)/) \(model (.+), ', line or '')
-        if not found:
-            self.stop()
-            raise Failure(f'no listening line (got {line!r}): ' + '\n'.join(self.stderr_lines()))
-        self.url, self.port, self.model_id = found.group(1), int(found.group(2)), found.group(3)
-
-    @staticmethod
-    def _read(stream, put):
-        for line in stream:
-            put(line.rstrip('\n'))
-        put(None)
-
-    def stderr_lines(self):
-        return [line for line in self.stderr if line is not None]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def chat(self, messages, max_tokens):
-        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=120)
-        conn.request('POST', '/v1/chat/completions',
-                     body=json.dumps({'messages': messages, 'max_tokens': max_tokens, 'temperature': 0}),
-                     headers={'Content-Type': 'application/json'})
-        response = conn.getresponse()
-        body = json.loads(response.read())
-        conn.close()
-        return response.status, body
 
 
 class Browser:
@@ -343,7 +287,8 @@ def test_stop(page, server):
 
     # 2000 tokens take minutes on a CPU: an answer within seconds means they were cancelled
     start = time.monotonic()
-    status, reply = server.chat([{'role': 'user', 'content': QUESTION}], 4)
+    status, _, reply = server.post('/v1/chat/completions', {
+        'messages': [{'role': 'user', 'content': QUESTION}], 'max_tokens': 4, 'temperature': 0})
     seconds = time.monotonic() - start
     check(status == 200 and reply['choices'][0]['message']['content'], f'after Stop: {status} {reply}')
     check(seconds < 20, f'the next request took {seconds:.1f} s: the stopped generation ran on')
