@@ -252,7 +252,8 @@ amk_tokenizer_parse_post_processor (AmkTokenizer  *self,
               if (!amk_tokenizer_json_get_int (json_array_get_element (ids, k), &id, source,
                                                "post_processor.special_tokens.ids", error))
                 return FALSE;
-              if (id < 0 || id >= self->vocab_size)
+              /* the vocabulary may have holes: an id below vocab_size can lack a piece */
+              if (id < 0 || id >= self->vocab_size || self->id_to_token[id] == NULL)
                 {
                   amk_tokenizer_set_field_error (error, AMK_TOKENIZER_ERROR_INVALID_VOCAB, source,
                                                  "post_processor.special_tokens.ids",

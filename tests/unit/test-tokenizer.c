@@ -326,8 +326,18 @@ test_file_duplicates (void)
                                                   "{\"vocab\": %s, \"merges\": [], "
                                                   "\"unk_token\": \"<unk>\"}}",
                                                   TINY_PRE, TINY_VOCAB);
+  /* the template's </s> is id 8, a hole in this vocabulary (0 to 7 and 9) */
+  g_autofree char *hole_special = tiny_json (
+    "{\"a\": 0, \"b\": 1, \"c\": 2, \"\\u0120\": 3, \"ab\": 4, \"abc\": 5, "
+    "\"\\u0120ab\": 6, \"<s>\": 7, \"x\": 9}", TINY_MERGES,
+    "[{\"id\": 7, \"content\": \"<s>\"}]",
+    "{\"type\": \"TemplateProcessing\", "
+    "\"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+    "{\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}], "
+    "\"special_tokens\": {\"</s>\": {\"id\": \"</s>\", \"ids\": [8]}}}");
   const AmkTokenizerError vocab = AMK_TOKENIZER_ERROR_INVALID_VOCAB;
 
+  expect_error ("holespecial.json", hole_special, vocab, "post_processor.special_tokens.ids");
   expect_error ("dupid.json", dup_id, vocab, "model.vocab");
   expect_error ("dupadded.json", dup_added, vocab, "added_tokens");
   expect_error ("wrongadded.json", wrong_added, vocab, "added_tokens");
