@@ -1,6 +1,7 @@
 /* amk-cpu-executor.c: AmkCpuExecutor runs a verified image on the host with the VM's
- * semantics, interleaving the queues with a seeded random scheduler so that the tests
- * run many orders of the queues rather than one lucky one.
+ * semantics: its queues on worker threads (amk-cpu-workers.c), or one instruction at a
+ * time in the order of a seeded random scheduler, so that tests can run many orders of
+ * the queues rather than one lucky one.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -12,6 +13,7 @@
 #include <glib/gi18n-lib.h>
 
 #include "amk-cpu-executor.h"
+#include "amk-cpu-workers-private.h"
 #include "amk-executor-private.h"
 #include "amk-op-private.h"
 #include "amk-program-private.h"
@@ -30,11 +32,18 @@
  * [method@Amk.Executor.load] replaces the program (an executor made with
  * [ctor@Amk.CpuExecutor.new_empty] or `Amk.CpuExecutor()` has none until then).
  *
- * At each step the executor picks one of the queues whose next instruction may start
- * (its waits hold) at random, from a generator seeded with [property@Amk.CpuExecutor:seed],
- * and runs that instruction whole. A program that forgot a wait does not get here: the
- * verifier's race proof refuses it. What a verified program may still leave to the
- * order (split-K's atomic adds round in the order they come) varies with the seed.
+ * A program of several queues runs on worker threads, one per core by default
+ * ([property@Amk.CpuExecutor:threads]): each worker runs its share of the queues in
+ * order, waiting on the counters as the device does. With one thread, the executor
+ * instead picks, at each step, one of the queues whose next instruction may start (its
+ * waits hold) at random, from a generator seeded with [property@Amk.CpuExecutor:seed],
+ * and runs that instruction whole: the same seed, the same order.
+ *
+ * A program that forgot a wait does not get here: the verifier's race proof refuses it,
+ * so a verified program computes the same under any order. What it may still leave to
+ * the order (split-K's atomic adds round in the order they come) varies with the seed
+ * or, on several threads, from run to run. A program of one queue runs on the calling
+ * thread, its largest MATVEC and MATMUL instructions split over two cores.
  */
 
 struct _AmkCpuExecutor
@@ -44,6 +53,7 @@ struct _AmkCpuExecutor
   AmkProgram   *construct_program; /* the program property, until it is loaded */
   AmkLoadedProgram loaded;      /* the program and its shape, its memory below */
   guint64       seed;
+  guint         threads;        /* 0: one per core */
   guint8       *arena;
   GPtrArray    *storage;        /* CpuMemory of each buffer, NULL in the arena */
   AmkCpuBuffer *buffers;
@@ -54,6 +64,7 @@ enum {
   PROP_0,
   PROP_PROGRAM,
   PROP_SEED,
+  PROP_THREADS,
   N_PROPS
 };
 
@@ -125,6 +136,9 @@ amk_cpu_executor_get_property (GObject    *object,
     case PROP_SEED:
       g_value_set_uint64 (value, self->seed);
       break;
+    case PROP_THREADS:
+      g_value_set_uint (value, self->threads);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -145,6 +159,9 @@ amk_cpu_executor_set_property (GObject      *object,
       break;
     case PROP_SEED:
       amk_cpu_executor_set_seed (self, g_value_get_uint64 (value));
+      break;
+    case PROP_THREADS:
+      amk_cpu_executor_set_threads (self, g_value_get_uint (value));
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -174,12 +191,24 @@ amk_cpu_executor_class_init (AmkCpuExecutorClass *klass)
   /**
    * AmkCpuExecutor:seed:
    *
-   * Seeds the scheduler that interleaves the queues; each run starts from it, so one
-   * seed always gives the same order.
+   * Seeds the scheduler that interleaves the queues when
+   * [property@Amk.CpuExecutor:threads] is 1; each run starts from it, so one seed always
+   * gives the same order.
    */
   properties[PROP_SEED] =
     g_param_spec_uint64 ("seed", NULL, NULL, 0, G_MAXUINT64, 0,
                          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkCpuExecutor:threads:
+   *
+   * How many worker threads run a program of several queues: 0 (the default) for one
+   * per core, 1 for the seeded scheduler on the calling thread
+   * ([property@Amk.CpuExecutor:seed]). No more workers than queues run.
+   */
+  properties[PROP_THREADS] =
+    g_param_spec_uint ("threads", NULL, NULL, 0, AMK_CPU_EXECUTOR_MAX_THREADS, 0,
+                       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   g_object_class_install_properties (object_class, N_PROPS, properties);
 }
@@ -385,6 +414,41 @@ amk_cpu_executor_set_seed (AmkCpuExecutor *self,
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_SEED]);
 }
 
+/**
+ * amk_cpu_executor_get_threads:
+ * @self: an executor
+ *
+ * Gets how many worker threads run a program of several queues.
+ *
+ * Returns: the number of threads, 0 for one per core
+ */
+guint
+amk_cpu_executor_get_threads (AmkCpuExecutor *self)
+{
+  g_return_val_if_fail (AMK_IS_CPU_EXECUTOR (self), 0);
+  return self->threads;
+}
+
+/**
+ * amk_cpu_executor_set_threads:
+ * @self: an executor
+ * @threads: the number of worker threads, 0 for one per core, 1 for the seeded
+ *   scheduler; at most %AMK_CPU_EXECUTOR_MAX_THREADS
+ *
+ * Sets how many worker threads run a program of several queues.
+ */
+void
+amk_cpu_executor_set_threads (AmkCpuExecutor *self,
+                              guint           threads)
+{
+  g_return_if_fail (AMK_IS_CPU_EXECUTOR (self));
+  g_return_if_fail (threads <= AMK_CPU_EXECUTOR_MAX_THREADS);
+  if (self->threads == threads)
+    return;
+  self->threads = threads;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THREADS]);
+}
+
 static AmkCpuBuffer *
 get_buffer (AmkCpuExecutor *self, guint buffer, GError **error)
 {
@@ -543,6 +607,24 @@ signal_counter (RunState *st, const amk_instruction_t *ins)
 }
 
 static gboolean
+set_aborted_error (AmkCpuExecutor *self, GError **error)
+{
+  g_autofree char *what = amk_abort_record_to_string (&self->last_abort);
+
+  g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED, _("The run was aborted: %s"), what);
+  return FALSE;
+}
+
+/* The verifier proves this cannot happen; say so if it ever does. */
+static gboolean
+set_deadlock_error (GError **error)
+{
+  g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT,
+                       _("The CPU executor found no queue that can run; the program deadlocks"));
+  return FALSE;
+}
+
+static gboolean
 cpu_run (AmkCpuExecutor  *self,
          GCancellable    *cancellable,
          GError         **error)
@@ -556,7 +638,7 @@ cpu_run (AmkCpuExecutor  *self,
   g_autofree guint32 *counters = NULL;
   g_autofree gint32 *parked = NULL;
   g_autofree gint32 *next_parked = NULL;
-  guint remaining, n_queues, n_counters;
+  guint remaining, n_queues, n_counters, n_threads;
   guint32 seed_words[2];
 
   if (!ensure_ready (self, error) || !amk_loaded_program_check (&self->loaded, error))
@@ -565,8 +647,27 @@ cpu_run (AmkCpuExecutor  *self,
   program = self->loaded.program;
   n_queues = program->num_queues;
   n_counters = program->counter_names->len;
-  pc = g_new0 (guint, n_queues);
   counters = g_new0 (guint32, n_counters + 1);
+  memset (&self->last_abort, 0, sizeof self->last_abort);
+  n_threads = self->threads != 0 ? self->threads : g_get_num_processors ();
+  if (n_threads > 1 && n_queues > 1)
+    switch (amk_cpu_workers_run (program, self->buffers, counters, n_threads, cancellable,
+                                 &self->last_abort))
+      {
+      case AMK_CPU_WORKERS_DONE:
+        return TRUE;
+      case AMK_CPU_WORKERS_ABORTED:
+        return set_aborted_error (self, error);
+      case AMK_CPU_WORKERS_CANCELLED:
+        g_cancellable_set_error_if_cancelled (cancellable, error);
+        return FALSE;
+      case AMK_CPU_WORKERS_DEADLOCK:
+        return set_deadlock_error (error);
+      case AMK_CPU_WORKERS_NO_THREADS:
+        break;   /* nothing ran: run the queues here */
+      }
+
+  pc = g_new0 (guint, n_queues);
   runnable = g_new0 (guint, n_queues);
   slot = g_new (guint, n_queues);
   parked = g_new (gint32, n_counters + 1);
@@ -577,7 +678,6 @@ cpu_run (AmkCpuExecutor  *self,
   seed_words[0] = (guint32) self->seed;
   seed_words[1] = (guint32) (self->seed >> 32);
   rand = g_rand_new_with_seed_array (seed_words, 2);
-  memset (&self->last_abort, 0, sizeof self->last_abort);
   remaining = program->instructions->len;
   for (guint q = 0; q < n_queues; q++)
     place (&st, q);
@@ -609,10 +709,7 @@ cpu_run (AmkCpuExecutor  *self,
                 place (&st, q);
               continue;
             }
-          /* the verifier proves this cannot happen; say so if it ever does */
-          g_set_error_literal (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_TIMEOUT,
-                               _("The CPU executor found no queue that can run; the program deadlocks"));
-          return FALSE;
+          return set_deadlock_error (error);
         }
 
       q = runnable[g_rand_int_range (rand, 0, (gint32) st.n_runnable)];
@@ -622,13 +719,8 @@ cpu_run (AmkCpuExecutor  *self,
       code = amk_op_run_cpu (ins, self->buffers, counters, &detail);
       if (code != AMK_ABORT_CODE_NONE)
         {
-          g_autofree char *what = NULL;
-
           self->last_abort = (AmkAbortRecord) { code, (gint) q, (gint) pos, -1, 0, 0, detail, -1 };
-          what = amk_abort_record_to_string (&self->last_abort);
-          g_set_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED,
-                       _("The run was aborted: %s"), what);
-          return FALSE;
+          return set_aborted_error (self, error);
         }
       pc[q]++;
       remaining--;
@@ -751,9 +843,10 @@ executor_new_sibling (AmkExecutor *executor)
 {
   AmkCpuExecutor *cpu = amk_cpu_executor_new_empty ();
   guint64 seed = 0;
+  guint threads = 0;
 
-  g_object_get (executor, "seed", &seed, NULL);
-  g_object_set (cpu, "seed", seed, NULL);
+  g_object_get (executor, "seed", &seed, "threads", &threads, NULL);
+  g_object_set (cpu, "seed", seed, "threads", threads, NULL);
   return AMK_EXECUTOR (cpu);
 }
 

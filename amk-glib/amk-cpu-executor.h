@@ -18,6 +18,13 @@ G_BEGIN_DECLS
 
 #define AMK_TYPE_CPU_EXECUTOR (amk_cpu_executor_get_type ())
 
+/**
+ * AMK_CPU_EXECUTOR_MAX_THREADS:
+ *
+ * The most worker threads [property@Amk.CpuExecutor:threads] takes.
+ */
+#define AMK_CPU_EXECUTOR_MAX_THREADS 1024
+
 AMK_AVAILABLE_IN_1_0
 G_DECLARE_FINAL_TYPE (AmkCpuExecutor, amk_cpu_executor, AMK, CPU_EXECUTOR, GObject)
 
@@ -33,6 +40,11 @@ guint64         amk_cpu_executor_get_seed  (AmkCpuExecutor  *self);
 AMK_AVAILABLE_IN_1_0
 void            amk_cpu_executor_set_seed  (AmkCpuExecutor  *self,
                                             guint64          seed);
+AMK_AVAILABLE_IN_1_0
+guint           amk_cpu_executor_get_threads (AmkCpuExecutor *self);
+AMK_AVAILABLE_IN_1_0
+void            amk_cpu_executor_set_threads (AmkCpuExecutor *self,
+                                              guint           threads);
 AMK_AVAILABLE_IN_1_0
 gboolean        amk_cpu_executor_upload    (AmkCpuExecutor  *self,
                                             guint            buffer,

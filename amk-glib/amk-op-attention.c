@@ -1123,7 +1123,7 @@ run_attn_reduce (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counter
 }
 
 /* ATTN_DECODE; with the merge fused, the last split of the key/value head to arrive
- * merges its heads. */
+ * merges its heads (the arrival counter is atomic: splits may run on several threads). */
 static AmkAbortCode
 run_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gint *detail)
 {
@@ -1131,7 +1131,7 @@ run_attn_decode (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counter
   const AmkAbortCode code = op_attn_decode (ins, b, detail);
 
   if (code == AMK_ABORT_CODE_NONE && ins->n_buffers >= 6 &&
-      ++counters[p->arrival_counter] == (guint32) p->n_splits)
+      (guint32) g_atomic_int_add ((gint *) &counters[p->arrival_counter], 1) + 1 == (guint32) p->n_splits)
     {
       /* query heads per kv head */
       const gint32 group = p->shape.n_q_heads / MAX (p->shape.n_kv_heads, 1);

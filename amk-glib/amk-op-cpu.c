@@ -1,5 +1,6 @@
 /* amk-op-cpu.c: the split of an instruction of the CPU executor's dot-product ops
- * (MATMUL, MATVEC) over two threads (the CPU executor runs one instruction at a time).
+ * (MATMUL, MATVEC) over two threads (when the CPU executor runs one instruction at a
+ * time), and split-K's atomic adds.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -100,6 +101,35 @@ helper_ready (void)
   return ok;
 }
 
+static __thread gboolean split_forbidden;
+
+gboolean
+amk_cpu_split_allow_here (gboolean allowed)
+{
+  const gboolean before = !split_forbidden;
+
+  split_forbidden = !allowed;
+  return before;
+}
+
+void
+amk_cpu_atomic_add_f32 (float *p,
+                        float  v)
+{
+  guint32 old = __atomic_load_n ((guint32 *) p, __ATOMIC_RELAXED), sum;
+
+  do
+    {
+      float f;
+
+      memcpy (&f, &old, 4);
+      f += v;
+      memcpy (&sum, &f, 4);
+    }
+  while (!__atomic_compare_exchange_n ((guint32 *) p, &old, sum, TRUE,
+                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
 void
 amk_cpu_run_split (GThreadFunc  work,
                    AmkCpuRange *a,
@@ -113,7 +143,7 @@ amk_cpu_run_split (GThreadFunc  work,
 
   b->start = a->end - half;
   b->end = a->end;
-  if (half > 0 && helper_ready () &&
+  if (half > 0 && !split_forbidden && helper_ready () &&
       g_atomic_int_compare_and_exchange (&helper.state, HELPER_IDLE, HELPER_CLAIMED))
     {
       helper.work = work;

@@ -581,6 +581,12 @@ matvec_rows (gpointer data)
           float acc = out[j];
           if (bias != NULL && c0 == 0)
             acc += amk_dtype_load (bias->info->dtype, bias->data, r + j);
+          if (split)
+            {
+              /* y is f32 and the residual: other slices may add at once */
+              amk_cpu_atomic_add_f32 ((float *) y->data + r + j, acc);
+              continue;
+            }
           if (residual != NULL)
             acc += amk_dtype_load (residual->info->dtype, residual->data, r + j);
           amk_dtype_store (y->info->dtype, y->data, r + j, acc);

@@ -250,6 +250,11 @@ typedef struct {
  * for a thread's start, a's range in two: the last whole `block`s of its half in b
  * (work (b) in a second thread), the rest in a. The threads write disjoint outputs. */
 void amk_cpu_run_split (GThreadFunc work, AmkCpuRange *a, AmkCpuRange *b, gint32 block, double macs);
+/* Lets amk_cpu_run_split() use its second thread in the calling thread, or not (in the
+ * CPU executor's workers, whose cores are taken); returns what held before. */
+gboolean amk_cpu_split_allow_here (gboolean allowed);
+/* *p += v, atomically: split-K's adds, which workers on other threads may make at once. */
+void amk_cpu_atomic_add_f32 (float *p, float v);
 
 static inline gint32
 amk_cpu_load_i32 (const AmkCpuBuffer *b, guint64 i)

@@ -201,13 +201,15 @@ class Chain:
         out[self.offset:self.offset + self.n] = c
         return out
 
-    def run(self, executor, inp, seed=0):
-        """Uploads inp, poisons out, runs with seed; returns (result, expected)."""
+    def run(self, executor, inp, seed=0, threads=1):
+        """Uploads inp, poisons out, runs with seed (threads 1: the seeded scheduler)
+        or on threads workers; returns (result, expected)."""
         before = poison(self.dtype, self.out_len)
         upload(executor, self.inp, self.dtype, inp)
         upload(executor, self.out, self.dtype, before)
         for scratch in (self.a, self.b, self.c):
             upload(executor, scratch, self.dtype, poison(self.dtype, self.n))
         executor.props.seed = seed
+        executor.props.threads = threads
         executor.run()
         return download(executor, self.out, self.dtype), self.expected(inp, before)

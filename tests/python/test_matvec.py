@@ -98,9 +98,10 @@ class MatvecCase:
             y += to_f32(self.dt["y"], y_before)
         return y
 
-    def run(self, rng, seed=0):
+    def run(self, rng, seed=0, threads=1):
         ex = Amk.CpuExecutor.new(self.program)
         ex.props.seed = seed
+        ex.props.threads = threads
         ex.upload(self.x, to_bytes(self.data["x"]))
         if self.b != NONE:
             ex.upload(self.b, to_bytes(self.data["bias"]))

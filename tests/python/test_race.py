@@ -1,7 +1,7 @@
 """The verifier's race proof as a property: random programs of FILL, COPY and ADD over a
 few buffers on a few queues, with random waits; every program that verifies gives the
-same bytes on the CPU executor under every seed, and the ones it refuses are refused as
-races (each names two instructions and a buffer)."""
+same bytes on the CPU executor under every seed and on worker threads, and the ones it
+refuses are refused as races (each names two instructions and a buffer)."""
 import numpy as np
 import pytest
 
@@ -57,14 +57,16 @@ def test_verified_programs_are_schedule_independent():
         verified += 1
         start = [rng.standard_normal(N).astype(np.float32) for _ in bufs]
         results = set()
-        for seed in range(12):
+        # eight orders of the seeded scheduler, then worker threads
+        for seed, threads in [(s, 1) for s in range(8)] + [(0, 2), (0, 3), (0, 4), (0, 4)]:
             ex = Amk.CpuExecutor.new(p)
             ex.props.seed = seed
+            ex.props.threads = threads
             for b, v in zip(bufs, start):
                 ex.upload(b, to_bytes(v))
             ex.run()
             results.add(b"".join(bytes(ex.download(b).get_data()) for b in bufs))
-        assert len(results) == 1, "a verified program gave different bytes under different seeds"
+        assert len(results) == 1, "a verified program gave different bytes under different orders"
     print(f"{verified} verified, {refused} refused as races")
     assert verified >= 30 and refused >= 30
 

@@ -14,6 +14,7 @@ make_executor (AmkProgram *p, guint64 seed)
 
   g_assert_no_error (error);
   g_assert_nonnull (ex);
+  amk_cpu_executor_set_threads (ex, 1);   /* the seeded scheduler */
   amk_cpu_executor_set_seed (ex, seed);
   return ex;
 }

@@ -118,6 +118,7 @@ run_cpu (AmkProgram *p, guint64 seed, GPtrArray *inputs)
   GPtrArray *outs = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
 
   g_assert_no_error (error);
+  amk_cpu_executor_set_threads (ex, 1);   /* the seeded scheduler */
   amk_cpu_executor_set_seed (ex, seed);
   for (guint b = 0; inputs != NULL && b < inputs->len; b++)
     if (g_ptr_array_index (inputs, b) != NULL)
