@@ -606,6 +606,12 @@ signal_counter (RunState *st, const amk_instruction_t *ins)
     }
 }
 
+static guint
+effective_threads (AmkCpuExecutor *self)
+{
+  return self->threads != 0 ? self->threads : MAX (g_get_num_processors (), 1);
+}
+
 static gboolean
 set_aborted_error (AmkCpuExecutor *self, GError **error)
 {
@@ -649,7 +655,7 @@ cpu_run (AmkCpuExecutor  *self,
   n_counters = program->counter_names->len;
   counters = g_new0 (guint32, n_counters + 1);
   memset (&self->last_abort, 0, sizeof self->last_abort);
-  n_threads = self->threads != 0 ? self->threads : g_get_num_processors ();
+  n_threads = effective_threads (self);
   if (n_threads > 1 && n_queues > 1)
     switch (amk_cpu_workers_run (program, self->buffers, counters, n_threads, cancellable,
                                  &self->last_abort))
@@ -815,11 +821,12 @@ executor_get_last_abort (AmkExecutor *executor)
   return amk_cpu_executor_get_last_abort (AMK_CPU_EXECUTOR (executor));
 }
 
-/* One instruction runs at a time: more queues only add scheduling. */
+/* A queue per worker: each stage's tiles spread over every core, with no more queues
+ * than workers to wait on one another (more queues than cores measured slower). */
 static guint
 executor_get_preferred_queues (AmkExecutor *executor, GError **error)
 {
-  return 1;
+  return effective_threads (AMK_CPU_EXECUTOR (executor));
 }
 
 /* MATMUL converts each weight row once per run and uses it for every row (it skips the

@@ -133,9 +133,10 @@ open_gpu (GError **error)
 }
 
 /* Chooses what runs: the GPU unless @force_cpu or there is none (then says so), else a
- * CPU executor whose scheduler is seeded with @seed. */
+ * CPU executor: on worker threads when @schedule_seed is negative, else one
+ * instruction at a time in the order of a scheduler seeded with it. */
 AmkExecutor *
-amk_cli_choose_executor (const char *command, gboolean force_cpu, guint64 seed, char **no_gpu_reason)
+amk_cli_choose_executor (const char *command, gboolean force_cpu, gint64 schedule_seed, char **no_gpu_reason)
 {
   g_autoptr(GError) error = NULL;
   AmkLauncher *launcher = NULL;
@@ -153,7 +154,11 @@ amk_cli_choose_executor (const char *command, gboolean force_cpu, guint64 seed, 
         *no_gpu_reason = g_strdup (error->message);
     }
   cpu = amk_cpu_executor_new_empty ();
-  amk_cpu_executor_set_seed (cpu, seed);
+  if (schedule_seed >= 0)
+    {
+      amk_cpu_executor_set_threads (cpu, 1);
+      amk_cpu_executor_set_seed (cpu, (guint64) schedule_seed);
+    }
   return AMK_EXECUTOR (cpu);
 }
 

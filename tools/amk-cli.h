@@ -23,10 +23,11 @@ gboolean     amk_cli_parse_options   (GOptionContext *context,
 int          amk_cli_usage_error     (const char     *command,
                                       const char     *message);
 /* The GPU unless @force_cpu or there is none (then a one-line note, and the reason in
- * *no_gpu_reason when asked), else a CPU executor seeded with @seed. */
+ * *no_gpu_reason when asked), else a CPU executor: on worker threads when
+ * @schedule_seed is negative, else on the scheduler seeded with it. */
 AmkExecutor *amk_cli_choose_executor (const char     *command,
                                       gboolean        force_cpu,
-                                      guint64         seed,
+                                      gint64          schedule_seed,
                                       char          **no_gpu_reason);
 
 /* What is wrong with the sampling options that `amk generate` and `amk chat` share, as

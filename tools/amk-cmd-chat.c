@@ -249,7 +249,7 @@ amk_cmd_chat (char ***args)
   path = amk_cli_model_path ("chat", model_arg);
   if (path == NULL)
     return 1;
-  executor = amk_cli_choose_executor ("chat", force_cpu, 0, NULL);
+  executor = amk_cli_choose_executor ("chat", force_cpu, -1, NULL);
   model = amk_cli_load_model ("chat", path, executor, 0, (guint) ctx_size, FALSE);
   if (model == NULL)
     return 1;

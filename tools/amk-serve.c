@@ -1587,7 +1587,7 @@ amk_cmd_serve (char ***args)
   path = amk_cli_model_path ("serve", model);
   if (path == NULL)
     return 1;
-  executor = amk_cli_choose_executor ("serve", force_cpu, 0, NULL);
+  executor = amk_cli_choose_executor ("serve", force_cpu, -1, NULL);
   server.model = amk_cli_load_model ("serve", path, executor, 0, (guint) ctx_size, FALSE);
   if (server.model == NULL)
     return 1;

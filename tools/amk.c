@@ -558,12 +558,13 @@ cmd_run (char ***args)
   g_auto(Runner) runner = { 0 };
   g_autofree char *output_dir = NULL;
   gboolean force_cpu = FALSE;
-  gint64 seed = 0;
+  gint64 seed = G_MININT64;
   const GOptionEntry entries[] = {
     { "cpu", 'c', 0, G_OPTION_ARG_NONE, &force_cpu,
       N_("Run on the CPU executor even if there is a GPU"), NULL },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &seed,
-      N_("Seed of the CPU executor's scheduler (default 0)"), N_("N") },
+      N_("On the CPU executor, run one instruction at a time in the order of a scheduler "
+         "seeded with N (default: the queues on worker threads, one per core)"), N_("N") },
     { "input", 'i', 0, G_OPTION_ARG_STRING_ARRAY, &inputs,
       N_("Upload the raw bytes of FILE into buffer NAME before the run (repeatable)"), N_("NAME=FILE") },
     { "output-dir", 'o', 0, G_OPTION_ARG_FILENAME, &output_dir,
@@ -580,7 +581,7 @@ cmd_run (char ***args)
     return EXIT_USAGE;
   if (g_strv_length (*args) != 2)
     return amk_cli_usage_error ("run", _("give exactly one image file"));
-  if (seed < 0)
+  if (seed != G_MININT64 && seed < 0)
     return amk_cli_usage_error ("run", _("the seed must not be negative"));
 
   program = amk_program_new_from_file ((*args)[1], &error);
@@ -590,7 +591,7 @@ cmd_run (char ***args)
       return 1;
     }
 
-  if (!runner_init (&runner, program, amk_cli_choose_executor ("run", force_cpu, (guint64) seed, NULL), &error) ||
+  if (!runner_init (&runner, program, amk_cli_choose_executor ("run", force_cpu, seed == G_MININT64 ? -1 : seed, NULL), &error) ||
       !upload_inputs (&runner, inputs, &error) ||
       !amk_executor_run (runner.executor, NULL, &error))
     {
@@ -690,7 +691,7 @@ cmd_demo (char ***args)
     }
   input = g_bytes_new (in, sizeof in);
 
-  if (!runner_init (&runner, program, amk_cli_choose_executor ("demo", force_cpu, g_rand_int (rand), &no_gpu_reason),
+  if (!runner_init (&runner, program, amk_cli_choose_executor ("demo", force_cpu, -1, &no_gpu_reason),
                     &error) ||
       !amk_executor_upload (runner.executor, (guint) amk_program_find_buffer (program, "in"), input, &error) ||
       !amk_executor_run (runner.executor, NULL, &error) ||
@@ -999,7 +1000,7 @@ cmd_generate (char ***args)
   if (path == NULL)
     return 1;
 
-  executor = amk_cli_choose_executor ("generate", force_cpu, 0, verbose ? &no_gpu : NULL);
+  executor = amk_cli_choose_executor ("generate", force_cpu, -1, verbose ? &no_gpu : NULL);
   if (no_gpu != NULL)
     /* TRANSLATORS: --verbose: why the GPU could not be used */
     g_printerr (_("No GPU because: %s\n"), no_gpu);

@@ -4,6 +4,8 @@
 # op on every dtype, GRID_SYNC phases, schedule independence of a correct program, a
 # visible race in a program that forgot a wait, and TRAP.
 
+import os
+
 import numpy as np
 import pytest
 
@@ -274,7 +276,9 @@ def test_through_the_executor_interface(rng):
     ex = Amk.CpuExecutor()
     assert isinstance(ex, Amk.Executor)
     assert Amk.Executor.get_program(ex) is None
-    assert Amk.Executor.get_preferred_queues(ex) == 1
+    assert Amk.Executor.get_preferred_queues(ex) == (os.cpu_count() or 1)   # one per core
+    ex.props.threads = 5
+    assert Amk.Executor.get_preferred_queues(ex) == 5
     assert Amk.Executor.get_description(ex) == 'CPU executor'
     with pytest.raises(GLib.Error) as info:
         Amk.Executor.run(ex, None)

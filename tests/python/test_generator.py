@@ -145,9 +145,10 @@ def test_generator_on_a_given_executor():
     # a model not loaded yet takes the executor's preferred queue count
     m = Amk.Model(path=GGUF, context_length=16)
     cpu = Amk.CpuExecutor()
+    cpu.props.threads = 3   # a queue per worker
     g = Amk.Generator.new(m, cpu)
     assert g.generate(PROMPT, 1, None).startswith(' Paris')
-    assert m.props.n_queues == cpu.get_preferred_queues() == 1
+    assert m.props.n_queues == cpu.get_preferred_queues() == 3
     assert cpu.props.program is m.props.program
     # a prompt longer than the context
     with pytest.raises(GLib.Error) as info:

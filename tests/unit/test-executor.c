@@ -156,20 +156,27 @@ test_cpu_executor (void)
 
   g_assert_true (AMK_IS_EXECUTOR (cpu));
   g_assert_cmpstr (description, ==, "CPU executor");
-  g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (cpu), &error), ==, 1);
+  /* a queue per worker, one worker per core unless told */
+  g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (cpu), &error), ==,
+                    g_get_num_processors ());
+  amk_cpu_executor_set_threads (cpu, 3);
+  g_assert_cmpuint (amk_executor_get_preferred_queues (AMK_EXECUTOR (cpu), &error), ==, 3);
   /* many rows per run on the CPU too, but fewer than on a GPU */
   g_assert_cmpuint (amk_executor_get_preferred_rows (AMK_EXECUTOR (cpu)), ==, 64);
   {
     g_autoptr(AmkExecutor) sibling = NULL;
     guint64 seed = 0;
 
+    guint threads = 0;
+
     g_object_set (cpu, "seed", (guint64) 7, NULL);
     sibling = amk_executor_new_sibling (AMK_EXECUTOR (cpu));
     g_assert_true (AMK_IS_CPU_EXECUTOR (sibling));
     g_assert_null (amk_executor_get_program (sibling));
-    g_object_get (sibling, "seed", &seed, NULL);
+    g_object_get (sibling, "seed", &seed, "threads", &threads, NULL);
     g_assert_cmpuint (seed, ==, 7);
-    g_object_set (cpu, "seed", (guint64) 0, NULL);
+    g_assert_cmpuint (threads, ==, 3);
+    g_object_set (cpu, "seed", (guint64) 0, "threads", 0u, NULL);
   }
   g_assert_no_error (error);
   check_executor (AMK_EXECUTOR (cpu));
