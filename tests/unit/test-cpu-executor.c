@@ -820,6 +820,118 @@ test_many_queues (void)
   g_assert_true (amk_cpu_executor_run (chain_ex, &error));
   g_assert_no_error (error);
   g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+
+  /* the same on worker threads: each step of the chain is the other worker's queue,
+   * parked on its counter and handed back by the signal */
+  for (guint threads = 2; threads <= 3; threads++)
+    {
+      amk_cpu_executor_set_threads (ex, threads);
+      amk_cpu_executor_set_threads (chain_ex, threads);
+      start = g_get_monotonic_time ();
+      g_assert_true (amk_cpu_executor_run (ex, &error));
+      g_assert_no_error (error);
+      g_assert_true (amk_cpu_executor_run (chain_ex, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+    }
+}
+
+/* On worker threads the split-K slices of three queues add onto y at once: every add
+ * lands (a lost one would leave 1e8 or -1e8), in one of the orders. */
+static void
+test_workers_split_k (void)
+{
+  gint y;
+  g_autoptr(AmkProgram) p = split_k_program (&y);
+  g_autoptr(AmkCpuExecutor) ex = make_executor (p, 0);
+
+  amk_cpu_executor_set_threads (ex, 3);
+  for (guint round = 0; round < 200; round++)
+    run_split_k (ex, y);
+}
+
+/* A program with GRID_SYNCs, chains and a TRAP, on 2 to 4 workers: the outputs of the
+ * seeded scheduler, and the TRAP's record. */
+static void
+test_workers_phases (void)
+{
+  enum { n_queues = 5 };
+  const guint m = 64;
+  g_autoptr(AmkProgram) p = amk_program_new (n_queues);
+  g_autoptr(AmkProgram) trap = amk_program_new (n_queues);
+  const gint in = test_add_buffer (p, "in", AMK_DTYPE_F32, n_queues * m, AMK_BUFFER_ROLE_INPUT);
+  const gint a = test_add_buffer (p, "a", AMK_DTYPE_F32, n_queues * m, AMK_BUFFER_ROLE_SCRATCH);
+  const gint out = test_add_buffer (p, "out", AMK_DTYPE_F32, n_queues * m, AMK_BUFFER_ROLE_OUTPUT);
+  gint c[n_queues];
+  g_autoptr(AmkCpuExecutor) seeded = NULL;
+  g_autoptr(AmkCpuExecutor) ex = NULL;
+  g_autoptr(AmkAbortRecord) record = NULL;
+  g_autofree float *data = g_new (float, n_queues * m);
+  g_autofree float *zeros = g_new0 (float, n_queues * m);
+  g_autoptr(GBytes) want = NULL;
+  GError *error = NULL;
+
+  for (guint i = 0; i < n_queues * m; i++)
+    data[i] = (float) g_test_rand_double_range (-1, 1);
+  for (guint q = 0; q < n_queues; q++)
+    c[q] = amk_program_add_counter (p, NULL);
+  for (guint round = 0; round < 3; round++)
+    for (guint q = 0; q < n_queues; q++)
+      {
+        /* a[q] = in[q] + out[q + 1], then in a chain: out[q] = a[q] + out[q - 1] */
+        const guint next = (q + 1) % n_queues;
+        gint i;
+
+        test_add (p, q, AMK_OPCODE_ADD, (gint[]) { a, in, out }, 3, "dst_offset", q * m,
+                  "a_offset", q * m, "b_offset", next * m, "count", m, NULL);
+        test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+        i = test_add (p, q, AMK_OPCODE_ADD, (gint[]) { out, a, out }, 3, "dst_offset", q * m,
+                      "a_offset", q * m, "b_offset", (q + n_queues - 1) % n_queues * m, "count", m,
+                      NULL);
+        if (q > 0)
+          test_wait (p, i, c[q - 1], round + 1);
+        test_signal (p, i, c[q], 1);
+        test_add (p, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+      }
+  seeded = make_executor (p, 5);
+  upload (seeded, in, data, n_queues * m * 4);
+  upload (seeded, out, zeros, n_queues * m * 4);
+  run_ok (seeded);
+  want = amk_cpu_executor_download (seeded, out, &error);
+  g_assert_no_error (error);
+  ex = make_executor (p, 0);
+  for (guint threads = 2; threads <= 4; threads++)
+    for (guint run = 0; run < 10; run++)
+      {
+        g_autoptr(GBytes) got = NULL;
+
+        amk_cpu_executor_set_threads (ex, threads);
+        upload (ex, in, data, n_queues * m * 4);
+        upload (ex, out, zeros, n_queues * m * 4);
+        run_ok (ex);
+        got = amk_cpu_executor_download (ex, out, &error);
+        g_assert_no_error (error);
+        g_assert_true (g_bytes_equal (got, want));
+      }
+
+  for (guint q = 0; q < n_queues; q++)
+    {
+      test_add (trap, q, AMK_OPCODE_NOP, NULL, 0, NULL);
+      test_add (trap, q, AMK_OPCODE_GRID_SYNC, NULL, 0, NULL);
+    }
+  test_add (trap, 3, AMK_OPCODE_TRAP, NULL, 0, "code", 77, NULL);
+  g_assert_true (amk_executor_load (AMK_EXECUTOR (ex), trap, &error));
+  g_assert_no_error (error);
+  amk_cpu_executor_set_threads (ex, 2);
+  g_assert_false (amk_cpu_executor_run (ex, &error));
+  g_assert_error (error, AMK_LAUNCH_ERROR, AMK_LAUNCH_ERROR_ABORTED);
+  g_clear_error (&error);
+  record = amk_cpu_executor_get_last_abort (ex);
+  g_assert_nonnull (record);
+  g_assert_cmpint (record->code, ==, AMK_ABORT_CODE_TRAP);
+  g_assert_cmpint (record->queue, ==, 3);
+  g_assert_cmpint (record->instruction, ==, 2);
+  g_assert_cmpint (record->detail, ==, 77);
 }
 
 int
@@ -850,6 +962,8 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/cpu-executor/scratch-persists", test_scratch_persists);
   g_test_add_func ("/amk/cpu-executor/runtime-deadlock-guard", test_runtime_deadlock_guard);
   g_test_add_func ("/amk/cpu-executor/many-queues", test_many_queues);
+  g_test_add_func ("/amk/cpu-executor/workers/split-k", test_workers_split_k);
+  g_test_add_func ("/amk/cpu-executor/workers/phases", test_workers_phases);
 
   return g_test_run ();
 }
