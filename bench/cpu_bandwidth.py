@@ -30,15 +30,20 @@ def copy_rate():
     return a.nbytes / best   # bytes copied a second (each read once and written once)
 
 
-def main(path, tokens):
+def measure(path, tokens):
+    """Returns (copy bytes a second, generation tokens a second, weight bytes a step)."""
     rate = copy_rate()
     model = Amk.Model.new_from_file(path, None)
     generator = Amk.Generator.new(model, Amk.CpuExecutor.new_empty())
     generator.generate("The quick brown fox", tokens, None)
-    speed = generator.props.tokens_per_second
-    read = model.props.weight_bytes * speed
+    return rate, generator.props.tokens_per_second, model.props.weight_bytes
+
+
+def main(path, tokens):
+    rate, speed, weight_bytes = measure(path, tokens)
+    read = weight_bytes * speed
     print(f"CPU copy {rate / 1e9:.2f} GB/s; generation {speed:.1f} tokens/s x "
-          f"{model.props.weight_bytes / 1e6:.1f} MB of weights = {read / 1e9:.2f} GB/s, "
+          f"{weight_bytes / 1e6:.1f} MB of weights = {read / 1e9:.2f} GB/s, "
           f"{100 * read / rate:.0f}% of the copy's rate")
 
 
