@@ -545,11 +545,7 @@ typedef struct {
 static const amk_instruction_t *
 head (RunState *st, guint q)
 {
-  GArray *queue = g_ptr_array_index (st->program->queues, q);
-  if (st->pc[q] >= queue->len)
-    return NULL;
-  return &g_array_index (st->program->instructions, amk_instruction_t,
-                         g_array_index (queue, gint32, st->pc[q]));
+  return amk_program_queue_instruction (st->program, q, st->pc[q]);
 }
 
 /* Queue q (in no place) into the place its head calls for. */

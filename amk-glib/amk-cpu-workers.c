@@ -62,12 +62,7 @@ struct Workers {
 static const amk_instruction_t *
 head (Workers *w, guint q)
 {
-  GArray *queue = g_ptr_array_index (w->program->queues, q);
-
-  if (w->pc[q] >= queue->len)
-    return NULL;
-  return &g_array_index (w->program->instructions, amk_instruction_t,
-                         g_array_index (queue, gint32, w->pc[q]));
+  return amk_program_queue_instruction (w->program, q, w->pc[q]);
 }
 
 static guint32

@@ -93,6 +93,17 @@ gboolean     amk_verifier_check           (AmkProgram  *self,
  * queue (one SM) spends on an instruction. */
 double       amk_instruction_cost_ns      (AmkProgram *self, const amk_instruction_t *ins);
 
+/* Instruction `pc` of queue `q`, or NULL past the queue's end: an executor's head. */
+static inline const amk_instruction_t *
+amk_program_queue_instruction (AmkProgram *self, guint q, guint pc)
+{
+  GArray *queue = g_ptr_array_index (self->queues, q);
+
+  if (pc >= queue->len)
+    return NULL;
+  return &g_array_index (self->instructions, amk_instruction_t, g_array_index (queue, gint32, pc));
+}
+
 /* Hands out the next arena offset for a scratch buffer of `size` bytes. */
 guint64      amk_arena_place              (guint64 *arena_end, guint64 size);
 

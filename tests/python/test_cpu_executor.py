@@ -160,19 +160,20 @@ def test_grid_sync_phases(rng):
                dict(dst_offset=q * m, src_offset=((q + 3) % Q) * m, count=m))
     ex = Amk.CpuExecutor.new(p)
 
-    for seed in range(20):
+    # twenty orders of the seeded scheduler, then worker threads
+    for seed, threads in [(s, 1) for s in range(20)] + [(0, t) for t in (2, 3, 8) * 3]:
         x = random_data(rng, dtype, Q * m)
         for buf in (a, b, out):
             upload(ex, buf, dtype, poison(dtype, Q * m))
         upload(ex, inp, dtype, x)
         ex.props.seed = seed
-        ex.props.threads = 1
+        ex.props.threads = threads
         ex.run()
 
         blocks = x.reshape(Q, m)
         summed = blocks + np.roll(blocks, -1, axis=0)
         want = np.roll(summed, -3, axis=0).reshape(-1)
-        assert same_bits(download(ex, out, dtype), want), f'seed {seed}'
+        assert same_bits(download(ex, out, dtype), want), f'seed {seed}, threads {threads}'
 
 
 def test_correct_program_is_schedule_independent(rng):

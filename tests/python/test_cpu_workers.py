@@ -2,8 +2,9 @@
 #
 # The CPU executor's worker threads (Amk.CpuExecutor:threads): programs of several
 # queues give on 2 to 8 workers the bits numpy and the seeded scheduler give, through
-# counters, GRID_SYNCs, split-K's atomic adds and the fused attention merge's arrival
-# counter; a TRAP stops every worker with its record; a cancelled run ends; the property.
+# counters and split-K's atomic adds (GRID_SYNCs: test_cpu_executor.py); a TRAP stops
+# every worker with its record; a cancelled run ends; the workers are threads; the
+# property.
 
 import os
 import threading
@@ -35,40 +36,6 @@ def test_chain(rng, dtype, threads):
         inp = random_data(rng, dtype, chain.n)
         out, want = chain.run(ex, inp, threads=threads)
         assert same_bits(out, want)
-
-
-@pytest.mark.parametrize('threads', THREADS)
-def test_grid_sync_phases(rng, threads):
-    # phase 1: a[q] = in[q]; phase 2: b[q] = a[q] + a[q+1]; phase 3: out[q] = b[q+3],
-    # three rounds, so that the barrier is reused
-    Q, m, dtype = 12, 5, Amk.DType.F32
-    p = Amk.Program.new(Q)
-    inp = p.add_buffer('in', dtype, [Q * m], Amk.BufferRole.INPUT)
-    a = p.add_buffer('a', dtype, [Q * m], Amk.BufferRole.SCRATCH)
-    b = p.add_buffer('b', dtype, [Q * m], Amk.BufferRole.SCRATCH)
-    out = p.add_buffer('out', dtype, [Q * m], Amk.BufferRole.OUTPUT)
-    for q in range(Q):
-        add_op(p, q, Amk.Opcode.COPY, [a, inp], dict(dst_offset=q * m, src_offset=q * m, count=m))
-        for _ in range(3):
-            p.add_instruction(q, Amk.Opcode.GRID_SYNC, [])
-            add_op(p, q, Amk.Opcode.ADD, [b, a, a],
-                   dict(dst_offset=q * m, a_offset=q * m, b_offset=((q + 1) % Q) * m, count=m))
-            p.add_instruction(q, Amk.Opcode.GRID_SYNC, [])
-            add_op(p, q, Amk.Opcode.COPY, [a, b],
-                   dict(dst_offset=q * m, src_offset=((q + 3) % Q) * m, count=m))
-        p.add_instruction(q, Amk.Opcode.GRID_SYNC, [])
-        add_op(p, q, Amk.Opcode.COPY, [out, a], dict(dst_offset=q * m, src_offset=q * m, count=m))
-    ex = Amk.CpuExecutor.new(p)
-    ex.props.threads = threads
-    for _ in range(10):
-        x = random_data(rng, dtype, Q * m)
-        upload(ex, out, dtype, poison(dtype, Q * m))
-        upload(ex, inp, dtype, x)
-        ex.run()
-        blocks = x.reshape(Q, m)
-        for _ in range(3):
-            blocks = np.roll(blocks + np.roll(blocks, -1, axis=0), -3, axis=0)
-        assert same_bits(download(ex, out, dtype), blocks.reshape(-1))
 
 
 @pytest.mark.parametrize('threads', THREADS)

@@ -814,16 +814,9 @@ test_many_queues (void)
     }
   ex = make_executor (p, 1);
   chain_ex = make_executor (chain, 2);
-  start = g_get_monotonic_time ();
-  g_assert_true (amk_cpu_executor_run (ex, &error));
-  g_assert_no_error (error);
-  g_assert_true (amk_cpu_executor_run (chain_ex, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
-
-  /* the same on worker threads: each step of the chain is the other worker's queue,
-   * parked on its counter and handed back by the signal */
-  for (guint threads = 2; threads <= 3; threads++)
+  /* the seeded scheduler (1), then worker threads: on those each step of the chain is
+   * another worker's queue, parked on its counter and handed back by the signal */
+  for (guint threads = 1; threads <= 3; threads++)
     {
       amk_cpu_executor_set_threads (ex, threads);
       amk_cpu_executor_set_threads (chain_ex, threads);
