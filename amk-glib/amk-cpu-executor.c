@@ -42,8 +42,8 @@
  * A program that forgot a wait does not get here: the verifier's race proof refuses it,
  * so a verified program computes the same under any order. What it may still leave to
  * the order (split-K's atomic adds round in the order they come) varies with the seed
- * or, on several threads, from run to run. A program of one queue runs on the calling
- * thread, its largest MATVEC and MATMUL instructions split over two cores.
+ * or, on several threads, from run to run. A program of one queue, or one thread, runs
+ * on the calling thread, its largest MATVEC and MATMUL instructions split over two cores.
  */
 
 struct _AmkCpuExecutor

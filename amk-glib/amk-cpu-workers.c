@@ -33,6 +33,7 @@ typedef struct {
   GArray  *runnable;   /* of guint: its queues whose head may run, its own */
   guint    unfinished; /* its own */
   GArray  *inbox;      /* of guint: queues handed back to it, under lock */
+  GArray  *spare;      /* the inbox's other array, its own: the two take turns */
   gint     n_inbox;    /* atomic: inbox->len */
   gboolean sleeping;   /* under lock */
   GCond    wake;
@@ -193,13 +194,13 @@ static void
 drain_inbox (Worker *me)
 {
   Workers *w = me->w;
-  g_autoptr(GArray) got = NULL;
+  GArray *got;
 
   if (g_atomic_int_get (&me->n_inbox) == 0)
     return;
   g_mutex_lock (&w->lock);
   got = me->inbox;
-  me->inbox = g_array_new (FALSE, FALSE, sizeof (guint));
+  me->inbox = me->spare;
   g_atomic_int_set (&me->n_inbox, 0);
   g_mutex_unlock (&w->lock);
   for (guint i = 0; i < got->len; i++)
@@ -220,6 +221,8 @@ drain_inbox (Worker *me)
         }
       place (me, q);
     }
+  g_array_set_size (got, 0);
+  me->spare = got;
 }
 
 /* Runs queue q's head; FALSE when the run must end. */
@@ -386,6 +389,7 @@ amk_cpu_workers_run (AmkProgram     *program,
       worker->index = i;
       worker->runnable = g_array_new (FALSE, FALSE, sizeof (guint));
       worker->inbox = g_array_new (FALSE, FALSE, sizeof (guint));
+      worker->spare = g_array_new (FALSE, FALSE, sizeof (guint));
       worker->unfinished = (n_queues - i + n_workers - 1) / n_workers;
       g_cond_init (&worker->wake);
     }
@@ -406,6 +410,7 @@ amk_cpu_workers_run (AmkProgram     *program,
     {
       g_array_unref (workers[i].runnable);
       g_array_unref (workers[i].inbox);
+      g_array_unref (workers[i].spare);
       g_cond_clear (&workers[i].wake);
     }
   g_mutex_clear (&w.lock);
