@@ -30,7 +30,9 @@ typedef struct Workers Workers;
 typedef struct {
   Workers *w;
   guint    index;
-  GArray  *runnable;   /* of guint: its queues whose head may run, its own */
+  GArray  *runnable;   /* of guint: its queues whose head may run, in order from `next`
+                          (first in, first out: every queue moves, as on the device) */
+  guint    next;       /* its own */
   guint    unfinished; /* its own */
   GArray  *inbox;      /* of guint: queues handed back to it, under lock */
   GArray  *spare;      /* the inbox's other array, its own: the two take turns */
@@ -305,11 +307,17 @@ worker_main (gpointer data)
   while (me->unfinished > 0 && running (w))
     {
       drain_inbox (me);
-      if (me->runnable->len > 0)
+      if (me->next < me->runnable->len)
         {
-          const guint q = g_array_index (me->runnable, guint, me->runnable->len - 1);
+          const guint q = g_array_index (me->runnable, guint, me->next++);
 
-          g_array_set_size (me->runnable, me->runnable->len - 1);
+          if (me->next * 2 >= me->runnable->len)
+            {
+              /* the taken front goes once it is half the array: each entry moves at
+               * most about once */
+              g_array_remove_range (me->runnable, 0, me->next);
+              me->next = 0;
+            }
           if (!run_head (me, q))
             break;
           idle_since = 0;
