@@ -15,8 +15,7 @@ import pytest
 
 from gi.repository import Gio
 
-from amktest import (Amk, GLib, Chain, add_op, download, make_rng, poison, random_data,
-                     same_bits, upload)
+from amktest import Amk, GLib, Chain, add_op, make_rng, random_data, same_bits
 from test_matvec import MatvecCase
 
 THREADS = [2, 3, 8]
