@@ -55,19 +55,6 @@ block_q8_0_avx2 (const guint8 *p, float *out)
 }
 #endif
 
-static void
-block_q8_0 (const guint8 *p, float *out)
-{
-#if AMK_DEQUANT_X86
-  if (__builtin_cpu_supports ("avx2"))
-    {
-      block_q8_0_avx2 (p, out);
-      return;
-    }
-#endif
-  block_q8_0_plain (p, out);
-}
-
 /* 32 elements: f16 d, 16 bytes whose low nibbles are elements 0..15 and high nibbles
  * 16..31; x = (q - 8) d. */
 static void
@@ -112,7 +99,7 @@ five_bits (const guint8 *qh_bytes, const guint8 *qs, guint8 q[32])
 
 /* 32 elements: f16 d, qh, 16 bytes of nibbles; x = (q - 16) d. */
 static void
-block_q5_0 (const guint8 *p, float *out)
+block_q5_0_plain (const guint8 *p, float *out)
 {
   const float d = f16_at (p);
   guint8 q[32];
@@ -124,7 +111,7 @@ block_q5_0 (const guint8 *p, float *out)
 
 /* 32 elements: f16 d, f16 m, qh, 16 bytes of nibbles; x = d q + m. */
 static void
-block_q5_1 (const guint8 *p, float *out)
+block_q5_1_plain (const guint8 *p, float *out)
 {
   const float d = f16_at (p), m = f16_at (p + 2);
   guint8 q[32];
@@ -285,6 +272,43 @@ bits8_avx2 (const guint8 *p, int shift, int mask)
   return _mm256_and_si256 (_mm256_srl_epi32 (v, _mm_cvtsi32_si128 (shift)), _mm256_set1_epi32 (mask));
 }
 
+/* Q5_0 and Q5_1's eight values j .. j + 8: nibbles from qs (high nibbles from element
+ * 16 on), the fifth bit from the 32-bit qh */
+__attribute__ ((target ("avx2")))
+static inline __m256i
+five_bits8_avx2 (const guint8 *qh_bytes, const guint8 *qs, guint j)
+{
+  const guint32 qh = (guint32) qh_bytes[0] | ((guint32) qh_bytes[1] << 8) |
+                     ((guint32) qh_bytes[2] << 16) | ((guint32) qh_bytes[3] << 24);
+  const __m256i shifts = _mm256_add_epi32 (_mm256_set1_epi32 ((int) j), _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i high = _mm256_and_si256 (_mm256_srlv_epi32 (_mm256_set1_epi32 ((int) qh), shifts),
+                                         _mm256_set1_epi32 (1));
+
+  return _mm256_or_si256 (bits8_avx2 (qs + j % 16, j < 16 ? 0 : 4, 0x0f), _mm256_slli_epi32 (high, 4));
+}
+
+__attribute__ ((target ("avx2")))
+static void
+block_q5_0_avx2 (const guint8 *p, float *out)
+{
+  const float d = f16_at (p);
+
+  for (guint j = 0; j < 32; j += 8)
+    scale8_avx2 (_mm256_sub_epi32 (five_bits8_avx2 (p + 2, p + 6, j), _mm256_set1_epi32 (16)),
+                 d, NULL, out + j);
+}
+
+__attribute__ ((target ("avx2")))
+static void
+block_q5_1_avx2 (const guint8 *p, float *out)
+{
+  const __m256 d = _mm256_set1_ps (f16_at (p)), m = _mm256_set1_ps (f16_at (p + 2));
+
+  /* d q + m: a product, then a sum, each rounded as the plain loop rounds it */
+  for (guint j = 0; j < 32; j += 8)
+    _mm256_storeu_ps (out + j, _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (five_bits8_avx2 (p + 4, p + 8, j))), m));
+}
+
 __attribute__ ((target ("avx2")))
 static void
 block_q4_k_avx2 (const guint8 *p, float *out)
@@ -346,9 +370,9 @@ block_q6_k_avx2 (const guint8 *p, float *out)
 }
 #endif
 
-/* The K decoders: the AVX2 version where the processor has it. */
+/* The decoders with an AVX2 version, which runs where the processor has it. */
 #if AMK_DEQUANT_X86
-#define K_DECODER(name) \
+#define DECODER(name) \
   static void \
   name (const guint8 *p, float *out) \
   { \
@@ -358,7 +382,7 @@ block_q6_k_avx2 (const guint8 *p, float *out)
       name##_plain (p, out); \
   }
 #else
-#define K_DECODER(name) \
+#define DECODER(name) \
   static void \
   name (const guint8 *p, float *out) \
   { \
@@ -366,9 +390,12 @@ block_q6_k_avx2 (const guint8 *p, float *out)
   }
 #endif
 
-K_DECODER (block_q4_k)
-K_DECODER (block_q5_k)
-K_DECODER (block_q6_k)
+DECODER (block_q8_0)
+DECODER (block_q5_0)
+DECODER (block_q5_1)
+DECODER (block_q4_k)
+DECODER (block_q5_k)
+DECODER (block_q6_k)
 
 static const struct {
   guint block, bytes;

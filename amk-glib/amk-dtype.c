@@ -13,15 +13,16 @@
 gboolean
 amk_dtype_is_valid (guint dtype)
 {
-  return dtype <= AMK_DTYPE_Q6_K;
+  return dtype <= AMK_DTYPE_Q5_1;
 }
 
 gboolean
 amk_dtype_block (AmkDType dtype, guint *values, guint *bytes)
 {
-  static const guint sizes[][2] = { { 32, 34 }, { 256, 144 }, { 256, 176 }, { 256, 210 } };
+  static const guint sizes[][2] = { { 32, 34 }, { 256, 144 }, { 256, 176 }, { 256, 210 },
+                                    { 32, 22 }, { 32, 24 } };
 
-  if (dtype < AMK_DTYPE_Q8_0 || dtype > AMK_DTYPE_Q6_K)
+  if (dtype < AMK_DTYPE_Q8_0 || dtype > AMK_DTYPE_Q5_1)
     return FALSE;
   *values = sizes[dtype - AMK_DTYPE_Q8_0][0];
   *bytes = sizes[dtype - AMK_DTYPE_Q8_0][1];
@@ -61,6 +62,10 @@ block_tensor_type (AmkDType dtype)
       return AMK_MODEL_TENSOR_Q5_K;
     case AMK_DTYPE_Q6_K:
       return AMK_MODEL_TENSOR_Q6_K;
+    case AMK_DTYPE_Q5_0:
+      return AMK_MODEL_TENSOR_Q5_0;
+    case AMK_DTYPE_Q5_1:
+      return AMK_MODEL_TENSOR_Q5_1;
     default:
       return AMK_MODEL_TENSOR_OTHER;
     }
@@ -97,7 +102,8 @@ amk_dtype_size (AmkDType dtype)
 const char *
 amk_dtype_name (AmkDType dtype)
 {
-  static const char *names[] = { "f32", "f16", "bf16", "i32", "u8", "q8_0", "q4_k", "q5_k", "q6_k" };
+  static const char *names[] = { "f32", "f16", "bf16", "i32", "u8", "q8_0", "q4_k", "q5_k", "q6_k",
+                                 "q5_0", "q5_1" };
   return amk_dtype_is_valid (dtype) ? names[dtype] : "?";
 }
 

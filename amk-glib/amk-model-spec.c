@@ -321,6 +321,12 @@ amk_model_tensor_kept_dtype (const AmkModelTensor *t,
     case AMK_MODEL_TENSOR_Q6_K:
       dtype = AMK_DTYPE_Q6_K;
       break;
+    case AMK_MODEL_TENSOR_Q5_0:
+      dtype = AMK_DTYPE_Q5_0;
+      break;
+    case AMK_MODEL_TENSOR_Q5_1:
+      dtype = AMK_DTYPE_Q5_1;
+      break;
     default:
       return -1;
     }

@@ -489,7 +489,8 @@ void           amk_tile_access          (AmkTile *t, gint32 buffer, guint64 star
 guint          amk_instruction_elem_size (AmkProgram *self, const amk_instruction_t *ins, guint slot);
 /* The block-quantized dtypes, as a mask of 1 << dtype */
 #define AMK_DTYPE_BLOCK_MASK ((1u << AMK_DTYPE_Q8_0) | (1u << AMK_DTYPE_Q4_K) | \
-                              (1u << AMK_DTYPE_Q5_K) | (1u << AMK_DTYPE_Q6_K))
+                              (1u << AMK_DTYPE_Q5_K) | (1u << AMK_DTYPE_Q6_K) | \
+                              (1u << AMK_DTYPE_Q5_0) | (1u << AMK_DTYPE_Q5_1))
 /* The bytes n values of the slot's buffer take (quantized blocks included); 0 absent. */
 double         amk_instruction_bytes     (AmkProgram *self, const amk_instruction_t *ins, guint slot, double n);
 

@@ -1,6 +1,8 @@
 /* amk-quant.c: floats to ggml's tensor types, and back.
  *
- * Q8_0 is a plain absolute-maximum scale per block of 32. The K-quants fit each
+ * Q8_0 is a plain absolute-maximum scale per block of 32. Q5_0 (a signed step, the
+ * extreme on the side with more levels) and Q5_1 (a minimum and a step) try steps
+ * around the one that spans the block and keep the one of least squared error. The K-quants fit each
  * sub-block first (Q4_K and Q5_K: a step and an offset, x ≈ step q - min; Q6_K: a signed
  * step, x ≈ step q) by trying step sizes around the one that spans the sub-block's
  * range, each refitted by least squares and scored by the squared error of the values
@@ -56,6 +58,8 @@ amk_quant_can_write (AmkModelTensorType type)
     case AMK_MODEL_TENSOR_F16:
     case AMK_MODEL_TENSOR_BF16:
     case AMK_MODEL_TENSOR_Q8_0:
+    case AMK_MODEL_TENSOR_Q5_0:
+    case AMK_MODEL_TENSOR_Q5_1:
     case AMK_MODEL_TENSOR_Q4_K:
     case AMK_MODEL_TENSOR_Q5_K:
     case AMK_MODEL_TENSOR_Q6_K:
@@ -119,6 +123,123 @@ block_q8_0 (const float *x, guint8 *p)
     return FALSE;
   for (guint j = 0; j < 32; j++)
     p[2 + j] = (guint8) (gint8) (d > 0.0f ? round_clamp (x[j] / d, -127, 127) : 0);
+  return TRUE;
+}
+
+/* ---- Q5_0 and Q5_1 ------------------------------------------------------------------ */
+
+/* 32 values of 5 bits: the low nibbles of elements j and j + 16 share byte j of qs, the
+ * fifth bits are the bits of the little-endian 32-bit qh. */
+static void
+store_five_bits (const guint8 q[32], guint8 *qh, guint8 *qs)
+{
+  guint32 high = 0;
+
+  for (guint j = 0; j < 16; j++)
+    qs[j] = (guint8) ((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+  for (guint j = 0; j < 32; j++)
+    high |= (guint32) (q[j] >> 4) << j;
+  put16 (qh, (guint16) (high & 0xffff));
+  put16 (qh + 2, (guint16) (high >> 16));
+}
+
+/* The squared error of 32 values stored as d (q + offset), q in lo .. hi. */
+static float
+step_error (const float *x, float d, float offset, gint lo, gint hi)
+{
+  float err = 0.0f;
+
+  for (guint j = 0; j < 32; j++)
+    {
+      const float q = d != 0.0f ? (float) round_clamp ((x[j] - offset) / d, lo, hi) : 0.0f;
+      const float e = x[j] - (d * q + offset);
+
+      err += e * e;
+    }
+  return err;
+}
+
+/* A block's step: of the steps that put the largest magnitude `amax` at `levels` + k *
+ * FIT_DELTA levels (|k| <= FIT_STEPS; more levels clip it for a finer grid), each
+ * stored as an f16 (with `sign`), the one of least squared error over q in lo .. hi. */
+static gboolean
+best_step (const float *x, float amax, float levels, float sign, float offset, gint lo, gint hi,
+           guint8 *p, float *d)
+{
+  float best = INFINITY;
+  guint16 best_h = 0;
+
+  for (gint k = -FIT_STEPS; k <= FIT_STEPS; k++)
+    {
+      const float n = levels + (float) k * FIT_DELTA;
+      const guint16 h = amk_float_to_f16 (amax / n);
+      const float step = sign * amk_f16_to_float (h);
+      float err;
+
+      if (!isfinite (step))
+        continue;
+      err = step_error (x, step, offset, lo, hi);
+      if (err < best)
+        {
+          best = err;
+          best_h = h;
+        }
+    }
+  if (!isfinite (best))
+    return FALSE;
+  *d = sign * amk_f16_to_float (best_h);
+  put16 (p, (guint16) (best_h | (sign < 0.0f ? 0x8000 : 0)));
+  return TRUE;
+}
+
+/* 32 values, x ≈ d (q - 16): d's sign puts the value of largest magnitude on the side
+ * with more levels (-16), and its size is the best of the steps around that value over
+ * 16 levels. */
+static gboolean
+block_q5_0 (const float *x, guint8 *p)
+{
+  float big = 0.0f, d = 0.0f;
+  guint8 q[32];
+
+  for (guint j = 0; j < 32; j++)
+    if (fabsf (x[j]) > fabsf (big))
+      big = x[j];
+  if (big == 0.0f)
+    put16 (p, 0);
+  else if (!best_step (x, fabsf (big), 16.0f, big > 0.0f ? -1.0f : 1.0f, 0.0f, -16, 15, p, &d))
+    return FALSE;
+  for (guint j = 0; j < 32; j++)
+    q[j] = (guint8) (d != 0.0f ? round_clamp (x[j] / d, -16, 15) + 16 : 16);
+  store_five_bits (q, p + 2, p + 6);
+  return TRUE;
+}
+
+/* 32 values, x ≈ d q + m: m the minimum as an f16, d the best of the steps around the
+ * range above m over 31 levels. */
+static gboolean
+block_q5_1 (const float *x, guint8 *p)
+{
+  float lo = x[0], hi = x[0], m, d = 0.0f;
+  guint8 q[32];
+  guint16 mh;
+
+  for (guint j = 1; j < 32; j++)
+    {
+      lo = MIN (lo, x[j]);
+      hi = MAX (hi, x[j]);
+    }
+  mh = amk_float_to_f16 (lo);
+  m = amk_f16_to_float (mh);
+  if (!isfinite (m))
+    return FALSE;
+  if (hi - m <= 0.0f)
+    put16 (p, 0);
+  else if (!best_step (x, hi - m, 31.0f, 1.0f, m, 0, 31, p, &d))
+    return FALSE;
+  put16 (p + 2, mh);
+  for (guint j = 0; j < 32; j++)
+    q[j] = (guint8) (d > 0.0f ? round_clamp ((x[j] - m) / d, 0, 31) : 0);
+  store_five_bits (q, p + 4, p + 8);
   return TRUE;
 }
 
@@ -468,6 +589,16 @@ amk_quantize (AmkModelTensorType   type,
       block = block_q8_0;
       block_n = 32;
       block_bytes = 34;
+      break;
+    case AMK_MODEL_TENSOR_Q5_0:
+      block = block_q5_0;
+      block_n = 32;
+      block_bytes = 22;
+      break;
+    case AMK_MODEL_TENSOR_Q5_1:
+      block = block_q5_1;
+      block_n = 32;
+      block_bytes = 24;
       break;
     case AMK_MODEL_TENSOR_Q4_K:
       block = block_q4_k;

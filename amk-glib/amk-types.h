@@ -27,6 +27,10 @@ G_BEGIN_DECLS
  *   176 bytes
  * @AMK_DTYPE_Q6_K: blocks of 256 values in 6 bits with 8-bit sub-block scales (GGUF's
  *   Q6_K), 210 bytes
+ * @AMK_DTYPE_Q5_0: blocks of 32 values in 5 bits with an f16 scale (GGUF's Q5_0),
+ *   22 bytes
+ * @AMK_DTYPE_Q5_1: blocks of 32 values in 5 bits with an f16 scale and minimum (GGUF's
+ *   Q5_1), 24 bytes
  *
  * Element type of a buffer. The values are those of the ABI (`AMK_ABI_DTYPE_*`).
  *
@@ -46,7 +50,9 @@ typedef enum {
   AMK_DTYPE_Q8_0 = 5,
   AMK_DTYPE_Q4_K = 6,
   AMK_DTYPE_Q5_K = 7,
-  AMK_DTYPE_Q6_K = 8
+  AMK_DTYPE_Q6_K = 8,
+  AMK_DTYPE_Q5_0 = 9,
+  AMK_DTYPE_Q5_1 = 10
 } AmkDType;
 
 /**

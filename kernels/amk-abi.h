@@ -30,12 +30,14 @@ enum {
   AMK_ABI_DTYPE_BF16 = 2,
   AMK_ABI_DTYPE_I32  = 3,
   AMK_ABI_DTYPE_U8   = 4,
-  /* block-quantized, laid out as GGUF's types of the same names: blocks of 32 (Q8_0)
-   * or 256 values along a buffer's last dimension; no per-element size */
+  /* block-quantized, laid out as GGUF's types of the same names: blocks of 32 (Q8_0,
+   * Q5_0, Q5_1) or 256 values along a buffer's last dimension; no per-element size */
   AMK_ABI_DTYPE_Q8_0 = 5,
   AMK_ABI_DTYPE_Q4_K = 6,
   AMK_ABI_DTYPE_Q5_K = 7,
   AMK_ABI_DTYPE_Q6_K = 8,
+  AMK_ABI_DTYPE_Q5_0 = 9,
+  AMK_ABI_DTYPE_Q5_1 = 10,
   AMK_ABI_N_DTYPES
 };
 

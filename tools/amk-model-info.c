@@ -110,14 +110,24 @@ typedef struct {
   guint64 step_file;
 } WeightBytes;
 
+/* The block-quantized types the CPU executor runs, as a mask of 1 << dtype. */
+static guint32
+cpu_block_types (void)
+{
+  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
+  guint32 keep = 0;
+
+  for (guint d = AMK_DTYPE_Q8_0; d <= AMK_DTYPE_Q5_1; d++)
+    if (amk_executor_supports_dtype (AMK_EXECUTOR (cpu), (AmkDType) d))
+      keep |= 1u << d;
+  return keep;
+}
+
 /* Whether the CPU executor's load keeps the matrix as stored. The q, k and v matrices
  * are stacked into one: kept only when the three share the type. */
 static gboolean
-kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t)
+kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t, guint32 keep)
 {
-  const guint32 keep = (1u << AMK_DTYPE_Q8_0) | (1u << AMK_DTYPE_Q4_K) | (1u << AMK_DTYPE_Q5_K) |
-                       (1u << AMK_DTYPE_Q6_K);
-
   if (amk_model_tensor_kept_dtype (t, keep) < 0)
     return FALSE;
   if (w == AMK_MODEL_WEIGHT_ATTN_Q || w == AMK_MODEL_WEIGHT_ATTN_K || w == AMK_MODEL_WEIGHT_ATTN_V)
@@ -138,6 +148,7 @@ static void
 weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
 {
   const AmkModelParams *hp = &spec->params;
+  const guint32 keep = cpu_block_types ();
 
   memset (wb, 0, sizeof *wb);
   for (guint w = 0; w < AMK_MODEL_N_WEIGHTS; w++)
@@ -149,7 +160,7 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
         if (t == NULL || (w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) ||
             ((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
           continue;
-        const guint64 cpu = kept_on_cpu (spec, w, layer, t) ? stored : 2 * t->n_elements;
+        const guint64 cpu = kept_on_cpu (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
 
         wb->elements += t->n_elements;
         wb->gpu += 2 * t->n_elements;
@@ -248,7 +259,7 @@ amk_cli_info_model (const char *path)
     /* TRANSLATORS: the weights' bytes loaded for a GPU (each expanded to bf16) */
     g_print (_("Weights on a GPU: %s: the loader expands each to bf16 (AmkModel:weight-bytes)\n"), gpu);
     /* TRANSLATORS: the weights' bytes loaded for the CPU executor */
-    g_print (_("Weights on the CPU executor: %s: Q8_0, Q4_K, Q5_K and Q6_K matrices as stored, "
+    g_print (_("Weights on the CPU executor: %s: Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices as stored, "
                "the others in bf16\n"), cpu);
     /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer than on a GPU */
     g_print (_("Weights in the file: %s, %.2f times fewer than on a GPU\n"), file,

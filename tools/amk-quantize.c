@@ -17,8 +17,8 @@
  *   q5_k_m  as q4_k_m with Q5_K
  *   f16, bf16  every matrix converted
  * Vectors (norms, rope_freqs) are F32. A matrix whose rows are not a whole number of
- * the type's blocks (256 for the K-quants, 32 for Q8_0) falls back to Q8_0 when its
- * rows are a multiple of 32, else to F16.
+ * K blocks (256 values) takes, as llama.cpp does, Q5_0 for Q4_K, Q5_1 for Q5_K and Q8_0
+ * for Q6_K (blocks of 32), and rows that are not whole blocks of 32 either take F16.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -171,10 +171,16 @@ mix_type (AmkQuantizeMix mix, const char *name, guint64 row)
         t = mix == AMK_QUANTIZE_Q4_K_M ? AMK_MODEL_TENSOR_Q4_K : AMK_MODEL_TENSOR_Q5_K;
       break;
     }
-  if ((t == AMK_MODEL_TENSOR_Q4_K || t == AMK_MODEL_TENSOR_Q5_K || t == AMK_MODEL_TENSOR_Q6_K) &&
-      row % 256 != 0)
-    t = AMK_MODEL_TENSOR_Q8_0;
-  if (t == AMK_MODEL_TENSOR_Q8_0 && row % 32 != 0)
+  /* rows that are no whole K blocks: the 32-value type of about the same precision */
+  if (row % 256 != 0)
+    switch (t)
+      {
+      case AMK_MODEL_TENSOR_Q4_K: t = AMK_MODEL_TENSOR_Q5_0; break;
+      case AMK_MODEL_TENSOR_Q5_K: t = AMK_MODEL_TENSOR_Q5_1; break;
+      case AMK_MODEL_TENSOR_Q6_K: t = AMK_MODEL_TENSOR_Q8_0; break;
+      default: break;
+      }
+  if (row % 32 != 0 && t != AMK_MODEL_TENSOR_F16 && t != AMK_MODEL_TENSOR_BF16)
     t = AMK_MODEL_TENSOR_F16;
   return t;
 }

@@ -160,7 +160,7 @@ print_buffer_values (AmkProgram *program, guint buffer, GBytes *contents)
   g_autofree char *shape = format_shape (program, buffer);
   g_autoptr(GString) values = g_string_new (NULL);
 
-  if (dtype >= AMK_DTYPE_Q8_0 && dtype <= AMK_DTYPE_Q6_K)
+  if (dtype >= AMK_DTYPE_Q8_0)   /* Q8_0 and the types after it are block-quantized */
     {
       /* TRANSLATORS: a block-quantized buffer: its name, type, shape and size */
       g_print (_("%s %s %s\n  (%zu bytes of quantized blocks)\n"),

@@ -90,7 +90,8 @@ def test_download_array_has_the_buffer_dtype_and_shape(dtype):
 
 
 @pytest.mark.parametrize('dtype,values,nbytes', [(Amk.DType.Q8_0, 32, 34), (Amk.DType.Q4_K, 256, 144),
-                                                 (Amk.DType.Q5_K, 256, 176), (Amk.DType.Q6_K, 256, 210)],
+                                                 (Amk.DType.Q5_K, 256, 176), (Amk.DType.Q6_K, 256, 210),
+                                                 (Amk.DType.Q5_0, 32, 22), (Amk.DType.Q5_1, 32, 24)],
                          ids=lambda d: getattr(d, 'value_nick', str(d)))
 def test_quantized_buffers_are_raw_blocks(dtype, values, nbytes):
     """A block-quantized buffer takes and gives its raw blocks as uint8, the last

@@ -1,4 +1,4 @@
-"""The block-quantized weight types (Q8_0, Q4_K, Q5_K, Q6_K) in MATVEC, MATMUL and EMBED
+"""The block-quantized weight types (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) in MATVEC, MATMUL and EMBED
 on the CPU executor, against the gguf package's numpy dequantization (an independent
 reference) followed by float64 products: random blocks (every bit pattern of the
 quantized values and sub-block scales, scales of sane size), odd shapes, split columns.
@@ -22,6 +22,8 @@ TYPES = {
     Amk.DType.Q4_K: (gguf.GGMLQuantizationType.Q4_K, 256, 144, (0, 2)),
     Amk.DType.Q5_K: (gguf.GGMLQuantizationType.Q5_K, 256, 176, (0, 2)),
     Amk.DType.Q6_K: (gguf.GGMLQuantizationType.Q6_K, 256, 210, (208,)),
+    Amk.DType.Q5_0: (gguf.GGMLQuantizationType.Q5_0, 32, 22, (0,)),
+    Amk.DType.Q5_1: (gguf.GGMLQuantizationType.Q5_1, 32, 24, (0, 2)),
 }
 
 

@@ -11,8 +11,8 @@ lists each output's types.
 
 Mode "hf": the Hugging Face checkpoints of tests/data (tiny-llama: llama's q/k order
 and Llama 3 RoPE; tiny-qwen3: q/k norms) converted to q8_0 and bf16, and checkpoints
-written here (rows of 256 for the K-quants of q4_k_m and q5_k_m; rows of 48, which fall
-back to F16), each with llama.cpp's metadata and names; bf16 generates exactly the
+written here (rows of 256 for the K-quants of q4_k_m and q5_k_m; rows of 96, which take
+Q5_0, Q5_1 and Q8_0 instead; rows of 48, which fall back to F16), each with llama.cpp's metadata and names; bf16 generates exactly the
 folder's text, the others run, and `amk info --model` counts the same device bytes for
 the folder and its conversions. Then the errors: a missing input, a file that is not
 GGUF, an unknown type, OUT (or OUT.tmp) being IN, a folder that does not exist, a write
@@ -39,8 +39,8 @@ PROMPT = 'The capital of France is'
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
 
 # relative RMS error bounds per written type (test-quant.c derives them)
-BOUNDS = {'Q8_0': 0.01, 'Q6_K': 0.025, 'Q5_K': 0.05, 'Q4_K': 0.1, 'F16': 1e-3, 'BF16': 5e-3,
-          'F32': 0.0}
+BOUNDS = {'Q8_0': 0.01, 'Q6_K': 0.025, 'Q5_0': 0.05, 'Q5_1': 0.05, 'Q5_K': 0.05, 'Q4_K': 0.1,
+          'F16': 1e-3, 'BF16': 5e-3, 'F32': 0.0}
 
 
 class Failure(Exception):
@@ -67,9 +67,9 @@ def mix_type(mix, name, row):
         high = (name in ('token_embd.weight', 'output.weight') or
                 name.endswith('.attn_v.weight') or name.endswith('.ffn_down.weight'))
         kind = 'Q6_K' if high else {'q4_k_m': 'Q4_K', 'q5_k_m': 'Q5_K'}[mix]
-    if kind in ('Q4_K', 'Q5_K', 'Q6_K') and row % 256:
-        kind = 'Q8_0'
-    if kind == 'Q8_0' and row % 32:
+    if row % 256:   # no whole K blocks: llama.cpp's types of 32-value blocks
+        kind = {'Q4_K': 'Q5_0', 'Q5_K': 'Q5_1', 'Q6_K': 'Q8_0'}.get(kind, kind)
+    if row % 32 and kind != 'BF16':
         kind = 'F16'
     return kind
 
@@ -362,6 +362,19 @@ def test_hf(amk, tmp, gguf):
         for t in reader.tensors:
             types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
         print(f'wide {mix}: {line}; types {types}')
+        check(generate(amk, out).strip() != '', f'{out}: no text')
+    # rows of 96: no whole K blocks; Q5_0 for q4_k_m's Q4_K, Q5_1 for q5_k_m's Q5_K and
+    # Q8_0 for their Q6_K, within their bounds
+    mid = os.path.join(tmp, 'mid')
+    weights = write_checkpoint(mid, hidden=96, ffn=160, heads=4, kv_heads=2)
+    for mix in ('q4_k_m', 'q5_k_m'):
+        out = os.path.join(tmp, f'mid-{mix}.gguf')
+        line, bpw = quantize(amk, mid, out, mix)
+        reader = check_hf_conversion(gguf, amk, mid, out, mix, weights, 4, 2)
+        names = {t.tensor_type.name for t in reader.tensors}
+        want = {'q4_k_m': 'Q5_0', 'q5_k_m': 'Q5_1'}[mix]
+        check(want in names and 'Q8_0' in names, f'{out}: types {names}, no {want} and Q8_0')
+        print(f'mid {mix}: {line}; types {sorted(names)}')
         check(generate(amk, out).strip() != '', f'{out}: no text')
     # rows of 48: Q8_0 cannot hold them, F16 does
     narrow = os.path.join(tmp, 'narrow')

@@ -8,9 +8,9 @@
  * RMS. Gaussian data of unit σ spans about 4.1σ over a sub-block of 32 and 3.5σ over
  * 16, and Q8_0's levels span ±max|x| (about ±2.1σ over 32 values), so the expected
  * relative RMS errors are: Q8_0 4.2 / (254 √12) = 0.0048, Q6_K 3.5 / (63 √12) = 0.016,
- * Q5_K 4.1 / (31 √12) = 0.038, Q4_K 4.1 / (15 √12) = 0.079. Each bound leaves room for
- * the scales' own rounding (6 bits for Q4_K and Q5_K, 8 for Q6_K, f16 for every block):
- * 0.01, 0.025, 0.05 and 0.1. F16 and BF16 round to nearest: half an ulp, 2^-11 and
+ * Q5_0 (±max|x| too) 4.2 / (31 √12) = 0.039, Q5_1 and Q5_K 4.1 / (31 √12) = 0.038, Q4_K
+ * 4.1 / (15 √12) = 0.079. Each bound leaves room for the scales' own rounding (6 bits
+ * for Q4_K and Q5_K, 8 for Q6_K, f16 for every block): 0.01, 0.025, 0.05 and 0.1. F16 and BF16 round to nearest: half an ulp, 2^-11 and
  * 2^-8 relative to each element.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
@@ -29,6 +29,8 @@ typedef struct {
 static const Case cases[] = {
   { AMK_MODEL_TENSOR_Q8_0, 0.01 },
   { AMK_MODEL_TENSOR_Q6_K, 0.025 },
+  { AMK_MODEL_TENSOR_Q5_0, 0.05 },
+  { AMK_MODEL_TENSOR_Q5_1, 0.05 },
   { AMK_MODEL_TENSOR_Q5_K, 0.05 },
   { AMK_MODEL_TENSOR_Q4_K, 0.1 },
   { AMK_MODEL_TENSOR_F16, 0.0005 },

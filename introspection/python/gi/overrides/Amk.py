@@ -47,6 +47,8 @@ NUMPY_DTYPES = {
     Amk.DType.Q4_K: 'uint8',
     Amk.DType.Q5_K: 'uint8',
     Amk.DType.Q6_K: 'uint8',
+    Amk.DType.Q5_0: 'uint8',
+    Amk.DType.Q5_1: 'uint8',
 }
 # values and bytes per block of the block-quantized types (GGUF's layouts)
 BLOCKS = {
@@ -54,6 +56,8 @@ BLOCKS = {
     Amk.DType.Q4_K: (256, 144),
     Amk.DType.Q5_K: (256, 176),
     Amk.DType.Q6_K: (256, 210),
+    Amk.DType.Q5_0: (32, 22),
+    Amk.DType.Q5_1: (32, 24),
 }
 
 
