@@ -24,7 +24,7 @@ download.pytorch.org do as well as PyPI's; each takes a few minutes on one core)
 
 transformers decodes every tensor of the file to float32. amk computes in fp32 and keeps
 its KV cache in bf16, and its weights depend on the executor: the GPU converts every
-weight to bf16; the CPU executor keeps the matrices stored as Q8_0, Q4_K, Q5_K or Q6_K in
+weight to bf16; the CPU executor keeps the matrices stored as Q8_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K in
 that type, each block decoded to float32 as gguf-py decodes it (a layer's q, k and v,
 stacked into one matrix, only when the three share such a type, else all three bf16),
 and converts the other weights (other types, the norms) to bf16. So the model runs in
@@ -84,7 +84,7 @@ VARIANTS = ["fp32", "bf16", "bf16-kv", "cpu"]
 REFERENCES = {"cpu": "cpu", "gpu": "bf16-kv"}
 ROUND_KV = ("bf16-kv", "cpu")
 # the types the CPU executor runs as stored (amk_executor_supports_dtype)
-KEPT_TYPES = ("Q8_0", "Q4_K", "Q5_K", "Q6_K")
+KEPT_TYPES = ("Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 SAFETY = 2.0   # the tolerance is this many times the largest fp32 noise seen (see below),
 FLOOR = 0.1    # and at least this: twice the largest noise seen on any prompt tried (0.045)
                # when only the keys were rounded (the values' bf16 flips add to the noise)
@@ -431,7 +431,7 @@ def make(args, path, original, references):
             "bf16": "weights rounded to bf16, computed in float32",
             "bf16-kv": "bf16 weights, keys (after RoPE) and values rounded to bf16 as in "
                        "amk's KV cache, computed in float32: the GPU's load",
-            "cpu": "the CPU executor's load: Q8_0, Q4_K, Q5_K and Q6_K matrices as gguf-py "
+            "cpu": "the CPU executor's load: Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices as gguf-py "
                    "decodes them (a layer's q, k and v only when the three share the type), "
                    "the other weights rounded to bf16; keys and values as bf16-kv",
         },
