@@ -39,7 +39,7 @@
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
  * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
- * Q4_K, Q5_K or Q6_K when the executor runs those types
+ * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K when the executor runs those types
  * ([method@Amk.Executor.supports_dtype]: the CPU executor does, the GPU's does not yet):
  * they stay as stored and each block is decoded as it is read. The q, k and v matrices
  * of a layer are stacked into one, kept so only when all three have the same type.

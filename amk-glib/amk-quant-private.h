@@ -1,9 +1,10 @@
 /* amk-quant-private.h: floats to ggml's tensor types (the quantizers `amk quantize`
  * writes with) and any stored type back to floats.
  *
- * The quantizers write F32, F16, BF16, Q8_0, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K and Q6_K in the
- * block layouts amk-dequant.c reads. They refuse NaN and infinite values, and values too
- * large for the format (an F16 element, or a block scale beyond f16's range), with a
+ * The quantizers write F32, F16, BF16, Q8_0, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K and
+ * Q6_K in the block layouts amk-dequant.c reads. They refuse NaN and infinite values,
+ * and values too large for the format (an F16 element, or a block scale beyond f16's
+ * range), with a
  * GError rather than writing a block that decodes to garbage: a weight like that is a
  * broken checkpoint, and clamping it would hide that.
  *

@@ -24,9 +24,10 @@ download.pytorch.org do as well as PyPI's; each takes a few minutes on one core)
 
 transformers decodes every tensor of the file to float32. amk computes in fp32 and keeps
 its KV cache in bf16, and its weights depend on the executor: the GPU converts every
-weight to bf16; the CPU executor keeps the matrices stored as Q8_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K in
-that type, each block decoded to float32 as gguf-py decodes it (a layer's q, k and v,
-stacked into one matrix, only when the three share such a type, else all three bf16),
+weight to bf16; the CPU executor keeps the matrices stored as Q8_0, Q5_0, Q5_1, Q4_K,
+Q5_K or Q6_K in that type, each block decoded to float32 as gguf-py decodes it (a
+layer's q, k and v, stacked into one matrix, only when the three share such a type,
+else all three bf16),
 and converts the other weights (other types, the norms) to bf16. So the model runs in
 four variants, each in float32 arithmetic:
 
