@@ -12,15 +12,10 @@
 #include "amk-dequant-private.h"
 #include "amk-dtype-private.h"
 
-/* The decoders the CPU executor runs for every weight read (Q8_0 and the K types) have
- * AVX2 versions, chosen at run time; their element-wise arithmetic gives the same bits
- * (no fused multiply-adds: the project builds with -ffp-contract=off). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define AMK_DEQUANT_X86 1
-#else
-#define AMK_DEQUANT_X86 0
-#endif
+/* The decoders the CPU executor runs for every weight read (Q8_0, Q5_0, Q5_1 and the K
+ * types) have AVX2 versions, chosen at run time; their element-wise arithmetic gives the
+ * same bits (no fused multiply-adds: the project builds with -ffp-contract=off). */
+#include "amk-dequant-x86-private.h"
 
 static float
 f16_at (const guint8 *p)
@@ -262,31 +257,6 @@ scale8_avx2 (__m256i q, float ds, const float *dm, float *out)
   _mm256_storeu_ps (out, dm != NULL ? _mm256_sub_ps (v, _mm256_set1_ps (*dm)) : v);
 }
 
-/* bytes p[0 .. 8) as eight integers, shifted right by `shift` and masked */
-__attribute__ ((target ("avx2")))
-static inline __m256i
-bits8_avx2 (const guint8 *p, int shift, int mask)
-{
-  const __m256i v = _mm256_cvtepu8_epi32 (_mm_loadl_epi64 ((const __m128i *) p));
-
-  return _mm256_and_si256 (_mm256_srl_epi32 (v, _mm_cvtsi32_si128 (shift)), _mm256_set1_epi32 (mask));
-}
-
-/* Q5_0 and Q5_1's eight values j .. j + 8: nibbles from qs (high nibbles from element
- * 16 on), the fifth bit from the 32-bit qh */
-__attribute__ ((target ("avx2")))
-static inline __m256i
-five_bits8_avx2 (const guint8 *qh_bytes, const guint8 *qs, guint j)
-{
-  const guint32 qh = (guint32) qh_bytes[0] | ((guint32) qh_bytes[1] << 8) |
-                     ((guint32) qh_bytes[2] << 16) | ((guint32) qh_bytes[3] << 24);
-  const __m256i shifts = _mm256_add_epi32 (_mm256_set1_epi32 ((int) j), _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
-  const __m256i high = _mm256_and_si256 (_mm256_srlv_epi32 (_mm256_set1_epi32 ((int) qh), shifts),
-                                         _mm256_set1_epi32 (1));
-
-  return _mm256_or_si256 (bits8_avx2 (qs + j % 16, j < 16 ? 0 : 4, 0x0f), _mm256_slli_epi32 (high, 4));
-}
-
 __attribute__ ((target ("avx2")))
 static void
 block_q5_0_avx2 (const guint8 *p, float *out)
@@ -294,7 +264,7 @@ block_q5_0_avx2 (const guint8 *p, float *out)
   const float d = f16_at (p);
 
   for (guint j = 0; j < 32; j += 8)
-    scale8_avx2 (_mm256_sub_epi32 (five_bits8_avx2 (p + 2, p + 6, j), _mm256_set1_epi32 (16)),
+    scale8_avx2 (_mm256_sub_epi32 (amk_five_bits8_avx2 (p + 2, p + 6, j), _mm256_set1_epi32 (16)),
                  d, NULL, out + j);
 }
 
@@ -306,7 +276,7 @@ block_q5_1_avx2 (const guint8 *p, float *out)
 
   /* d q + m: a product, then a sum, each rounded as the plain loop rounds it */
   for (guint j = 0; j < 32; j += 8)
-    _mm256_storeu_ps (out + j, _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (five_bits8_avx2 (p + 4, p + 8, j))), m));
+    _mm256_storeu_ps (out + j, _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (p + 4, p + 8, j))), m));
 }
 
 __attribute__ ((target ("avx2")))
@@ -323,7 +293,7 @@ block_q4_k_avx2 (const guint8 *p, float *out)
       const float ds = d * (float) sc[sub], dm = dmin * (float) mn[sub];
 
       for (guint j = 0; j < 32; j += 8)
-        scale8_avx2 (bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f), ds, &dm, out + sub * 32 + j);
+        scale8_avx2 (amk_bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f), ds, &dm, out + sub * 32 + j);
     }
 }
 
@@ -342,8 +312,8 @@ block_q5_k_avx2 (const guint8 *p, float *out)
 
       for (guint j = 0; j < 32; j += 8)
         {
-          const __m256i low = bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f);
-          const __m256i high = _mm256_slli_epi32 (bits8_avx2 (qh + j, (int) sub, 1), 4);
+          const __m256i low = amk_bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f);
+          const __m256i high = _mm256_slli_epi32 (amk_bits8_avx2 (qh + j, (int) sub, 1), 4);
 
           scale8_avx2 (_mm256_or_si256 (low, high), ds, &dm, out + sub * 32 + j);
         }
@@ -361,8 +331,8 @@ block_q6_k_avx2 (const guint8 *p, float *out)
   for (guint e = 0; e < 256; e += 8)
     {
       const guint h = e / 128, r = e % 128;
-      const __m256i low = bits8_avx2 (ql + h * 64 + r % 64, (int) (4 * (r / 64)), 0x0f);
-      const __m256i high = _mm256_slli_epi32 (bits8_avx2 (qh + h * 32 + r % 32, (int) (2 * (r / 32)), 3), 4);
+      const __m256i low = amk_bits8_avx2 (ql + h * 64 + r % 64, (int) (4 * (r / 64)), 0x0f);
+      const __m256i high = _mm256_slli_epi32 (amk_bits8_avx2 (qh + h * 32 + r % 32, (int) (2 * (r / 32)), 3), 4);
       const __m256i q = _mm256_sub_epi32 (_mm256_or_si256 (low, high), _mm256_set1_epi32 (32));
 
       scale8_avx2 (q, d * (float) scales[e / 16], NULL, out + e);

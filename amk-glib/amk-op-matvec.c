@@ -555,8 +555,8 @@ matvec_rows (gpointer data)
             const float *x = s->xs + c0;
             const guint64 first = (guint64) (r + j) * k + c0;
 
-            if (w->info->dtype == AMK_DTYPE_Q8_0 &&
-                amk_cpu_q8_0_dot (w->data + amk_dtype_bytes (AMK_DTYPE_Q8_0, first), x, c1 - c0, &out[j]))
+            if (amk_cpu_block_dot (w->info->dtype, w->data + amk_dtype_bytes (w->info->dtype, first), x,
+                                   c1 - c0, &out[j]))
               continue;
             amk_dtype_dequantize (w->info->dtype, w->data, first, c1 - c0, wt);
             amk_cpu_quant_dots (wt, &x, 1, c1 - c0, &out[j]);

@@ -237,9 +237,10 @@ amk_cpu_load_columns (const AmkCpuBuffer *w, gint32 k, gint32 n0, gint32 nc, flo
  * ops multiply a quantized matrix's rows, decoded to floats, by their inputs. */
 #define AMK_CPU_QUANT_ROWS 2u
 void amk_cpu_quant_dots (const float *w, const float *const *x, guint nx, gint32 n, float *out);
-/* amk_cpu_quant_dots() of one Q8_0 row (its n / 32 blocks) and x, decoding in registers:
- * the same bits; FALSE (nothing done) where the processor has no AVX2 and FMA. */
-gboolean amk_cpu_q8_0_dot (const guint8 *blocks, const float *x, gint32 n, float *out);
+/* amk_cpu_quant_dots() of one row of 32-value blocks (Q8_0, Q5_0, Q5_1: n / 32 blocks)
+ * and x, decoding in registers: the same bits; FALSE (nothing done) for other types or
+ * where the processor has no AVX2, FMA and F16C. */
+gboolean amk_cpu_block_dot (AmkDType dtype, const guint8 *blocks, const float *x, gint32 n, float *out);
 
 /* A range of rows or columns, the first member of a thread's share of an instruction. */
 typedef struct {

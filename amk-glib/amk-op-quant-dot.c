@@ -1,5 +1,6 @@
 /* amk-op-quant-dot.c: the CPU executor's dot products of a block-quantized matrix's rows
- * (MATVEC, MATMUL): one order of sums for both ops, and Q8_0 rows decoded in registers.
+ * (MATVEC, MATMUL): one order of sums for both ops, and Q8_0, Q5_0 and Q5_1 rows decoded
+ * in registers.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -7,12 +8,9 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#endif
-
 #include "amk-op-private.h"
 #include "amk-dtype-private.h"
+#include "amk-dequant-x86-private.h"
 
 /* The dot products of a quantized matrix's decoded row: 32 partial sums, sum s over the
  * columns c = s (mod 32) in order with fused multiply-adds (four 8-lane accumulators,
@@ -100,51 +98,103 @@ amk_cpu_quant_dots (const float *w, const float *const *x, guint nx, gint32 n, f
 }
 
 #if AMK_CPU_X86_FMA
-/* The Q8_0 row's dot product without the decoded row in memory: each value q d rounded
- * as the decoder rounds it, then the same four accumulators and order as QUANT_DOTS. */
+/* A block's f16 scale at p: F16C converts as amk_f16_to_float() does, but for NaNs (it
+ * quiets them). */
+__attribute__ ((target ("f16c")))
+static inline float
+f16_scale (const guint8 *p)
+{
+  guint16 h;
+
+  memcpy (&h, p, 2);
+  h = GUINT16_FROM_LE (h);
+  return (h & 0x7c00) != 0x7c00 ? _cvtsh_ss (h) : amk_f16_to_float (h);
+}
+
+/* A row's dot product of 32-value blocks without the decoded row in memory: DECODE8 (g)
+ * gives the block's values 8 g .. 8 g + 8, each rounded as the decoder rounds it; then
+ * the same four accumulators and order as QUANT_DOTS. */
+#define BLOCK_DOT(BYTES, SETUP, DECODE8) \
+  G_STMT_START { \
+    __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () }; \
+    v8sf a0, a1, a2, a3; \
+    for (gint32 c = 0; c < n; c += 32, blocks += (BYTES)) \
+      { \
+        SETUP; \
+        for (guint g = 0; g < 4; g++) \
+          acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 8 * g), DECODE8 (g), acc[g]); \
+      } \
+    memcpy (&a0, &acc[0], 32); \
+    memcpy (&a1, &acc[1], 32); \
+    memcpy (&a2, &acc[2], 32); \
+    memcpy (&a3, &acc[3], 32); \
+    QUANT_SUM (a0, a1, a2, a3, out); \
+  } G_STMT_END
+
+/* Q8_0: q d */
+#define Q8_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
+#define Q8_0_DECODE8(g) \
+  _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const __m128i *) (blocks + 2 + 8 * (g))))), d)
+/* Q5_0: d (q - 16) */
+#define Q5_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
+#define Q5_0_DECODE8(g) \
+  _mm256_mul_ps (d, _mm256_cvtepi32_ps (_mm256_sub_epi32 (amk_five_bits8_avx2 (blocks + 2, blocks + 6, 8 * (g)), \
+                                                          _mm256_set1_epi32 (16))))
+/* Q5_1: d q + m */
+#define Q5_1_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks)), m = _mm256_set1_ps (f16_scale (blocks + 2))
+#define Q5_1_DECODE8(g) \
+  _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (blocks + 4, blocks + 8, 8 * (g)))), m)
+
 __attribute__ ((target ("avx2,fma,f16c")))
 static float
 q8_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
 {
-  __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () };
-  v8sf a0, a1, a2, a3;
   float out;
 
-  for (gint32 c = 0; c < n; c += 32, blocks += 34)
-    {
-      guint16 h;
-      __m256 d;
+  BLOCK_DOT (34, Q8_0_SETUP, Q8_0_DECODE8);
+  return out;
+}
 
-      memcpy (&h, blocks, 2);
-      h = GUINT16_FROM_LE (h);
-      /* F16C converts as amk_f16_to_float() does, but for NaNs (it quiets them) */
-      d = _mm256_set1_ps ((h & 0x7c00) != 0x7c00 ? _cvtsh_ss (h) : amk_f16_to_float (h));
-      for (guint g = 0; g < 4; g++)
-        {
-          const __m128i q = _mm_loadl_epi64 ((const __m128i *) (blocks + 2 + 8 * g));
-          const __m256 w = _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (q)), d);
+__attribute__ ((target ("avx2,fma,f16c")))
+static float
+q5_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
+{
+  float out;
 
-          acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 8 * g), w, acc[g]);
-        }
-    }
-  memcpy (&a0, &acc[0], 32);
-  memcpy (&a1, &acc[1], 32);
-  memcpy (&a2, &acc[2], 32);
-  memcpy (&a3, &acc[3], 32);
-  QUANT_SUM (a0, a1, a2, a3, out);
+  BLOCK_DOT (22, Q5_0_SETUP, Q5_0_DECODE8);
+  return out;
+}
+
+__attribute__ ((target ("avx2,fma,f16c")))
+static float
+q5_1_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
+{
+  float out;
+
+  BLOCK_DOT (24, Q5_1_SETUP, Q5_1_DECODE8);
   return out;
 }
 #endif
 
 gboolean
-amk_cpu_q8_0_dot (const guint8 *blocks, const float *x, gint32 n, float *out)
+amk_cpu_block_dot (AmkDType dtype, const guint8 *blocks, const float *x, gint32 n, float *out)
 {
 #if AMK_CPU_X86_FMA
   if (amk_cpu_has_fma () && __builtin_cpu_supports ("f16c"))
-    {
-      *out = q8_0_dot_x86 (blocks, x, n);
-      return TRUE;
-    }
+    switch (dtype)
+      {
+      case AMK_DTYPE_Q8_0:
+        *out = q8_0_dot_x86 (blocks, x, n);
+        return TRUE;
+      case AMK_DTYPE_Q5_0:
+        *out = q5_0_dot_x86 (blocks, x, n);
+        return TRUE;
+      case AMK_DTYPE_Q5_1:
+        *out = q5_1_dot_x86 (blocks, x, n);
+        return TRUE;
+      default:
+        break;
+      }
 #endif
   return FALSE;
 }
