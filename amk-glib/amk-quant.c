@@ -2,14 +2,14 @@
  *
  * Q8_0 is a plain absolute-maximum scale per block of 32. Q5_0 (a signed step, the
  * extreme on the side with more levels) and Q5_1 (a minimum and a step) try steps
- * around the one that spans the block and keep the one of least squared error. The K-quants fit each
- * sub-block first (Q4_K and Q5_K: a step and an offset, x ≈ step q - min; Q6_K: a signed
- * step, x ≈ step q) by trying step sizes around the one that spans the sub-block's
- * range, each refitted by least squares and scored by the squared error of the values
- * it rounds to; then the sub-blocks' steps are stored in 6 or 8 bits against the
- * block's f16 scale, and every value is rounded again against the step it will really
- * be decoded with. The layouts are amk-dequant.c's, which decodes them bit for bit as
- * gguf-py does.
+ * around the one that spans the block and keep the one of least squared error. The
+ * K-quants fit each sub-block first (Q4_K and Q5_K: a step and an offset, x ≈ step q -
+ * min; Q6_K: a signed step, x ≈ step q) by trying step sizes around the one that spans
+ * the sub-block's range, each refitted by least squares and scored by the squared error
+ * of the values it rounds to; then the sub-blocks' steps are stored in 6 or 8 bits
+ * against the block's f16 scale, and every value is rounded again against the step it
+ * will really be decoded with. The layouts are amk-dequant.c's, which decodes them bit
+ * for bit as gguf-py does.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
