@@ -145,34 +145,29 @@ f16_scale (const guint8 *p)
 #define Q5_1_DECODE8(g) \
   _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (blocks + 4, blocks + 8, 8 * (g)))), m)
 
+/* FALSE for a type without a decoder here */
 __attribute__ ((target ("avx2,fma,f16c")))
-static float
-q8_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
+static gboolean
+block_dot_x86 (AmkDType dtype, const guint8 *blocks, const float *x, gint32 n, float *result)
 {
   float out;
 
-  BLOCK_DOT (34, Q8_0_SETUP, Q8_0_DECODE8);
-  return out;
-}
-
-__attribute__ ((target ("avx2,fma,f16c")))
-static float
-q5_0_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
-{
-  float out;
-
-  BLOCK_DOT (22, Q5_0_SETUP, Q5_0_DECODE8);
-  return out;
-}
-
-__attribute__ ((target ("avx2,fma,f16c")))
-static float
-q5_1_dot_x86 (const guint8 *blocks, const float *x, gint32 n)
-{
-  float out;
-
-  BLOCK_DOT (24, Q5_1_SETUP, Q5_1_DECODE8);
-  return out;
+  switch (dtype)
+    {
+    case AMK_DTYPE_Q8_0:
+      BLOCK_DOT (34, Q8_0_SETUP, Q8_0_DECODE8);
+      break;
+    case AMK_DTYPE_Q5_0:
+      BLOCK_DOT (22, Q5_0_SETUP, Q5_0_DECODE8);
+      break;
+    case AMK_DTYPE_Q5_1:
+      BLOCK_DOT (24, Q5_1_SETUP, Q5_1_DECODE8);
+      break;
+    default:
+      return FALSE;
+    }
+  *result = out;
+  return TRUE;
 }
 #endif
 
@@ -181,20 +176,7 @@ amk_cpu_block_dot (AmkDType dtype, const guint8 *blocks, const float *x, gint32 
 {
 #if AMK_CPU_X86_FMA
   if (amk_cpu_has_fma () && __builtin_cpu_supports ("f16c"))
-    switch (dtype)
-      {
-      case AMK_DTYPE_Q8_0:
-        *out = q8_0_dot_x86 (blocks, x, n);
-        return TRUE;
-      case AMK_DTYPE_Q5_0:
-        *out = q5_0_dot_x86 (blocks, x, n);
-        return TRUE;
-      case AMK_DTYPE_Q5_1:
-        *out = q5_1_dot_x86 (blocks, x, n);
-        return TRUE;
-      default:
-        break;
-      }
+    return block_dot_x86 (dtype, blocks, x, n, out);
 #endif
   return FALSE;
 }
