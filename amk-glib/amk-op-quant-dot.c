@@ -22,6 +22,20 @@
     (out) = ((t_[0] + t_[4]) + (t_[2] + t_[6])) + ((t_[1] + t_[5]) + (t_[3] + t_[7])); \
   } G_STMT_END
 
+/* One row's four groups of eight columns c .. c + 32 added into its accumulators. */
+#define QUANT_ROW(FMAV, xr, c, w0, w1, w2, w3, a0, a1, a2, a3) \
+  G_STMT_START { \
+    v8sf v0_, v1_, v2_, v3_; \
+    memcpy (&v0_, (xr) + (c), 32); \
+    memcpy (&v1_, (xr) + (c) + 8, 32); \
+    memcpy (&v2_, (xr) + (c) + 16, 32); \
+    memcpy (&v3_, (xr) + (c) + 24, 32); \
+    FMAV (a0, v0_, w0); \
+    FMAV (a1, v1_, w1); \
+    FMAV (a2, v2_, w2); \
+    FMAV (a3, v3_, w3); \
+  } G_STMT_END
+
 /* One row of x, or two (named accumulators: an array indexed by row stays in memory). */
 #define QUANT_DOTS(FMAV) \
   G_STMT_START { \
@@ -30,30 +44,14 @@
     const float *x0 = x[0], *x1 = x[nx - 1]; \
     for (gint32 c = 0; c < n; c += 32) \
       { \
-        v8sf w0, w1, w2, w3, v0, v1, v2, v3; \
+        v8sf w0, w1, w2, w3; \
         memcpy (&w0, w + c, 32); \
         memcpy (&w1, w + c + 8, 32); \
         memcpy (&w2, w + c + 16, 32); \
         memcpy (&w3, w + c + 24, 32); \
-        memcpy (&v0, x0 + c, 32); \
-        memcpy (&v1, x0 + c + 8, 32); \
-        memcpy (&v2, x0 + c + 16, 32); \
-        memcpy (&v3, x0 + c + 24, 32); \
-        FMAV (a0, v0, w0); \
-        FMAV (a1, v1, w1); \
-        FMAV (a2, v2, w2); \
-        FMAV (a3, v3, w3); \
+        QUANT_ROW (FMAV, x0, c, w0, w1, w2, w3, a0, a1, a2, a3); \
         if (nx > 1) \
-          { \
-            memcpy (&v0, x1 + c, 32); \
-            memcpy (&v1, x1 + c + 8, 32); \
-            memcpy (&v2, x1 + c + 16, 32); \
-            memcpy (&v3, x1 + c + 24, 32); \
-            FMAV (b0, v0, w0); \
-            FMAV (b1, v1, w1); \
-            FMAV (b2, v2, w2); \
-            FMAV (b3, v3, w3); \
-          } \
+          QUANT_ROW (FMAV, x1, c, w0, w1, w2, w3, b0, b1, b2, b3); \
       } \
     QUANT_SUM (a0, a1, a2, a3, out[0]); \
     if (nx > 1) \
