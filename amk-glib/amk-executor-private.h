@@ -6,6 +6,7 @@
 #pragma once
 
 #include "amk-executor.h"
+#include "amk-dtype-private.h"
 
 G_BEGIN_DECLS
 
@@ -33,6 +34,20 @@ gboolean amk_loaded_program_check   (const AmkLoadedProgram *loaded,
 gboolean amk_executor_check_dtypes  (AmkExecutor       *self,
                                      AmkProgram        *program,
                                      GError           **error);
+
+/* The block-quantized dtypes the executor runs (amk_executor_supports_dtype()), as a
+ * mask of 1 << dtype: the weights a model keeps as stored for it. Inline, for the tools
+ * too (they link the public API and the internal library). */
+static inline guint32
+amk_executor_block_dtypes (AmkExecutor *self)
+{
+  guint32 mask = 0;
+
+  for (guint d = AMK_DTYPE_Q8_0; amk_dtype_is_valid (d); d++)
+    if (amk_executor_supports_dtype (self, (AmkDType) d))
+      mask |= 1u << d;
+  return mask;
+}
 
 /* amk_executor_load_shared(): for each buffer of program, the index of the buffer of
  * the owner's loaded program whose memory it uses (same name, dtype and size, neither in

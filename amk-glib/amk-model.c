@@ -9,7 +9,7 @@
 
 #include "amk-model-private.h"
 #include "amk-model-loader-private.h"
-#include "amk-dtype-private.h"
+#include "amk-executor-private.h"
 #include "amk-enum-types.h"
 #include "amk-cpu-executor.h"
 #include "amk-launcher.h"
@@ -487,9 +487,7 @@ amk_model_load_for_executor (AmkModel      *self,
   if (n_queues == 0 && (n_queues = default_n_queues (executor, error)) == 0)
     return FALSE;
   prefs = preferred_executor (executor);
-  for (guint d = AMK_DTYPE_Q8_0; amk_dtype_is_valid (d); d++)
-    if (amk_executor_supports_dtype (prefs, (AmkDType) d))
-      keep |= 1u << d;
+  keep = amk_executor_block_dtypes (prefs);
   build = build_model (self->path, n_queues, self->context_length,
                        self->prefill_chunk != 0 ? self->prefill_chunk : amk_executor_get_preferred_rows (prefs),
                        amk_executor_get_activation_dtype (prefs),

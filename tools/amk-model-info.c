@@ -19,6 +19,7 @@
 #include "amk-gguf-private.h"
 #include "amk-safetensors-private.h"
 #include "amk-model-loader-private.h"
+#include "amk-executor-private.h"
 
 typedef struct {
   const char *name;
@@ -110,19 +111,6 @@ typedef struct {
   guint64 step_file;
 } WeightBytes;
 
-/* The block-quantized types the CPU executor runs, as a mask of 1 << dtype. */
-static guint32
-cpu_block_types (void)
-{
-  g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
-  guint32 keep = 0;
-
-  for (guint d = AMK_DTYPE_Q8_0; d <= AMK_DTYPE_Q5_1; d++)
-    if (amk_executor_supports_dtype (AMK_EXECUTOR (cpu), (AmkDType) d))
-      keep |= 1u << d;
-  return keep;
-}
-
 /* Whether the CPU executor's load keeps the matrix as stored. The q, k and v matrices
  * are stacked into one: kept only when the three share the type. */
 static gboolean
@@ -148,7 +136,8 @@ static void
 weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
 {
   const AmkModelParams *hp = &spec->params;
-  const guint32 keep = cpu_block_types ();
+  g_autoptr(AmkCpuExecutor) cpu_executor = amk_cpu_executor_new_empty ();
+  const guint32 keep = amk_executor_block_dtypes (AMK_EXECUTOR (cpu_executor));
 
   memset (wb, 0, sizeof *wb);
   for (guint w = 0; w < AMK_MODEL_N_WEIGHTS; w++)
