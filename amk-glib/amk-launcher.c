@@ -1651,6 +1651,13 @@ executor_get_activation_dtype (AmkExecutor *executor)
   return AMK_DTYPE_BF16;
 }
 
+/* MATVEC, MATMUL and EMBED decode every block type the ABI has (kernels/quant-blocks.cuh). */
+static gboolean
+executor_supports_dtype (AmkExecutor *executor, AmkDType dtype)
+{
+  return TRUE;
+}
+
 static AmkExecutor *
 executor_new_sibling (AmkExecutor *executor)
 {
@@ -1689,6 +1696,7 @@ amk_launcher_executor_iface_init (AmkExecutorInterface *iface)
   iface->get_preferred_rows = executor_get_preferred_rows;
   iface->new_sibling = executor_new_sibling;
   iface->get_activation_dtype = executor_get_activation_dtype;
+  iface->supports_dtype = executor_supports_dtype;
   iface->get_description = executor_get_description;
   iface->load_shared = executor_load_shared;
 }

@@ -40,7 +40,7 @@
  *
  * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
  * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K when the executor runs those types
- * ([method@Amk.Executor.supports_dtype]: the CPU executor does, the GPU's does not yet):
+ * ([method@Amk.Executor.supports_dtype]: both executors of the library do):
  * they stay as stored and each block is decoded as it is read. The q, k and v matrices
  * of a layer are stacked into one, kept so only when all three have the same type.
  *

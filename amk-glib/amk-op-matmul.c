@@ -156,8 +156,8 @@ record_matmul (AmkProgram  *self,
  * accumulation: [method@Amk.Program.op_matvec] for M rows at once, which reads the
  * matrix once for all of them (prefill of a prompt, or a step of several sequences).
  * `X'[m]` is `X[m]` or, with @norm, `X[m] / sqrt(mean(X[m]²) + eps) * norm`. On the GPU
- * the product runs on tensor cores: the weights must be 16-bit, and `X'` is rounded to
- * their type first. K must be a multiple of 8. The compiler cuts Y into tiles of rows
+ * the product runs on tensor cores: block-quantized weights are decoded to bf16 there,
+ * and `X'` is rounded to the weights' 16-bit type first. K must be a multiple of 8. The compiler cuts Y into tiles of rows
  * and columns spread over every queue.
  *
  * Returns: the op's index, or -1 with @error set

@@ -23,6 +23,7 @@
 
 #include "amk-abi.h"
 #include "ops-utility.cuh"
+#include "quant-blocks.cuh"
 
 /* One warp: lane l prefetches the l-th of 32 slices of [p, p + bytes) (16-byte
  * granules; p 16-byte aligned). */
@@ -60,13 +61,18 @@ amk_l2_prefetch_instruction (const amk_device_program &prog, const amk_instructi
     return;
   const amk_buffer_t b = prog.buffers[ref];
   const uint32_t es = b.dtype < 32 ? amk_dtype_size (b.dtype) : 0;
-  const uint64_t row = (uint64_t) k * es;
+  const uint32_t qv = amk_qb_values (b.dtype);
+  /* a block type's rows are whole blocks; the tile's bytes rounded in to 16-byte chunks */
+  const uint64_t row = qv != 0 ? (k % qv == 0 ? (uint64_t) (k / qv) * amk_qb_bytes (b.dtype) : 0)
+                               : (uint64_t) k * es;
   /* compared in rows, so nothing overflows */
-  if (es == 0 || row % 16 != 0 || b.addr % 16 != 0 ||
+  if (row == 0 || (qv == 0 && row % 16 != 0) || b.addr % 16 != 0 ||
       (uint64_t) r0 + (uint64_t) n > b.size_bytes / row)
     return;
-  amk_l2_prefetch_range (reinterpret_cast<const unsigned char *> (b.addr + (uint64_t) r0 * row),
-                         (uint64_t) n * row, lane);
+  const uint64_t first = (b.addr + (uint64_t) r0 * row + 15) & ~15ull;
+  const uint64_t end = (b.addr + ((uint64_t) r0 + (uint64_t) n) * row) & ~15ull;
+  if (end > first)
+    amk_l2_prefetch_range (reinterpret_cast<const unsigned char *> (first), end - first, lane);
 }
 
 #endif /* AMK_L2_PREFETCH_CUH */

@@ -31,6 +31,7 @@
 #include "amk-abi.h"
 #include "ops-utility.cuh"
 #include "ops-vector.cuh"
+#include "quant-blocks.cuh"
 
 #define AMK_MM_BN     128 /* columns (W rows) of a block tile */
 #define AMK_MM_BK     64  /* K columns per pipeline step */
@@ -66,7 +67,7 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
                   amk_op_ctx *ctx, int32_t *detail)
 {
   const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
-  const uint32_t mat = (1u << AMK_ABI_DTYPE_BF16) | (1u << AMK_ABI_DTYPE_F16);
+  const uint32_t mat = (1u << AMK_ABI_DTYPE_BF16) | (1u << AMK_ABI_DTYPE_F16) | AMK_QB_MASK;
   const amk_matmul_params_t &p = ins->params.matmul;
   uint64_t elems[6] = { 0, 0, 0, 0, 0, 0 };
   uint64_t addr[6] = { 0, 0, 0, 0, 0, 0 };
@@ -91,12 +92,17 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
       const uint32_t dt = b->dtype, es = amk_dtype_size (dt);
       if (dt >= 32 || (((s == 1 ? mat : vec) >> dt) & 1u) == 0 || (b->addr & 15u) != 0)
         return AMK_ABORT_CHECK;
-      elems[s] = b->size_bytes / es;
+      /* a block type's whole blocks in values (rows of whole blocks: checked below) */
+      elems[s] = es != 0 ? b->size_bytes / es : b->size_bytes / amk_qb_bytes (dt) * amk_qb_values (dt);
       addr[s] = b->addr;
       packed |= dt << (4 * s);
     }
   const uint64_t k = (uint64_t) p.k;
   const uint64_t n_all = elems[1] / k, m_all = elems[2] / k;
+  const uint32_t wqv = amk_qb_values (amk_mm_dt (packed, 1));
+  *detail = ins->buffers[1];
+  if (wqv != 0 && k % wqv != 0)
+    return AMK_ABORT_CHECK; /* a row of W is whole blocks */
   *detail = ins->buffers[2];
   if (n_all * k != elems[1] || m_all * k != elems[2] ||
       (uint64_t) p.m0 + (uint64_t) p.m_count > m_all || (uint64_t) p.n0 + (uint64_t) p.n_count > n_all ||
@@ -115,7 +121,9 @@ amk_matmul_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
       *detail = ins->buffers[s];
       if (s >= 3 && elems[s] != want[s])
         return AMK_ABORT_CHECK;
-      const uint64_t bytes = elems[s] * amk_dtype_size (amk_mm_dt (packed, s));
+      const uint32_t dts = amk_mm_dt (packed, s);
+      const uint64_t bytes = amk_qb_is_block (dts) ? elems[s] / amk_qb_values (dts) * amk_qb_bytes (dts)
+                                                   : elems[s] * amk_dtype_size (dts);
       const bool same = s == 4 && addr[s] == addr[0] && amk_mm_dt (packed, 4) == amk_mm_dt (packed, 0);
       if (!same && addr[s] < addr[0] + ybytes && addr[0] < addr[s] + bytes)
         return AMK_ABORT_CHECK;
@@ -209,6 +217,29 @@ amk_mm_load_rows (const unsigned char *src, uint32_t K, uint32_t row0, uint32_t 
     }
 }
 
+/* Step `kt` of `rows` rows of a block-quantized W (rows of `rowb` bytes) into the stage
+ * at `dst` as bf16, decoded in registers and stored (no copy in flight: the barrier
+ * before the step's products orders the stores), zeros past `row_end` and past K. */
+static __device__ __forceinline__ void
+amk_mm_decode_rows (const unsigned char *src, uint32_t dt, uint64_t rowb, uint32_t K, uint32_t row0,
+                    uint32_t row_end, uint32_t rows, uint32_t kt, unsigned char *dst, int tid, int nt)
+{
+  for (int c = tid; c < (int) rows * (AMK_MM_BK / 8); c += nt)
+    {
+      const uint32_t r = (uint32_t) c / (AMK_MM_BK / 8), q = (uint32_t) c % (AMK_MM_BK / 8);
+      const uint32_t row = row0 + r, kc = kt * AMK_MM_BK + q * 8;
+      uint4 o = make_uint4 (0, 0, 0, 0);
+      if (row < row_end && kc < K)
+        {
+          float v[8];
+          amk_qb_row8 (dt, src + (uint64_t) row * rowb, kc / 8, v);
+          o = make_uint4 (amk_mm_pack2<false> (v[0], v[1]), amk_mm_pack2<false> (v[2], v[3]),
+                          amk_mm_pack2<false> (v[4], v[5]), amk_mm_pack2<false> (v[6], v[7]));
+        }
+      *reinterpret_cast<uint4 *> (dst + (r * AMK_MM_LDS + q * 8) * 2) = o;
+    }
+}
+
 /* Step `kt` of X as F32 (16-byte chunks of 4 floats, rows of AMK_MM_BK floats) into the
  * stage at `dst`, zeros past `row_end` and past K. */
 static __device__ __forceinline__ void
@@ -278,6 +309,10 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
    * otherwise each landed step is converted into one more 16-bit buffer first */
   const bool x_direct = norm == nullptr && xdt == (F16 ? AMK_ABI_DTYPE_F16 : AMK_ABI_DTYPE_BF16);
   const bool x_f32 = xdt == AMK_ABI_DTYPE_F32;
+  /* a block-quantized W is decoded to bf16 into the stage (F16 is false for it) */
+  const uint32_t wdt = amk_mm_dt (packed, 1);
+  const bool wq = amk_qb_is_block (wdt);
+  const uint64_t wrowb = wq ? (uint64_t) (K / amk_qb_values (wdt)) * amk_qb_bytes (wdt) : 0;
 
   /* shared memory: per stage W's rows then X's rows (F32: BM x BK floats; 16-bit: BM
    * padded rows), the 16-bit X buffer, the rows' 1 / rms */
@@ -327,7 +362,10 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     {
       if (s < steps)
         {
-          amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, s, s_base + s * stage, tid, nt);
+          if (wq)
+            amk_mm_decode_rows (w, wdt, wrowb, K, t.n0, t.n_end, AMK_MM_BN, s, amk_dyn_smem + s * stage, tid, nt);
+          else
+            amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, s, s_base + s * stage, tid, nt);
           if (x_f32)
             amk_mm_load_rows_f32 (x, K, t.m0, t.m_end, BM, s, s_base + s * stage + w_bytes, tid, nt);
           else
@@ -346,7 +384,11 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
       if (next < steps)
         {
           const uint32_t ns = s_base + (next % AMK_MM_SYNC_STAGES) * stage;
-          amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns, tid, nt);
+          if (wq)
+            amk_mm_decode_rows (w, wdt, wrowb, K, t.n0, t.n_end, AMK_MM_BN, next,
+                                amk_dyn_smem + (next % AMK_MM_SYNC_STAGES) * stage, tid, nt);
+          else
+            amk_mm_load_rows (w, K, t.n0, t.n_end, AMK_MM_BN, next, ns, tid, nt);
           if (x_f32)
             amk_mm_load_rows_f32 (x, K, t.m0, t.m_end, BM, next, ns + w_bytes, tid, nt);
           else
@@ -469,6 +511,22 @@ amk_mm_row16_other (const unsigned char *row, bool live, uint32_t k, uint32_t K,
     }
 }
 
+/* The same of a row of block-quantized W, decoded and rounded to bf16. */
+static __device__ __forceinline__ void
+amk_mm_row16_blocks (const unsigned char *row, uint32_t dt, bool live, uint32_t k, uint32_t K, uint32_t (&v)[8])
+{
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+    {
+      float f[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+      if (live && k + 8 * h < K)
+        amk_qb_row8 (dt, row, k / 8 + (uint32_t) h, f);
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        v[4 * h + i] = amk_mm_pack2<false> (f[2 * i], f[2 * i + 1]);
+    }
+}
+
 /* The same of an F32 row, rounded to the 16-bit type. */
 template <bool F16>
 static __device__ __forceinline__ void
@@ -517,7 +575,11 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
   const uint32_t steps = (K + 63) / 64;
   const uint32_t first = s * steps / slices, last = (s + 1) * steps / slices;
   const uint32_t na = t.n0 + g * 16 + r, nb = na + 8;
-  const unsigned char *wa = w + (uint64_t) na * K * 2, *wb = w + (uint64_t) nb * K * 2;
+  /* a block-quantized W is decoded to bf16 in registers (F16 is false for it) */
+  const uint32_t wdt = amk_mm_dt (packed, 1);
+  const bool wq = amk_qb_is_block (wdt);
+  const uint64_t wrowb = wq ? (uint64_t) (K / amk_qb_values (wdt)) * amk_qb_bytes (wdt) : (uint64_t) K * 2;
+  const unsigned char *wa = w + (uint64_t) na * wrowb, *wb = w + (uint64_t) nb * wrowb;
   float acc[NF][4];
 
 #pragma unroll
@@ -533,8 +595,16 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
         const uint32_t k = c * 64 + q * 16;
         uint32_t va[8], vb[8];
 
-        amk_mm_row16 (wa, na < t.n_end, k, K, true, va);
-        amk_mm_row16 (wb, nb < t.n_end, k, K, true, vb);
+        if (wq)
+          {
+            amk_mm_row16_blocks (wa, wdt, na < t.n_end, k, K, va);
+            amk_mm_row16_blocks (wb, wdt, nb < t.n_end, k, K, vb);
+          }
+        else
+          {
+            amk_mm_row16 (wa, na < t.n_end, k, K, true, va);
+            amk_mm_row16 (wb, nb < t.n_end, k, K, true, vb);
+          }
 #pragma unroll
         for (int f = 0; f < NF; f++)
           {

@@ -55,6 +55,7 @@
 
 #include "amk-abi.h"
 #include "ops-utility.cuh"
+#include "quant-blocks.cuh"
 
 #define AMK_MV_DIRECT  8                     /* register loads in flight per thread */
 #define AMK_MV_ABSENT  0xfu                  /* packed dtype of a missing operand */
@@ -134,6 +135,36 @@ amk_mv_ref (const amk_instruction_t *ins, int slot, const amk_buffer_t *buffers,
   return AMK_ABORT_NONE;
 }
 
+/* W: buffer ref 1, rows [r0, r0 + n) of K values of a dtype in `dtypes`, 16-byte aligned:
+ * a plain type as amk_mv_ref, or a block type (K whole blocks; ptr at row r0, which
+ * starts on the 2-byte boundary of its blocks only). */
+static __device__ __forceinline__ int
+amk_mv_ref_w (const amk_instruction_t *ins, const amk_buffer_t *buffers, int32_t n_buffers,
+              uint64_t r0, uint64_t n, uint64_t k, uint32_t dtypes, unsigned char **ptr,
+              uint32_t *dtype, uint32_t *flags, int32_t *detail)
+{
+  const int32_t ref = ins->buffers[1];
+
+  *detail = ref;
+  if (ref < 0 || ref >= n_buffers)
+    return AMK_ABORT_BAD_INDEX;
+  if (!amk_qb_is_block (buffers[ref].dtype))
+    return amk_mv_ref (ins, 1, buffers, n_buffers, r0 * k, n * k, dtypes, true, ptr, dtype, flags, detail);
+
+  const amk_buffer_t *b = buffers + ref;
+  const uint32_t dt = b->dtype, qv = amk_qb_values (dt);
+  /* K < 2^31 and rows < 2^31: the product fits 64 bits; K is a whole number of blocks */
+  const uint64_t row_bytes = (k / qv) * amk_qb_bytes (dt);
+
+  if (((dtypes >> dt) & 1u) == 0 || k % qv != 0 || (r0 + n) * row_bytes > b->size_bytes ||
+      (b->addr & 15u) != 0)
+    return AMK_ABORT_CHECK;
+  *ptr = reinterpret_cast<unsigned char *> (b->addr + r0 * row_bytes);
+  *dtype = dt;
+  *flags = b->flags;
+  return AMK_ABORT_NONE;
+}
+
 /* [a, a + na) and [b, b + nb) share a byte. */
 static __device__ __forceinline__ bool
 amk_mv_overlap (const unsigned char *a, uint64_t na, const unsigned char *b, uint64_t nb)
@@ -151,7 +182,7 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
                   amk_op_ctx *ctx, int32_t *detail)
 {
   const uint32_t vec = (1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16);
-  const uint32_t mat = vec | (1u << AMK_ABI_DTYPE_F16);
+  const uint32_t mat = vec | (1u << AMK_ABI_DTYPE_F16) | AMK_QB_MASK;
   const amk_matvec_params_t &p = ins->params.matvec;
   const int32_t r0 = p.row0, n = p.rows, k = p.k;
   const int32_t k0 = p.k0, kn = p.k_len;
@@ -167,16 +198,20 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
   if ((code = amk_mv_ref (ins, 0, buffers, n_buffers, (uint64_t) r0, (uint64_t) n, vec, false,
                           &y, &ydt, &fl, detail)))
     return code;
-  if ((code = amk_mv_ref (ins, 1, buffers, n_buffers, (uint64_t) r0 * (uint64_t) k,
-                          (uint64_t) n * (uint64_t) k, mat, true, &w, &wdt, &wflags, detail)))
+  if ((code = amk_mv_ref_w (ins, buffers, n_buffers, (uint64_t) r0, (uint64_t) n, (uint64_t) k, mat,
+                            &w, &wdt, &wflags, detail)))
     return code;
-  const uint64_t row_bytes = (uint64_t) k * amk_dtype_size (wdt);
-  /* rows of whole 16-byte chunks; the tile's chunks (and a thread's items) fit 32 bits */
-  if (row_bytes % 16 != 0 || (uint64_t) n * (row_bytes / 16) >= (1ull << 32))
+  const bool blocks = amk_qb_is_block (wdt);
+  const uint32_t wes = amk_dtype_size (wdt), qv = amk_qb_values (wdt);
+  const uint64_t row_bytes = blocks ? (uint64_t) (k / qv) * amk_qb_bytes (wdt) : (uint64_t) k * wes;
+  /* rows of whole 16-byte chunks (or of whole blocks); the tile's chunks (and a thread's
+   * items) fit 32 bits */
+  if ((!blocks && row_bytes % 16 != 0) || (uint64_t) n * (row_bytes / 16 + (blocks ? 2 : 0)) >= (1ull << 32))
     return AMK_ABORT_CHECK;
-  const uint32_t wes = amk_dtype_size (wdt);
-  /* a split: whole chunks, onto an F32 y that is its own residual (checked below) */
-  if (split && (((uint64_t) k0 * wes) % 16 != 0 || ((uint64_t) kn * wes) % 16 != 0 ||
+  /* a split: whole chunks (or blocks), onto an F32 y that is its own residual (checked
+   * below) */
+  if (split && ((blocks ? (k0 % qv != 0 || kn % qv != 0)
+                        : (((uint64_t) k0 * wes) % 16 != 0 || ((uint64_t) kn * wes) % 16 != 0)) ||
                 ydt != AMK_ABI_DTYPE_F32 || ins->buffers[4] != ins->buffers[0]))
     return AMK_ABORT_CHECK; /* detail: W's buffer index */
   const uint64_t ybytes = (uint64_t) n * amk_dtype_size (ydt);
@@ -223,7 +258,7 @@ amk_matvec_check (const amk_instruction_t *ins, const amk_buffer_t *buffers, int
     }
 
   ctx->ptr[0] = y;
-  ctx->ptr[1] = w + (uint64_t) k0 * wes;
+  ctx->ptr[1] = w + (blocks ? (uint64_t) (k0 / qv) * amk_qb_bytes (wdt) : (uint64_t) k0 * wes);
   ctx->ptr[2] = x + (uint64_t) k0 * amk_dtype_size (xdt);
   ctx->count = (uint32_t) n;
   ctx->esize = (uint32_t) (split ? kn : k);
@@ -421,11 +456,18 @@ amk_mv_prologue (const amk_op_ctx *ctx, const amk_mv_geom &g, int tid, int nt)
 }
 
 /* Every thread, between amk_check and the waits, only when amk_matvec_early(). */
+static __device__ __forceinline__ void amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt);
+
 static __device__ __forceinline__ void
 amk_matvec_prefetch (const amk_op_ctx *ctx, int tid, int nt)
 {
   if (!amk_mv_use_ring (ctx->esize, nt))
     return;
+  if (amk_qb_is_block (amk_mv_dt (ctx->dtype, 1)))
+    {
+      amk_mvq_prologue (ctx, tid, nt);
+      return;
+    }
   const amk_mv_geom g = amk_mv_geometry (ctx, tid, nt);
   if (g.T != 0)
     amk_mv_prologue (ctx, g, tid, nt);
@@ -760,6 +802,9 @@ amk_mv_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffe
       }
 }
 
+/* The block-quantized W's pipelines (they use the helpers above). */
+#include "ops-matvec-blocks.cuh"
+
 /* ---- exec ------------------------------------------------------------------------------- */
 
 /* A split-K tile's fused norm: this thread's share of the sum of squares of the groups of
@@ -798,16 +843,25 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   const uint32_t udt = amk_mv_dt (packed, 6);
   const bool ring = amk_mv_use_ring (k, nt);
   const bool norm = ndt != AMK_MV_ABSENT;
-  const uint32_t E = wdt == AMK_ABI_DTYPE_F32 ? 4 : 8;
+  const bool blocks = amk_qb_is_block (wdt);
+  /* block types read x' plainly (the layout for 4 elements per chunk) */
+  const uint32_t E = wdt == AMK_ABI_DTYPE_F32 || blocks ? 4 : 8;
   float *xs = reinterpret_cast<float *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
   amk_mv_geom g = amk_mv_geometry (ctx, tid, nt);
   const uint32_t C = g.C;
+  /* this warp has rows (the geometry's items count whole 16-byte chunks only) */
+  const bool work = run && ((uint32_t) tid >> 5) < ctx->count;
 
   if (!run)
     g.T = 0;
   /* W that may depend on the waits starts streaming only now */
-  if (ring && run && !amk_matvec_early (ctx) && g.T != 0)
-    amk_mv_prologue (ctx, g, tid, nt);
+  if (ring && work && !amk_matvec_early (ctx))
+    {
+      if (blocks)
+        amk_mvq_prologue (ctx, tid, nt);
+      else
+        amk_mv_prologue (ctx, g, tid, nt);
+    }
 
   /* x' (RING: staged as fp32; x'[i] at float (i & 4 ? 4 C : 0) + 4 (i / 8) + i % 4 for
    * 8 elements per chunk, at float i for 4), and the norm's scale */
@@ -887,7 +941,14 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
         __syncthreads ();
     }
 
-  if (g.T != 0)
+  if (blocks && work)
+    {
+      if (packed & AMK_MV_SPLIT)
+        amk_mvq_run<true> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
+      else
+        amk_mvq_run<false> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
+    }
+  else if (g.T != 0)
     {
       if (packed & AMK_MV_SPLIT)
         amk_mv_run<true> (ctx, ins, buffers, g, scale, ring, wdt, tid, nt);

@@ -48,6 +48,7 @@
 
 #include "amk-abi.h"
 #include "ops-utility.cuh"
+#include "quant-blocks.cuh"
 
 #define AMK_VEC_MASK_VEC   ((1u << AMK_ABI_DTYPE_F32) | (1u << AMK_ABI_DTYPE_BF16))
 #define AMK_VEC_MASK_TABLE (AMK_VEC_MASK_VEC | (1u << AMK_ABI_DTYPE_F16))
@@ -190,6 +191,17 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
       const amk_buffer_t *b = buffers + ref;
       const uint32_t dt = b->dtype;
       const uint32_t es = amk_dtype_size (dt);
+      if (op == AMK_ABI_OP_EMBED && s == 1 && amk_qb_is_block (dt))
+        {
+          /* a block-quantized table: rows of whole blocks, decoded by amk_embed_exec */
+          if ((uint32_t) ins->params.embed.dim % amk_qb_values (dt) != 0 ||
+              b->size_bytes < (uint64_t) ((uint32_t) ins->params.embed.dim / amk_qb_values (dt)) * amk_qb_bytes (dt))
+            return AMK_ABORT_CHECK;
+          a[s] = b->addr;
+          len[s] = b->size_bytes;
+          packed |= dt << (4 * s);
+          continue;
+        }
       /* off, cnt < 2^62: no sum wraps; es is 1, 2 or 4: shifts, no 64-bit division */
       if (es == 0 || ((mask >> dt) & 1u) == 0 || off + cnt > (b->size_bytes >> (es >> 1)) ||
           (b->addr & (es - 1)) != 0)
@@ -234,6 +246,8 @@ amk_vec_prepare (const amk_instruction_t *ins, const amk_buffer_t *buffers, int3
       ctx->count = (uint32_t) p.silu_mul.count;
       break;
     case AMK_ABI_OP_EMBED:
+      /* a block-quantized table stays at its start (amk_dtype_size 0): the exec decodes
+       * from column col0 */
       ctx->ptr[1] += (uint64_t) p.embed.col0 * amk_dtype_size (amk_vec_dt (packed, 1));
       ctx->count = (uint32_t) p.embed.n_cols;
       ctx->esize = (uint32_t) p.embed.dim;
@@ -514,7 +528,9 @@ amk_embed_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_d
   if (run)
     {
       const amk_buffer_t *table = prog.buffers + ins->buffers[1];
-      const uint64_t n_table = table->size_bytes >> (amk_dtype_size (tdt) >> 1);
+      const uint64_t n_table = amk_qb_is_block (tdt)
+                               ? table->size_bytes / amk_qb_bytes (tdt) * amk_qb_values (tdt)
+                               : table->size_bytes >> (amk_dtype_size (tdt) >> 1);
       for (uint32_t j = (uint32_t) tid; j < n_tokens; j += (uint32_t) nt)
         {
           const int32_t t = tokens[j];
@@ -530,6 +546,29 @@ amk_embed_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_d
     return AMK_ABORT_NONE;
 
   const uint32_t tes = amk_dtype_size (tdt), oes = amk_dtype_size (odt);
+  if (amk_qb_is_block (tdt))
+    {
+      /* the parts of 8 values that hold columns col0 .. col0 + n, decoded; each thread
+       * stores the columns of its parts */
+      const uint32_t col0 = (uint32_t) ins->params.embed.col0;
+      const uint64_t rowb = (uint64_t) (ctx->esize / amk_qb_values (tdt)) * amk_qb_bytes (tdt);
+      const uint32_t p0 = col0 / 8, p1 = (col0 + n + 7) / 8;
+      for (uint32_t j = 0; j < n_tokens; j++)
+        {
+          const unsigned char *row = ctx->ptr[1] + (uint64_t) (uint32_t) tokens[j] * rowb;
+          unsigned char *out = ctx->ptr[0] + (uint64_t) j * ctx->esize * oes;
+          for (uint32_t pi = p0 + (uint32_t) tid; pi < p1; pi += (uint32_t) nt)
+            {
+              float v[8];
+              amk_qb_row8 (tdt, row, pi, v);
+#pragma unroll
+              for (uint32_t i = 0; i < 8; i++)
+                if (pi * 8 + i >= col0 && pi * 8 + i < col0 + n)
+                  amk_vec_st (out, odt, pi * 8 + i - col0, v[i]);
+            }
+        }
+      return AMK_ABORT_NONE;
+    }
   for (uint32_t j = 0; j < n_tokens; j++)
     {
       const int32_t t = tokens[j];

@@ -1,0 +1,264 @@
+/* quant-blocks.cuh: the block-quantized weight types on the device (GGUF's layouts, see
+ * docs/abi.md and amk-glib/amk-dequant.c, the reference these decoders match).
+ *
+ * A block of V values (32 or 256) is read in parts of 8 consecutive values. Every type's
+ * part is an affine map of 8 small integers q: value = ds q - dm, with ds and dm the
+ * part's scale and offset (dm = 0 where the type has none). Two readers:
+ *   amk_qb_decode8():  the 8 values, rounded exactly as the CPU reference rounds them
+ *                      (EMBED's rows and MATMUL's weights, stored as 16-bit after);
+ *   amk_qb_dot8():     sum of value * x over the part, as ds * sum (q x) - dm * sum (x):
+ *                      one multiply-add per value (MATVEC, where the weights stream once
+ *                      and the arithmetic must keep up with memory).
+ * Integers become floats through the exponent of 2^23 (a byte permute and a subtraction,
+ * both exact) rather than a conversion instruction, which runs at a quarter of the rate.
+ *
+ * A block starts on a 2-byte boundary (Q8_0: 34 bytes, Q6_K: 210); the readers load
+ * 16-bit halves where a block may be only that aligned. Pointers may be generic
+ * (global or shared memory).
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_QUANT_BLOCKS_CUH
+#define AMK_QUANT_BLOCKS_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+
+#include "amk-abi.h"
+
+/* The block types the kernels read, as a mask of 1 << dtype. */
+#define AMK_QB_MASK ((1u << AMK_ABI_DTYPE_Q8_0) | (1u << AMK_ABI_DTYPE_Q4_K) | \
+                     (1u << AMK_ABI_DTYPE_Q5_K) | (1u << AMK_ABI_DTYPE_Q6_K) | \
+                     (1u << AMK_ABI_DTYPE_Q5_0) | (1u << AMK_ABI_DTYPE_Q5_1))
+
+static __device__ __forceinline__ bool
+amk_qb_is_block (uint32_t dt)
+{
+  return dt < 32 && ((AMK_QB_MASK >> dt) & 1u) != 0;
+}
+
+/* Values per block (0: not a block type). */
+static __device__ __forceinline__ uint32_t
+amk_qb_values (uint32_t dt)
+{
+  switch (dt)
+    {
+    case AMK_ABI_DTYPE_Q8_0: case AMK_ABI_DTYPE_Q5_0: case AMK_ABI_DTYPE_Q5_1: return 32;
+    case AMK_ABI_DTYPE_Q4_K: case AMK_ABI_DTYPE_Q5_K: case AMK_ABI_DTYPE_Q6_K: return 256;
+    default: return 0;
+    }
+}
+
+/* Bytes per block (0: not a block type). */
+static __device__ __forceinline__ uint32_t
+amk_qb_bytes (uint32_t dt)
+{
+  switch (dt)
+    {
+    case AMK_ABI_DTYPE_Q8_0: return 34;
+    case AMK_ABI_DTYPE_Q5_0: return 22;
+    case AMK_ABI_DTYPE_Q5_1: return 24;
+    case AMK_ABI_DTYPE_Q4_K: return 144;
+    case AMK_ABI_DTYPE_Q5_K: return 176;
+    case AMK_ABI_DTYPE_Q6_K: return 210;
+    default: return 0;
+    }
+}
+
+/* ---- loads ---------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint32_t
+amk_qb_u16 (const unsigned char *p)
+{
+  return *reinterpret_cast<const uint16_t *> (p);
+}
+
+/* 4 bytes at a 2-byte aligned address, little-endian. */
+static __device__ __forceinline__ uint32_t
+amk_qb_u32 (const unsigned char *p)
+{
+  return amk_qb_u16 (p) | (amk_qb_u16 (p + 2) << 16);
+}
+
+static __device__ __forceinline__ float
+amk_qb_f16 (const unsigned char *p)
+{
+  return __half2float (__ushort_as_half ((unsigned short) amk_qb_u16 (p)));
+}
+
+/* Byte i of w as a float, minus `bias` (2^23 + the integer subtracted): exact for the
+ * results of every type (|q| < 2^8). */
+static __device__ __forceinline__ float
+amk_qb_byte (uint32_t w, uint32_t i, float bias)
+{
+  return __uint_as_float (__byte_perm (w, 0x4b000000u, 0x7650u | i)) - bias;
+}
+
+#define AMK_QB_2P23 8388608.0f
+
+/* ---- a part: 8 integers, their scale and offset ------------------------------------------- */
+
+/* Q4_K and Q5_K's scale and minimum of sub-block `sub` (of 8) from the 12 packed bytes. */
+static __device__ __forceinline__ void
+amk_qb_scale_min_k (const unsigned char *b, uint32_t sub, uint32_t *sc, uint32_t *mn)
+{
+  if (sub < 4)
+    {
+      *sc = b[sub] & 63u;
+      *mn = b[4 + sub] & 63u;
+    }
+  else
+    {
+      *sc = (b[4 + sub] & 0x0fu) | ((b[sub - 4] >> 2) & 0x30u);
+      *mn = (b[4 + sub] >> 4) | ((b[sub] >> 2) & 0x30u);
+    }
+}
+
+/* Part `part` (values 8 part .. 8 part + 7) of the block at p: q[i] (exact small
+ * integers as floats), ds and dm with value i = ds q[i] - dm. */
+template <uint32_t DT>
+static __device__ __forceinline__ void
+amk_qb_part (const unsigned char *p, uint32_t part, float (&q)[8], float *ds, float *dm)
+{
+  const uint32_t e0 = part * 8;
+
+  if (DT == AMK_ABI_DTYPE_Q8_0)
+    {
+      /* f16 d, 32 int8: value = q d */
+      const uint32_t w0 = amk_qb_u32 (p + 2 + e0) ^ 0x80808080u;
+      const uint32_t w1 = amk_qb_u32 (p + 6 + e0) ^ 0x80808080u;
+#pragma unroll
+      for (uint32_t i = 0; i < 4; i++)
+        {
+          q[i] = amk_qb_byte (w0, i, AMK_QB_2P23 + 128.0f);
+          q[4 + i] = amk_qb_byte (w1, i, AMK_QB_2P23 + 128.0f);
+        }
+      *ds = amk_qb_f16 (p);
+      *dm = 0.0f;
+    }
+  else if (DT == AMK_ABI_DTYPE_Q5_0 || DT == AMK_ABI_DTYPE_Q5_1)
+    {
+      /* f16 d (Q5_1: f16 m), 32 fifth bits, 16 bytes of nibbles (low: values 0..15,
+       * high: 16..31); Q5_0: value = (q - 16) d, Q5_1: value = q d + m */
+      const uint32_t o = DT == AMK_ABI_DTYPE_Q5_0 ? 2 : 4;
+      const uint32_t qh = amk_qb_u32 (p + o) >> e0;
+      const uint32_t j0 = e0 & 15u, s = e0 >> 4;
+      uint32_t w[2] = { (amk_qb_u32 (p + o + 4 + j0) >> (4 * s)) & 0x0f0f0f0fu,
+                        (amk_qb_u32 (p + o + 8 + j0) >> (4 * s)) & 0x0f0f0f0fu };
+#pragma unroll
+      for (uint32_t i = 0; i < 8; i++)
+        {
+          const uint32_t v = ((w[i / 4] >> (8 * (i % 4))) & 0x0fu) | (((qh >> i) & 1u) << 4);
+          q[i] = __uint_as_float (0x4b000000u | v) - (DT == AMK_ABI_DTYPE_Q5_0 ? AMK_QB_2P23 + 16.0f : AMK_QB_2P23);
+        }
+      *ds = amk_qb_f16 (p);
+      *dm = DT == AMK_ABI_DTYPE_Q5_0 ? 0.0f : -amk_qb_f16 (p + 2);
+    }
+  else if (DT == AMK_ABI_DTYPE_Q4_K || DT == AMK_ABI_DTYPE_Q5_K)
+    {
+      /* f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums, (Q5_K: 32 bytes of fifth
+       * bits), 128 bytes of nibbles: value e = c 64 + s 32 + j is nibble s of byte
+       * c 32 + j; value = (d sc) q - dmin mn of sub-block e / 32 */
+      const uint32_t sub = e0 >> 5, c = e0 >> 6, s = sub & 1u, j = e0 & 31u;
+      const unsigned char *qs = p + (DT == AMK_ABI_DTYPE_Q4_K ? 16 : 48) + c * 32 + j;
+      uint32_t w0 = (amk_qb_u32 (qs) >> (4 * s)) & 0x0f0f0f0fu;
+      uint32_t w1 = (amk_qb_u32 (qs + 4) >> (4 * s)) & 0x0f0f0f0fu;
+      if (DT == AMK_ABI_DTYPE_Q5_K)
+        {
+          /* fifth bit of value b 32 + j: bit b of byte j of qh */
+          w0 |= ((amk_qb_u32 (p + 16 + j) >> sub) & 0x01010101u) << 4;
+          w1 |= ((amk_qb_u32 (p + 20 + j) >> sub) & 0x01010101u) << 4;
+        }
+#pragma unroll
+      for (uint32_t i = 0; i < 4; i++)
+        {
+          q[i] = amk_qb_byte (w0, i, AMK_QB_2P23);
+          q[4 + i] = amk_qb_byte (w1, i, AMK_QB_2P23);
+        }
+      uint32_t sc, mn;
+      amk_qb_scale_min_k (p + 4, sub, &sc, &mn);
+      *ds = amk_qb_f16 (p) * (float) sc;
+      *dm = amk_qb_f16 (p + 2) * (float) mn;
+    }
+  else /* Q6_K */
+    {
+      /* 128 bytes of low nibbles (value h 128 + r: nibble r / 64 of byte h 64 + r % 64),
+       * 64 bytes of 2-bit high parts (bits 2 (r / 32) of byte h 32 + r % 32), 16 int8
+       * scales of sub-blocks of 16, f16 d; value = (d sc) (q - 32) */
+      const uint32_t h = e0 >> 7, r = e0 & 127u;
+      const unsigned char *ql = p + h * 64 + (r & 63u), *qh = p + 128 + h * 32 + (r & 31u);
+      const uint32_t ls = 4 * (r >> 6), hs = 2 * (r >> 5);
+      const uint32_t w0 = ((amk_qb_u32 (ql) >> ls) & 0x0f0f0f0fu) | (((amk_qb_u32 (qh) >> hs) & 0x03030303u) << 4);
+      const uint32_t w1 = ((amk_qb_u32 (ql + 4) >> ls) & 0x0f0f0f0fu) | (((amk_qb_u32 (qh + 4) >> hs) & 0x03030303u) << 4);
+#pragma unroll
+      for (uint32_t i = 0; i < 4; i++)
+        {
+          q[i] = amk_qb_byte (w0, i, AMK_QB_2P23 + 32.0f);
+          q[4 + i] = amk_qb_byte (w1, i, AMK_QB_2P23 + 32.0f);
+        }
+      *ds = amk_qb_f16 (p + 208) * (float) (int8_t) p[192 + (e0 >> 4)];
+      *dm = 0.0f;
+    }
+}
+
+/* ---- the two readers -------------------------------------------------------------------- */
+
+/* The 8 values, each rounded as the CPU reference rounds it (no fused multiply-add). */
+template <uint32_t DT>
+static __device__ __forceinline__ void
+amk_qb_decode8 (const unsigned char *p, uint32_t part, float (&v)[8])
+{
+  float q[8], ds, dm;
+
+  amk_qb_part<DT> (p, part, q, &ds, &dm);
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    v[i] = __fsub_rn (__fmul_rn (ds, q[i]), dm);
+}
+
+/* acc + sum_i value_i x_i over the part. */
+template <uint32_t DT>
+static __device__ __forceinline__ float
+amk_qb_dot8 (const unsigned char *p, uint32_t part, const float (&x)[8], float acc)
+{
+  float q[8], ds, dm, s = 0.0f, sx = 0.0f;
+
+  amk_qb_part<DT> (p, part, q, &ds, &dm);
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    {
+      s = fmaf (q[i], x[i], s);
+      if (DT != AMK_ABI_DTYPE_Q8_0 && DT != AMK_ABI_DTYPE_Q5_0 && DT != AMK_ABI_DTYPE_Q6_K)
+        sx += x[i];
+    }
+  acc = fmaf (ds, s, acc);
+  return DT != AMK_ABI_DTYPE_Q8_0 && DT != AMK_ABI_DTYPE_Q5_0 && DT != AMK_ABI_DTYPE_Q6_K
+         ? fmaf (-dm, sx, acc) : acc;
+}
+
+/* amk_qb_decode8 for a dtype known only at run time (uniform over the warp). */
+static __device__ __forceinline__ void
+amk_qb_decode8_any (uint32_t dt, const unsigned char *p, uint32_t part, float (&v)[8])
+{
+  switch (dt)
+    {
+    case AMK_ABI_DTYPE_Q8_0: amk_qb_decode8<AMK_ABI_DTYPE_Q8_0> (p, part, v); break;
+    case AMK_ABI_DTYPE_Q4_K: amk_qb_decode8<AMK_ABI_DTYPE_Q4_K> (p, part, v); break;
+    case AMK_ABI_DTYPE_Q5_K: amk_qb_decode8<AMK_ABI_DTYPE_Q5_K> (p, part, v); break;
+    case AMK_ABI_DTYPE_Q6_K: amk_qb_decode8<AMK_ABI_DTYPE_Q6_K> (p, part, v); break;
+    case AMK_ABI_DTYPE_Q5_0: amk_qb_decode8<AMK_ABI_DTYPE_Q5_0> (p, part, v); break;
+    default:                 amk_qb_decode8<AMK_ABI_DTYPE_Q5_1> (p, part, v); break;
+    }
+}
+
+/* Values [8 c, 8 c + 8) of a row of block type dt starting at `row` (whole blocks). */
+static __device__ __forceinline__ void
+amk_qb_row8 (uint32_t dt, const unsigned char *row, uint32_t c, float (&v)[8])
+{
+  const uint32_t per = amk_qb_values (dt) / 8; /* parts per block */
+  const uint32_t b = c / per;
+
+  amk_qb_decode8_any (dt, row + (uint64_t) b * amk_qb_bytes (dt), c - b * per, v);
+}
+
+#endif /* AMK_QUANT_BLOCKS_CUH */

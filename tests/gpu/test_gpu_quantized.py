@@ -1,0 +1,220 @@
+"""The block-quantized weight types (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on the GPU against
+the CPU executor (which tests/python/test_quantized_ops.py holds to the gguf package's
+numpy reference), random blocks with sane scales, outputs poisoned: MATVEC on both of its
+pipelines (the shared-memory ring the launcher's defaults give, and direct loads without
+dynamic shared memory) with every fusion and split columns, MATMUL on its few-rows and
+block tiles, and EMBED.
+
+Tolerances: MATVEC decodes the same values and accumulates in fp32 in another order, so
+each output is within 1e-5 of the sum of its terms' magnitudes; MATMUL rounds the decoded
+weights and X' to bf16 for the tensor cores (1e-2 relative, as for bf16 weights); EMBED
+gives the CPU executor's bits. Skips without a GPU."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+from amktest import Amk, GLib, add_op, download, from_f32, make_rng, poison, to_f32, upload  # noqa: E402
+
+pytestmark = pytest.mark.skipif(Amk.Launcher.get_device_count() == 0, reason="no CUDA device")
+
+F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
+NONE = -1
+# dtype: values and bytes per block, where its f16 scales sit
+TYPES = {
+    Amk.DType.Q8_0: (32, 34, (0,)),
+    Amk.DType.Q4_K: (256, 144, (0, 2)),
+    Amk.DType.Q5_K: (256, 176, (0, 2)),
+    Amk.DType.Q6_K: (256, 210, (208,)),
+    Amk.DType.Q5_0: (32, 22, (0,)),
+    Amk.DType.Q5_1: (32, 24, (0, 2)),
+}
+IDS = [Amk.DType(t).value_nick for t in TYPES]
+
+
+def random_blocks(rng, dtype, rows, cols):
+    """rows × cols values of dtype as raw blocks: every bit random but the f16 scales."""
+    values, nbytes, scales = TYPES[dtype]
+    n_blocks = rows * cols // values
+    raw = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
+    for at in scales:
+        d = (rng.uniform(0.5e-3, 4e-3, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
+        raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
+    return raw.tobytes()
+
+
+def run_both(prog, inputs, outputs, smem=None):
+    """prog on the CPU executor and the launcher (its own configuration, or `smem` bytes
+    of dynamic shared memory); {buffer: (cpu, gpu)} as float64."""
+    got = []
+    for ex in (Amk.CpuExecutor.new(prog), Amk.Launcher(device=0)):
+        if isinstance(ex, Amk.Launcher):
+            if smem is not None:
+                ex.props.dynamic_shared_memory = smem
+            ex.load(prog)
+        for buf, (dtype, array) in inputs.items():
+            upload(ex, buf, dtype, array)
+        for buf, (dtype, n) in outputs.items():
+            if buf not in inputs:
+                upload(ex, buf, dtype, poison(dtype, n))
+        ex.launch(None) if isinstance(ex, Amk.Launcher) else ex.run()
+        got.append({buf: to_f32(dtype, download(ex, buf, dtype)).astype(np.float64)
+                    for buf, (dtype, n) in outputs.items()})
+    return {buf: (got[0][buf], got[1][buf]) for buf in outputs}
+
+
+def weights(rng, prog, dtype, n, k):
+    w = prog.add_buffer("w", dtype, [n, k], Amk.BufferRole.CONSTANT)
+    prog.set_buffer_data(w, GLib.Bytes.new(random_blocks(rng, dtype, n, k)))
+    return w
+
+
+def decoded(prog, w, dtype, n, k):
+    """W's values as the CPU executor decodes them (EMBED of every row), float64."""
+    p = Amk.Program.new(1)
+    t = p.add_buffer("t", dtype, [n, k], Amk.BufferRole.CONSTANT)
+    p.set_buffer_data(t, prog.get_buffer_data(w))
+    ids = p.add_buffer("ids", I32, [n], Amk.BufferRole.INPUT)
+    out = p.add_buffer("out", F32, [n, k], Amk.BufferRole.OUTPUT)
+    p.op_embed_rows(out, t, ids)
+    p.compile()
+    ex = Amk.CpuExecutor.new(p)
+    upload(ex, ids, I32, np.arange(n, dtype=np.int32))
+    ex.run()
+    return to_f32(F32, download(ex, out, F32)).astype(np.float64).reshape(n, k)
+
+
+def matvec_case(rng, dtype, rows, blocks, fused, tile=16, splits=1):
+    """A MATVEC over raw instructions (tiles of `tile` rows, each row's blocks split in
+    `splits` column ranges, round robin over the queues), its inputs, and the terms'
+    magnitude |W| |x'| + |bias| + |residual| for the bound."""
+    k = blocks * TYPES[dtype][0]
+    prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
+    w = weights(rng, prog, dtype, rows, k)
+    x = prog.add_buffer("x", BF16, [k], Amk.BufferRole.INPUT)
+    in_place = splits > 1
+    y = prog.add_buffer("y", F32, [rows], Amk.BufferRole.STATE if in_place else Amk.BufferRole.OUTPUT)
+    vec = {}
+    bias = res = norm = up = NONE
+    if "bias" in fused:
+        bias = vec["bias"] = prog.add_buffer("bias", F32, [rows], Amk.BufferRole.INPUT)
+    if in_place:
+        res = y
+    elif "residual" in fused:
+        res = vec["res"] = prog.add_buffer("res", BF16, [rows], Amk.BufferRole.INPUT)
+    if "norm" in fused:
+        norm = vec["norm"] = prog.add_buffer("norm", BF16, [k], Amk.BufferRole.INPUT)
+    if "gate" in fused:
+        up = vec["up"] = prog.add_buffer("up", BF16, [k], Amk.BufferRole.INPUT)
+    refs = [y, w, x, bias, res, norm] + ([up] if up != NONE else [])
+    t = 0
+    for r0 in range(0, rows, tile):
+        for s in range(splits):
+            b0, b1 = s * blocks // splits, (s + 1) * blocks // splits
+            cols = [b0 * TYPES[dtype][0], (b1 - b0) * TYPES[dtype][0]] if splits > 1 else [0, 0]
+            add_op(prog, t % prog.get_num_queues(), Amk.Opcode.MATVEC, refs,
+                   dict(row0=r0, rows=min(tile, rows - r0), k=k, eps=1e-5, k0=cols[0], k_len=cols[1]))
+            t += 1
+    prog.verify()
+    data = {x: from_f32(BF16, rng.standard_normal(k).astype(np.float32))}
+    for name, b in vec.items():
+        n = k if name in ("norm", "up") else rows
+        dt = F32 if name == "bias" else BF16
+        data[b] = from_f32(dt, rng.uniform(0.5, 1.5, n).astype(np.float32) * rng.choice([-1, 1], n))
+    if in_place:
+        data[y] = rng.standard_normal(rows).astype(np.float32)
+    xv = to_f32(BF16, data[x]).astype(np.float64)
+    if norm != NONE:
+        xv = xv / np.sqrt(np.mean(xv * xv) + 1e-5) * to_f32(BF16, data[norm])
+    if up != NONE:
+        xv = xv / (1 + np.exp(-xv)) * to_f32(BF16, data[up])
+    size = np.abs(decoded(prog, w, dtype, rows, k)) @ np.abs(xv)
+    for b in (bias, res):
+        if b != NONE:
+            size = size + np.abs(to_f32(F32 if b in (bias, y) else BF16, data[b]))
+    inputs = {b: (F32 if b in (bias, y) else BF16, a) for b, a in data.items()}
+    return prog, y, inputs, size
+
+
+@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("rows,blocks,fused,smem", [
+    (1, 2, "none", None), (13, 3, "norm", None), (64, 8, "bias+residual", None),
+    (300, 9, "gate", None), (40, 70, "norm+bias", None),
+    (13, 3, "norm", 0), (64, 9, "gate", 0), (300, 2, "bias+residual", 0),
+])
+def test_matvec_gpu_matches_cpu(dtype, rows, blocks, fused, smem):
+    prog, y, inputs, size = matvec_case(make_rng(), dtype, rows, blocks, fused)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)}, smem)[y]
+    err = np.max(np.abs(gpu - cpu) / size)
+    print(f"# MATVEC {dtype.value_nick} {rows}x{blocks} blocks {fused} smem={smem}: "
+          f"max |gpu - cpu| / |terms| {err:.3g}")
+    assert np.all(np.isfinite(gpu)) and err <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("fused,smem", [("none", None), ("norm+bias", None), ("gate", 0)])
+def test_matvec_split_k_gpu_matches_cpu(dtype, fused, smem):
+    """Each row's blocks in three column ranges on different queues, adding onto y
+    (its own residual) atomically."""
+    prog, y, inputs, size = matvec_case(make_rng(), dtype, 24, 40, fused, tile=8, splits=3)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, 24)}, smem)[y]
+    assert np.all(np.isfinite(gpu)) and np.max(np.abs(gpu - cpu) / size) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("m,n,blocks,fused", [
+    (1, 40, 2, "none"), (7, 136, 3, "bias"), (37, 200, 2, "residual"),
+    (100, 136, 3, "norm"), (256, 264, 2, "none"),
+])
+def test_matmul_gpu_matches_cpu(dtype, m, n, blocks, fused):
+    rng = make_rng()
+    k = blocks * TYPES[dtype][0]
+    prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
+    w = weights(rng, prog, dtype, n, k)
+    x = prog.add_buffer("x", BF16, [m, k], Amk.BufferRole.INPUT)
+    y = prog.add_buffer("y", F32, [m, n], Amk.BufferRole.OUTPUT)
+    bias = prog.add_buffer("bias", F32, [n], Amk.BufferRole.INPUT) if "bias" in fused else NONE
+    res = prog.add_buffer("res", F32, [m, n], Amk.BufferRole.INPUT) if "residual" in fused else NONE
+    norm = prog.add_buffer("norm", BF16, [k], Amk.BufferRole.INPUT) if "norm" in fused else NONE
+    prog.op_matmul(y, w, x, bias, res, norm, 1e-5)
+    prog.compile()
+    inputs = {x: (BF16, from_f32(BF16, rng.standard_normal(m * k).astype(np.float32)))}
+    if bias != NONE:
+        inputs[bias] = (F32, rng.standard_normal(n).astype(np.float32))
+    if res != NONE:
+        inputs[res] = (F32, rng.standard_normal(m * n).astype(np.float32))
+    if norm != NONE:
+        inputs[norm] = (BF16, from_f32(BF16, rng.uniform(0.5, 1.5, k).astype(np.float32)))
+    cpu, gpu = run_both(prog, inputs, {y: (F32, m * n)})[y]
+    err = np.linalg.norm(gpu - cpu) / np.linalg.norm(cpu)
+    print(f"# MATMUL {dtype.value_nick} {m}x{n}x{k} {fused}: GPU vs CPU executor {err:.2e}")
+    assert np.all(np.isfinite(gpu)) and err <= 1e-2
+
+
+@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("rows_op", [False, True])
+def test_embed_gpu_matches_cpu(dtype, rows_op):
+    rng = make_rng()
+    vocab, dim = 50, 3 * TYPES[dtype][0]
+    prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
+    table = prog.add_buffer("table", dtype, [vocab, dim], Amk.BufferRole.CONSTANT)
+    prog.set_buffer_data(table, GLib.Bytes.new(random_blocks(rng, dtype, vocab, dim)))
+    n = 9 if rows_op else 1
+    ids = prog.add_buffer("ids", I32, [n], Amk.BufferRole.INPUT)
+    out = prog.add_buffer("out", F32, [n, dim] if rows_op else [dim], Amk.BufferRole.OUTPUT)
+    if rows_op:
+        prog.op_embed_rows(out, table, ids)
+    else:
+        prog.op_embed(out, table, ids, 0)
+    prog.compile()
+    r = run_both(prog, {ids: (I32, rng.integers(0, vocab, n).astype(np.int32))}, {out: (F32, n * dim)})
+    cpu, gpu = r[out]
+    assert cpu.tobytes() == gpu.tobytes()
+
+
+def test_launcher_supports_them():
+    launcher = Amk.Launcher(device=0)
+    for dtype in TYPES:
+        assert launcher.supports_dtype(dtype)
