@@ -17,9 +17,10 @@
 #       --device cuda --reference-dtype bfloat16
 #
 # Presets: tiny-llama, tiny-qwen3 (2 layers, hidden 64, vocabulary 512, under 400 kB),
-# llama-3.2-1b, qwen3-0.6b, smollm2-135m (the real models' shapes). Weights: seeded (--seed), each
-# matrix N(0, 1/fan_in), the embedding N(0, 1/16), every norm weight U(0.5, 1.5), so
-# that attention, RoPE and the norms all shape the logits; saved as --dtype (bf16).
+# llama-3.2-1b, llama-3.1-8b, qwen3-0.6b, smollm2-135m (the real models' shapes).
+# Weights: seeded (--seed), each matrix N(0, 1/fan_in), the embedding N(0, 1/16), every
+# norm weight U(0.5, 1.5), so that attention, RoPE and the norms all shape the logits;
+# saved as --dtype (bf16).
 #
 # --reference writes, into the checkpoint folder:
 #   reference.json        {"prompt", "prompt_ids", "generated", "tokens", "logits_shape",
@@ -73,6 +74,16 @@ PRESETS = {
         num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
         rms_norm_eps=1e-5, max_position_embeddings=131072, tie_word_embeddings=True,
         rope=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
+                  high_freq_factor=4.0, original_max_position_embeddings=8192),
+        tokenizer=dict(style="llama3", specials={128000: "<|begin_of_text|>",
+                                                 128001: "<|end_of_text|>",
+                                                 128009: "<|eot_id|>"},
+                       bos="<|begin_of_text|>", eos="<|end_of_text|>")),
+    "llama-3.1-8b": dict(
+        arch="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+        rms_norm_eps=1e-5, max_position_embeddings=131072, tie_word_embeddings=False,
+        rope=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                   high_freq_factor=4.0, original_max_position_embeddings=8192),
         tokenizer=dict(style="llama3", specials={128000: "<|begin_of_text|>",
                                                  128001: "<|end_of_text|>",
