@@ -891,12 +891,14 @@ release_device_state (AmkLauncher *self)
   amk_loaded_program_clear (&self->loaded);
 }
 
-/* Allocates `size` bytes (at least one) and fills them with `data` or zeros. */
+/* Allocates `size` bytes (at least one) and fills them with `data` or zeros. The
+ * allocation is whole 16-byte chunks: MATVEC copies a quantized matrix's blocks in the
+ * chunks that cover them, past its last byte when its size is no multiple of 16. */
 static gboolean
 alloc_upload (AmkLauncher *self, guint64 *addr, const void *data, gsize size, GError **error)
 {
   char msg[MSG_LEN] = "";
-  gsize alloc = MAX (size, 16);
+  gsize alloc = MAX ((size + 15) / 16 * 16, 16);
 
   if (!cuda_error (amk_cuda_malloc (self->device, alloc, addr, msg, sizeof msg), msg, error))
     return FALSE;
