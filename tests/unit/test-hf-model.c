@@ -16,6 +16,8 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 #include "amk-model-loader-private.h"
+#include "amk-model-builder-private.h"
+#include "amk-executor-private.h"
 #include "amk-model-readers-private.h"
 #include "amk-safetensors-private.h"
 #include "amk-dtype-private.h"
@@ -35,6 +37,7 @@ typedef struct {
   char     *prompt;
   float    *logits;       /* [n_tokens, vocab] */
   gsize     vocab;
+  char     *model_file;   /* the model to load instead of the folder (bench/gguf-reference.py) */
 } Reference;
 
 static void
@@ -46,6 +49,7 @@ reference_free (Reference *r)
   g_free (r->generated);
   g_free (r->prompt);
   g_free (r->logits);
+  g_free (r->model_file);
   g_free (r);
 }
 
@@ -128,6 +132,7 @@ load_reference (const char *dir)
   r->prompt_ids = int_array (o, "prompt_ids", &r->n_prompt);
   r->generated = int_array (o, "generated", &r->n_generated);
   r->prompt = g_strdup (json_object_get_string_member (o, "prompt"));
+  r->model_file = g_strdup (json_object_get_string_member_with_default (o, "model_file", NULL));
   shape = json_object_get_array_member (o, "logits_shape");
   g_assert_cmpuint (json_array_get_int_element (shape, 0), ==, r->n_tokens);
   r->vocab = (gsize) json_array_get_int_element (shape, 1);
@@ -188,9 +193,10 @@ run_steps (AmkModelBuild *build, AmkLauncher *launcher, const gint32 *tokens, gs
   return logits;
 }
 
-/* Builds the checkpoint at `dir` and checks it against its reference.json: the
- * tokenizer's ids, every step's logits (norm-wise within REL_TOL) and argmax, and
- * greedy generation. On `launcher` (GPU) when not NULL. */
+/* Builds the checkpoint at `dir` (or the model file its reference.json names) as a model
+ * loads it for the executor (quantized matrices kept where it runs their type) and checks
+ * it against its reference.json: the tokenizer's ids, every step's logits (norm-wise
+ * within REL_TOL) and argmax, and greedy generation. On `launcher` (GPU) when not NULL. */
 static AmkModelBuild *
 check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
 {
@@ -206,7 +212,17 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   double worst = 0;
   gint64 t0 = g_get_monotonic_time (), t1;
 
-  build = amk_model_build_from_path (dir, n_queues, (guint) ref->n_tokens + 16, &error);
+  {
+    const char *path = ref->model_file != NULL ? ref->model_file : dir;
+    g_autoptr(AmkCpuExecutor) cpu = amk_cpu_executor_new_empty ();
+    g_autoptr(AmkModelSpec) spec = amk_model_read_spec (path, &error);
+
+    g_assert_no_error (error);
+    build = amk_model_build_graph_keeping (spec, n_queues, (guint) ref->n_tokens + 16,
+                                           amk_executor_block_dtypes (launcher != NULL ? AMK_EXECUTOR (launcher)
+                                                                                       : AMK_EXECUTOR (cpu)),
+                                           &error);
+  }
   g_assert_no_error (error);
   g_assert_nonnull (build);
   t1 = g_get_monotonic_time ();
@@ -277,7 +293,8 @@ check_reference (const char *dir, AmkLauncher *launcher, guint n_queues)
   /* greedy generation through the model API gives transformers' continuation */
   if (all_exact)
     {
-      g_autoptr(AmkModel) model = test_load_model (dir, n_queues, (guint) ref->n_tokens + 16);
+      g_autoptr(AmkModel) model = test_load_model (ref->model_file != NULL ? ref->model_file : dir, n_queues,
+                                                   (guint) ref->n_tokens + 16);
       g_autoptr(GArray) generated = NULL;
       g_autofree char *text = test_generate (model, AMK_EXECUTOR (launcher), ref->prompt, (guint) ref->n_generated,
                                              &generated, NULL, &error);
