@@ -34,7 +34,8 @@ step "amk trace" $R "$B/tools/amk" trace "$O/trace-demo.amk" -o "$O/trace.json"
 step "timeline" $R python3 tools/amk-trace-to-png.py "$O/trace.json" "$O/trace.png"
 
 # The three sanitizers on every C test program of the gpu suite (the Python files of the
-# suite are left out: they test the bindings over the same kernels). Last, as it takes
+# suite are left out: they test the bindings over the same kernels; but memcheck runs
+# test_gpu_quantized.py, the only test of the block-quantized kernels). Last, as it takes
 # longest; AMK_GPU_CHECK_QUICK=1 leaves it out. Every test path runs under every tool
 # except two, skipped with -s:
 #   /amk/gpu/timeout  asserts that the watchdog ends a deadlocked launch within 500 ms of
@@ -55,8 +56,12 @@ if [ "${AMK_GPU_CHECK_QUICK:-0}" != 1 ]; then
     for t in test-gpu test-gpu-vector test-gpu-attention test-gpu-share test-gpu-golden; do
       step "$tool $t" timeout 600 $R $CS --tool $tool --error-exitcode 9 "$B/tests/gpu/$t" \
         -s /amk/gpu/timeout -s /amk/gpu/no-leak > "$O/$tool-$t.log" 2>&1
-      grep -E "^not ok|ERROR SUMMARY" "$O/$tool-$t.log" | tail -5
+      grep -E "^not ok|ERROR SUMMARY|RACECHECK SUMMARY" "$O/$tool-$t.log" | tail -5
     done
   done
+  # the block-quantized ops have no C test program: memcheck over their Python test
+  step "memcheck test_gpu_quantized.py" timeout 600 $R $CS --tool memcheck --error-exitcode 9 \
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_quantized.py > "$O/memcheck-quantized.log" 2>&1
+  grep -E "passed|failed|ERROR SUMMARY" "$O/memcheck-quantized.log" | tail -3
 fi
 exit $status
