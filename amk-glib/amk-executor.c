@@ -432,9 +432,10 @@ amk_executor_get_preferred_rows (AmkExecutor *self)
  *
  * Says whether programs loaded on @self may have buffers of @dtype. Every executor
  * takes the plain types; the block-quantized ones (%AMK_DTYPE_Q8_0 and the K types) only
- * where its MATVEC, MATMUL and EMBED read them. [class@Amk.Model] keeps a file's
- * quantized weights as they are where the executor takes their type, and converts them
- * to bf16 otherwise.
+ * where its MATVEC, MATMUL and EMBED read them (both executors of the library do).
+ * [class@Amk.Model] keeps a file's quantized weights as they are only where the
+ * executor takes their type ([property@Amk.Model:keep-quantized] says when it does),
+ * and converts them to bf16 otherwise.
  *
  * Returns: %TRUE when @dtype is valid and @self runs programs with it
  */

@@ -131,6 +131,9 @@ AmkModelTensor       *amk_model_spec_add_tensor   (AmkModelSpec        *spec,
 AmkModelTensor       *amk_model_spec_tensor       (AmkModelSpec        *spec,
                                                    AmkModelWeight       weight,
                                                    guint                layer);
+/* The bytes of the weights the decode step holds (the token embedding once when the
+ * output matrix is tied to it), every one of them in bf16. */
+guint64               amk_model_spec_bf16_bytes   (AmkModelSpec        *spec);
 /* Takes the tokenizer's main EOS id and then `ids` (NULL: none) as the EOS ids, without
  * repeats. */
 void                  amk_model_spec_set_tokenizer (AmkModelSpec       *spec,

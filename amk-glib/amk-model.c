@@ -39,9 +39,9 @@
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
  * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
- * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K when the executor runs those types
- * ([method@Amk.Executor.supports_dtype]: both executors of the library do):
- * they stay as stored and each block is decoded as it is read. The q, k and v matrices
+ * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K where they run faster so or would not fit otherwise
+ * ([property@Amk.Model:keep-quantized]): they stay as stored and each block is decoded
+ * as it is read. The q, k and v matrices
  * of a layer are stacked into one, kept so only when all three have the same type.
  *
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
@@ -72,6 +72,7 @@ struct _AmkModel
   guint          n_queues;        /* asked for (0: choose), then the program's */
   guint          context_length;  /* asked for (0: choose), then the KV cache's */
   guint          prefill_chunk;   /* asked for (0: choose, 1: none), then the chunk's rows */
+  gboolean       keep_quantized;
   AmkModelBuild *build;           /* NULL until loaded; set once under load_lock */
   GMutex         load_lock;
   guint64        weight_bytes;
@@ -83,6 +84,7 @@ enum {
   PROP_N_QUEUES,
   PROP_CONTEXT_LENGTH,
   PROP_PREFILL_CHUNK,
+  PROP_KEEP_QUANTIZED,
   PROP_LOADED,
   PROP_ARCHITECTURE,
   PROP_N_LAYERS,
@@ -140,6 +142,9 @@ amk_model_get_property (GObject    *object,
     case PROP_PREFILL_CHUNK:
       g_value_set_uint (value, self->prefill_chunk);
       break;
+    case PROP_KEEP_QUANTIZED:
+      g_value_set_boolean (value, self->keep_quantized);
+      break;
     case PROP_LOADED:
       g_value_set_boolean (value, amk_model_get_loaded (self));
       break;
@@ -194,6 +199,9 @@ amk_model_set_property (GObject      *object,
       break;
     case PROP_PREFILL_CHUNK:
       self->prefill_chunk = g_value_get_uint (value);
+      break;
+    case PROP_KEEP_QUANTIZED:
+      self->keep_quantized = g_value_get_boolean (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -270,6 +278,21 @@ amk_model_class_init (AmkModelClass *klass)
     g_param_spec_uint ("prefill-chunk", NULL, NULL, 0, 1 << 16, 0,
                        G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
                        G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkModel:keep-quantized:
+   *
+   * Whether the matrices a file stores as Q8_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K stay so
+   * on every executor. %FALSE (the default) lets the executor choose what runs faster:
+   * the CPU executor keeps them; a GPU expands them to bf16 when all the weights then
+   * fit in seven tenths of its free memory (its MATVEC streams bf16 faster than it
+   * decodes blocks), and keeps them otherwise. %TRUE keeps them everywhere, for less
+   * memory ([property@Amk.Model:weight-bytes] says how much).
+   */
+  properties[PROP_KEEP_QUANTIZED] =
+    g_param_spec_boolean ("keep-quantized", NULL, NULL, FALSE,
+                          G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                          G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
    * AmkModel:loaded:
@@ -403,14 +426,32 @@ preferred_executor (AmkExecutor *executor)
                                               : AMK_EXECUTOR (amk_cpu_executor_new_empty ());
 }
 
+/* The bytes of bf16 weights that executor holds faster than their quantized blocks, 0 for
+ * none. The GPU's MATVEC streams bf16 faster than it decodes blocks (docs/performance.md),
+ * so a launcher expands a file's quantized matrices to bf16 when they all fit in seven
+ * tenths of the device's free memory (the rest for the caches and activations), and keeps
+ * them as stored otherwise, so that a model too large in bf16 still loads. */
+static guint64
+bf16_room (AmkExecutor *executor)
+{
+  guint64 free_bytes = 0;
+
+  if (!AMK_IS_LAUNCHER (executor) ||
+      !amk_launcher_memory_info (AMK_LAUNCHER (executor), &free_bytes, NULL, NULL))
+    return 0;
+  return free_bytes / 10 * 7;
+}
+
 /* Reads the model's description, then builds the decode step for a KV cache of
  * `context` positions (0: DEFAULT_CONTEXT, or the model's own context when smaller) and
  * the prefill chunk of `chunk` rows beside it (1: none; at most the context), whose
  * MATMULs read their inputs as `activations`. A model whose shapes the many-token ops
  * do not take (rows of a multiple of 8 elements, heads of at most 256) gets no chunk:
  * its prompts go through the decode step. The matrices stored in a block-quantized type
- * that `keep` has (1 << AmkDType) stay in it, the others become bf16. With `head`, the
- * chunk also computes the logits of the prompt's last token (amk_model_build_prefill()). */
+ * that `keep` has (1 << AmkDType) stay in it, the others become bf16; but with
+ * `bf16_room` > 0 every weight becomes bf16 when they all fit in that many bytes. With
+ * `head`, the chunk also computes the logits of the prompt's last token
+ * (amk_model_build_prefill()). */
 static AmkModelBuild *
 build_model (const char    *path,
              guint          n_queues,
@@ -419,6 +460,7 @@ build_model (const char    *path,
              AmkDType       activations,
              gboolean       head,
              guint32        keep,
+             guint64        bf16_room,
              GCancellable  *cancellable,
              GError       **error)
 {
@@ -428,6 +470,8 @@ build_model (const char    *path,
   spec = amk_model_read_spec (path, error);
   if (spec == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
+  if (bf16_room > 0 && amk_model_spec_bf16_bytes (spec) <= bf16_room)
+    keep = 0;
   if (context == 0)
     {
       context = DEFAULT_CONTEXT;
@@ -493,7 +537,8 @@ amk_model_load_for_executor (AmkModel      *self,
                        amk_executor_get_activation_dtype (prefs),
                        /* the executor that skips MATMUL's padding rows: a head costs it one
                         * row; elsewhere it would cost the whole chunk's rows */
-                       AMK_IS_CPU_EXECUTOR (prefs), keep, cancellable, error);
+                       AMK_IS_CPU_EXECUTOR (prefs), keep,
+                       self->keep_quantized ? 0 : bf16_room (prefs), cancellable, error);
   if (build == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return FALSE;
 
@@ -805,6 +850,22 @@ amk_model_get_prefill_chunk (AmkModel *self)
   g_return_val_if_fail (AMK_IS_MODEL (self), 0);
 
   return self->prefill_chunk;
+}
+
+/**
+ * amk_model_get_keep_quantized:
+ * @self: a model
+ *
+ * Gets [property@Amk.Model:keep-quantized].
+ *
+ * Returns: whether the file's quantized matrices stay so on every executor
+ */
+gboolean
+amk_model_get_keep_quantized (AmkModel *self)
+{
+  g_return_val_if_fail (AMK_IS_MODEL (self), FALSE);
+
+  return self->keep_quantized;
 }
 
 /**

@@ -99,6 +99,8 @@ guint         amk_model_get_n_queues         (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0
 guint         amk_model_get_prefill_chunk    (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0
+gboolean      amk_model_get_keep_quantized   (AmkModel             *self);
+AMK_AVAILABLE_IN_1_0
 AmkDType      amk_model_get_dtype            (AmkModel             *self);
 AMK_AVAILABLE_IN_1_0
 guint64       amk_model_get_weight_bytes     (AmkModel             *self);

@@ -141,8 +141,7 @@ amk_cli_load_model (const char  *command,
     {
       /* TRANSLATORS: after loading: the model's name, the seconds it took and the MiB of
        * its weights on the executor */
-      g_printerr (_("Loaded %s in %.1f s: %.1f MiB of weights (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K "
-                    "matrices as stored, the others in bf16)\n"),
+      g_printerr (_("Loaded %s in %.1f s: %.1f MiB of weights\n"),
                   name, (g_get_monotonic_time () - l.start) / 1e6,
                   amk_model_get_weight_bytes (l.model) / 1048576.0);
     }

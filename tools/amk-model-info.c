@@ -2,9 +2,9 @@
  * of it on the device, without loading it: the architecture and sizes (the model
  * reader's description), the tensor types of the file (the GGUF header, or the
  * safetensors headers of a checkpoint folder) with their counts and bytes, and the bytes
- * the decode step keeps and reads (AmkModel:weight-bytes: the quantized matrices the
- * executors run as stored, the other weights in bf16), against those of the same weights
- * in the file.
+ * the decode step keeps and reads: on a GPU, where the loader expands every weight to
+ * bf16 where that fits its memory (AmkModel:keep-quantized), and on the CPU executor, which keeps the quantized matrices it runs as stored
+ * (AmkModel:weight-bytes), against those of the same weights in the file.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -96,22 +96,25 @@ read_tensor_types (const char *path, GArray *rows, guint *n_tensors, char **form
 }
 
 /* What the decode step holds: every weight amk-model-builder.c loads (the token
- * embedding once when the output matrix is tied to it), as it loads them (matrices of the
- * block types the executors run as stored: amk_model_spec_load_weight(), the others in
- * bf16), and as stored; and what one step reads of them: all but the embedding's other
- * rows, unless the output matrix is that table. */
+ * embedding once when the output matrix is tied to it), in bf16 as it loads them for a
+ * GPU, as it loads them for the CPU executor (which keeps matrices of the block types
+ * it runs as stored: amk_model_spec_load_weight()), and as stored; and what one step
+ * reads of them: all but the embedding's other rows, unless the output matrix is that
+ * table. */
 typedef struct {
   guint64 elements;
-  guint64 loaded;        /* = AmkModel:weight-bytes, on either executor */
+  guint64 gpu;           /* = AmkModel:weight-bytes, loaded for a launcher */
+  guint64 cpu;           /* = AmkModel:weight-bytes, loaded for the CPU executor */
   guint64 file;
-  guint64 step_loaded;
+  guint64 step_gpu;
+  guint64 step_cpu;
   guint64 step_file;
 } WeightBytes;
 
-/* Whether the load keeps the matrix as stored. The q, k and v matrices are stacked into
- * one: kept only when the three share the type. */
+/* Whether the CPU executor's load keeps the matrix as stored. The q, k and v matrices
+ * are stacked into one: kept only when the three share the type. */
 static gboolean
-kept_as_stored (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t, guint32 keep)
+kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t, guint32 keep)
 {
   if (amk_model_tensor_kept_dtype (t, keep) < 0)
     return FALSE;
@@ -129,8 +132,6 @@ kept_as_stored (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkMode
   return TRUE;
 }
 
-/* Both executors keep every block type the ABI has (tests/python/test_quantized_ops.py
- * checks that each supports them), so the CPU executor's mask stands for both. */
 static void
 weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
 {
@@ -148,19 +149,22 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
         if (t == NULL || (w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) ||
             ((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
           continue;
-        const guint64 loaded = kept_as_stored (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
+        const guint64 cpu = kept_on_cpu (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
 
         wb->elements += t->n_elements;
-        wb->loaded += loaded;
+        wb->gpu += 2 * t->n_elements;
+        wb->cpu += cpu;
         wb->file += stored;
         if (w == AMK_MODEL_WEIGHT_TOKEN_EMBD && !hp->tied_embeddings && hp->vocab > 0)
           {
-            wb->step_loaded += loaded / hp->vocab;
+            wb->step_gpu += 2 * t->n_elements / hp->vocab;
+            wb->step_cpu += cpu / hp->vocab;
             wb->step_file += stored / hp->vocab;
           }
         else
           {
-            wb->step_loaded += loaded;
+            wb->step_gpu += 2 * t->n_elements;
+            wb->step_cpu += cpu;
             wb->step_file += stored;
           }
       }
@@ -231,21 +235,28 @@ amk_cli_info_model (const char *path)
     }
   {
     WeightBytes wb;
-    g_autofree char *loaded = NULL, *file = NULL, *step_loaded = NULL, *step_file = NULL;
+    g_autofree char *gpu = NULL, *cpu = NULL, *file = NULL;
+    g_autofree char *step_gpu = NULL, *step_cpu = NULL, *step_file = NULL;
 
     weight_bytes (spec, &wb);
-    loaded = size_string (wb.loaded);
+    gpu = size_string (wb.gpu);
+    cpu = size_string (wb.cpu);
     file = size_string (wb.file);
-    step_loaded = size_string (wb.step_loaded);
+    step_gpu = size_string (wb.step_gpu);
+    step_cpu = size_string (wb.step_cpu);
     step_file = size_string (wb.step_file);
-    /* TRANSLATORS: the weights' bytes as a model loads them, on a GPU or the CPU executor */
-    g_print (_("Weights as loaded: %s: Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices as stored, "
-               "the others in bf16, on a GPU and on the CPU executor (AmkModel:weight-bytes)\n"), loaded);
-    /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer than loaded */
-    g_print (_("Weights in the file: %s, %.2f times fewer than as loaded\n"), file,
-             wb.file > 0 ? (double) wb.loaded / (double) wb.file : 0.0);
-    /* TRANSLATORS: the weights one decode step reads as loaded, and in the file's types */
-    g_print (_("A decode step reads %s of weights, %s in the file's types\n"), step_loaded, step_file);
+    /* TRANSLATORS: the weights' bytes loaded for a GPU (each expanded to bf16) */
+    g_print (_("Weights on a GPU: %s: the loader expands each to bf16 where that fits "
+               "(AmkModel:weight-bytes, AmkModel:keep-quantized)\n"), gpu);
+    /* TRANSLATORS: the weights' bytes loaded for the CPU executor */
+    g_print (_("Weights on the CPU executor: %s: Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices as stored, "
+               "the others in bf16\n"), cpu);
+    /* TRANSLATORS: the same weights' bytes in the file, and how many times fewer than on a GPU */
+    g_print (_("Weights in the file: %s, %.2f times fewer than on a GPU\n"), file,
+             wb.file > 0 ? (double) wb.gpu / (double) wb.file : 0.0);
+    /* TRANSLATORS: the weights one decode step reads on a GPU, on the CPU, in the file's types */
+    g_print (_("A decode step reads %s of weights on a GPU, %s on the CPU executor, %s in the file's types\n"),
+             step_gpu, step_cpu, step_file);
   }
   return 0;
 }

@@ -9,9 +9,8 @@ The golden files and the commands that write them (from the source tree, in a ve
 download.pytorch.org do as well as PyPI's; each takes a few minutes on one core):
 
   tests/golden/smollm2-golden.json: SmolLM2-135M-Instruct, the Q4_1 GGUF that
-  `build/tools/amk fetch-model` downloads, with a "cpu" reference (both executors' load:
-  tests/unit/test-model-golden.c and tests/gpu/test-gpu-golden.c) and a "gpu" one (the
-  GPU's load before it read quantized matrices, which no test compares against now):
+  `build/tools/amk fetch-model` downloads, with a "cpu" and a "gpu" reference
+  (tests/unit/test-model-golden.c and tests/gpu/test-gpu-golden.c):
 
     python3 tests/golden/make-golden.py "$(build/tools/amk fetch-model)"
 
@@ -24,7 +23,8 @@ download.pytorch.org do as well as PyPI's; each takes a few minutes on one core)
     python3 tests/golden/make-golden.py "$(build/tools/amk fetch-model)" --quantize q4_k_m --amk build/tools/amk
 
 transformers decodes every tensor of the file to float32. amk computes in fp32 and keeps
-its KV cache in bf16; both executors keep the matrices stored as Q8_0, Q5_0, Q5_1, Q4_K,
+its KV cache in bf16, and its weights depend on the executor: the GPU converts every
+weight to bf16; the CPU executor keeps the matrices stored as Q8_0, Q5_0, Q5_1, Q4_K,
 Q5_K or Q6_K in that type, each block decoded to float32 as gguf-py decodes it (a
 layer's q, k and v, stacked into one matrix, only when the three share such a type,
 else all three bf16),
@@ -34,8 +34,8 @@ four variants, each in float32 arithmetic:
   fp32        the weights as transformers decodes them;
   bf16        every weight rounded to bf16 (round to nearest even);
   bf16-kv     bf16 weights, and the keys (after RoPE) and values rounded to bf16 before
-              attention reads them, as amk's KV cache holds them: the GPU's former load;
-  cpu         the executors' load: the matrices they keep quantized as decoded
+              attention reads them, as amk's KV cache holds them: the GPU's load;
+  cpu         the CPU executor's load: the matrices it keeps quantized as decoded
               (float32), the other weights rounded to bf16, keys and values as bf16-kv.
 
 A reference names the variant an executor's test compares against: "cpu" (the cpu

@@ -1,5 +1,5 @@
 /* test-gpu-golden.c: SmolLM2-135M's greedy continuations from the megakernel against
- * those of Hugging Face transformers on the same GGUF (the "cpu" reference of
+ * those of Hugging Face transformers on the same GGUF (the "gpu" reference of
  * tests/golden/smollm2-golden.json, see tests/golden/amk-golden.h); the CPU executor's
  * run is tests/unit/test-model-golden.c.
  * Skips without a CUDA device, and unless AMK_TEST_GGUF names the model file
@@ -27,9 +27,8 @@ run_golden (guint queues, guint threads)
 
   if (!need_gpu ())
     return;
-  /* the GPU loads the weights as the CPU executor does (Q8_0 and the K types kept as
-   * stored): the "cpu" reference */
-  if ((g = golden_open ("cpu", &path)) == NULL)
+  /* the GPU converts every weight to bf16: the "gpu" reference */
+  if ((g = golden_open ("gpu", &path)) == NULL)
     return;
 
   launcher = amk_launcher_new (0);

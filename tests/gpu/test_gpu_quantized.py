@@ -218,3 +218,22 @@ def test_launcher_supports_them():
     launcher = Amk.Launcher(device=0)
     for dtype in TYPES:
         assert launcher.supports_dtype(dtype)
+
+
+GGUF = os.environ.get('AMK_TEST_GGUF', '')
+
+
+@pytest.mark.skipif(not os.path.isfile(GGUF), reason="set AMK_TEST_GGUF to SmolLM2-135M-Instruct's GGUF")
+def test_model_expands_them_where_bf16_fits():
+    """The GPU's MATVEC streams bf16 faster than it decodes blocks: a model that fits in
+    bf16 is expanded (SmolLM2's Q8_0 token embedding too), unless keep-quantized."""
+    sizes = {}
+    for keep in (False, True):
+        m = Amk.Model(path=GGUF, keep_quantized=keep)
+        gen = Amk.Generator.new(m, Amk.Launcher(device=0))
+        assert gen.generate("The capital of France is", 3, None).startswith("The capital of France is")
+        sizes[keep] = m.props.weight_bytes
+    cpu = Amk.Model(path=GGUF)
+    Amk.Generator.new(cpu, Amk.CpuExecutor.new_empty()).prefill("Hi", None)
+    assert sizes[False] > sizes[True] == cpu.props.weight_bytes > 0
+

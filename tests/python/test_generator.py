@@ -119,6 +119,21 @@ def test_model_properties(model):
 
 
 @needs_model
+def test_keep_quantized():
+    """The CPU executor keeps the file's Q8_0 token embedding (also the output matrix)
+    either way; keep-quantized asks every executor to (tests/gpu/test_gpu_quantized.py
+    checks that a GPU expands it by default)."""
+    sizes = []
+    for keep in (False, True):
+        m = Amk.Model(path=GGUF, keep_quantized=keep)
+        assert m.props.keep_quantized == keep and m.get_keep_quantized() == keep
+        Amk.Generator.new(m, Amk.CpuExecutor.new_empty()).prefill('Hi', None)   # loads it
+        sizes.append(m.props.weight_bytes)
+    assert 0 < sizes[0] == sizes[1] < 2 * 134515008   # Q8_0 rows in 34 bytes, not 64
+    assert Amk.Model(path=GGUF).props.keep_quantized is False
+
+
+@needs_model
 def test_greedy_streams_tokens(model):
     g = Amk.Generator.new(model, None)
     seen = []

@@ -13,8 +13,8 @@ Mode "hf": the Hugging Face checkpoints of tests/data (tiny-llama: llama's q/k o
 and Llama 3 RoPE; tiny-qwen3: q/k norms) converted to q8_0 and bf16, and checkpoints
 written here (rows of 256 for the K-quants of q4_k_m and q5_k_m; rows of 96, which take
 Q5_0, Q5_1 and Q8_0 instead; rows of 48, which fall back to F16), each with llama.cpp's metadata and names; bf16 generates exactly the
-folder's text, the others run, and `amk info --model` counts the same loaded bytes for
-the folder and its bf16 conversion, fewer for its q8_0 one. Then the errors: a missing input, a file that is not
+folder's text, the others run, and `amk info --model` counts the same device bytes for
+the folder and its conversions. Then the errors: a missing input, a file that is not
 GGUF, an unknown type, OUT (or OUT.tmp) being IN, a folder that does not exist, a write
 that fails half way (a file size limit, as a full disk), a NaN weight: each exits 1 (2
 for the type) with one sentence, and leaves no OUT.tmp and any earlier OUT as it was.
@@ -132,14 +132,16 @@ def generate(amk, model, tokens=8):
 
 
 def info_types(amk, model):
-    """`amk info --model`: {type: count} and the bytes as loaded."""
+    """`amk info --model`: {type: count} and the device bytes."""
     out = run([amk, 'info', '--model', model]).stdout
     types = {m.group(1): int(m.group(2))
              for m in re.finditer(r'^  (\S+)\s+(\d+) tensors?\s', out, re.M) if m.group(1) != 'all'}
-    loaded = re.search(r'^Weights as loaded: (\d+) bytes', out, re.M)
-    check(loaded, f'no loaded-bytes line in: {out}')
+    device = re.search(r'^Weights on a GPU: (\d+) bytes', out, re.M)
+    check(device, f'no device line in: {out}')
+    cpu = re.search(r'^Weights on the CPU executor: (\d+) bytes', out, re.M)
+    check(cpu and int(cpu.group(1)) <= int(device.group(1)), f'no CPU line, or more than on a GPU, in: {out}')
     check(re.search(r'^A decode step reads \d+ bytes', out, re.M), f'no decode step line in: {out}')
-    return types, int(loaded.group(1)), out
+    return types, int(device.group(1)), out
 
 
 # ---- mode gguf: SmolLM2 ------------------------------------------------------------------
@@ -331,7 +333,7 @@ def test_hf(amk, tmp, gguf):
     for name in ('tiny-llama', 'tiny-qwen3'):
         folder = os.path.join(DATA, name)
         text = generate(amk, folder, 16)
-        _, loaded, _ = info_types(amk, folder)
+        _, device, _ = info_types(amk, folder)
         for mix in ('bf16', 'q8_0'):
             out = os.path.join(tmp, f'{name}-{mix}.gguf')
             line, _ = quantize(amk, folder, out, mix)
@@ -344,10 +346,8 @@ def test_hf(amk, tmp, gguf):
             print(f'{name} {mix}: {line}; {got!r} (the folder: {text!r})')
             if mix == 'bf16':
                 check(got == text, f'{name} as bf16 GGUF gave {got!r}, the folder {text!r}')
-            types, out_loaded, _ = info_types(amk, out)
-            # as loaded: the bf16 file as the folder, the q8_0 one smaller (kept as stored)
-            check(out_loaded == loaded if mix == 'bf16' else out_loaded < loaded,
-                  f'{out}: {out_loaded} bytes as loaded, the folder {loaded}')
+            types, out_device, _ = info_types(amk, out)
+            check(out_device == device, f'{out}: {out_device} device bytes, the folder {device}')
             for t in reader.tensors:
                 check(t.tensor_type.name == expected_type(mix, t), f'{out}: {t.name} is {t.tensor_type.name}')
 
