@@ -78,15 +78,9 @@ amk_mvq_copy_stage (const amk_mvq_stream &st, uint32_t k, uint32_t qb, uint32_t 
       const unsigned char *src = amk_mvq_stage_src (st, k, qb, &nbs);
       const uintptr_t a = reinterpret_cast<uintptr_t> (src) & ~(uintptr_t) 15;
       const uint32_t nc = (uint32_t) ((reinterpret_cast<uintptr_t> (src) + nbs * qb - a + 15) / 16);
-      const uint32_t dst = amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u;
-      uint64_t policy;
 
-      asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#pragma unroll
-      for (uint32_t u = 0; u < AMK_MV_LANE_CHUNKS; u++)
-        if (lane + 32u * u < nc)
-          asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
-                        : : "r"(dst + 512u * u), "l"(a + 16u * (lane + 32u * u)), "l"(policy) : "memory");
+      amk_mv_copy_chunks (amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u,
+                          reinterpret_cast<const unsigned char *> (a) + lane * 16u, nc, lane);
     }
   asm volatile ("cp.async.commit_group;" : : : "memory");
 }
@@ -142,9 +136,7 @@ amk_mvq_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
       b0 += nbs;
       if (b0 == st.nb) /* the row's last stage */
         {
-          acc = amk_mv_warp_sum (acc);
-          if (lane == 0)
-            amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
+          amk_mv_end_row<SPLIT> (ctx, ins, buffers, r, acc, lane);
           acc = 0.0f;
           b0 = 0;
           r += (uint32_t) nt >> 5;
@@ -175,29 +167,11 @@ amk_mvq_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
       for (uint32_t it = lane; it < st.nb * P; it += 32)
         {
           float xv[8];
-          amk_mv_load_vec<8> (x, xdt, it, xv); /* values 8 it .. 8 it + 7 */
-          if (nw != nullptr)
-            {
-              float nv[8];
-              amk_mv_load_vec<8> (nw, ndt, it, nv);
-#pragma unroll
-              for (int e = 0; e < 8; e++)
-                xv[e] = xv[e] * scale * nv[e];
-            }
-          else if (up != nullptr)
-            {
-              float uv[8];
-              amk_mv_load_vec<8> (up, udt, it, uv);
-#pragma unroll
-              for (int e = 0; e < 8; e++)
-                xv[e] = amk_mv_gated (xv[e], uv[e]);
-            }
+          amk_mv_direct_x<8> (x, xdt, nw, ndt, up, udt, it, scale, xv); /* values 8 it .. 8 it + 7 */
           const uint32_t blk = it / P;
           acc = amk_qb_dot8<DT> (row + (uint64_t) blk * qb, it - blk * P, xv, acc);
         }
-      acc = amk_mv_warp_sum (acc);
-      if (lane == 0)
-        amk_mv_store_row<SPLIT> (ctx, ins, buffers, ((uint32_t) tid >> 5) + i * ((uint32_t) nt >> 5), acc);
+      amk_mv_end_row<SPLIT> (ctx, ins, buffers, ((uint32_t) tid >> 5) + i * ((uint32_t) nt >> 5), acc, lane);
     }
 }
 

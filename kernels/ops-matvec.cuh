@@ -403,6 +403,21 @@ amk_mv_stage_at (const amk_op_ctx *ctx, const amk_mv_geom &g, const amk_mv_strea
   return c;
 }
 
+/* This lane's cp.async copies of 16-byte chunks lane, lane + 32, ... (below nc) from src
+ * to the shared address dst, marked evict-first in L2. */
+static __device__ __forceinline__ void
+amk_mv_copy_chunks (uint32_t dst, const unsigned char *src, uint32_t nc, uint32_t lane)
+{
+  uint64_t policy;
+
+  asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#pragma unroll
+  for (uint32_t u = 0; u < AMK_MV_LANE_CHUNKS; u++)
+    if (lane + 32u * u < nc)
+      asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                    : : "r"(dst + 512u * u), "l"(src + 512u * u), "l"(policy) : "memory");
+}
+
 /* This lane's copies of the stage at c into slot `slot`, then the stage's commit group
  * (also for a stage past the warp's last one: group k always holds stage k); moves c to
  * the next stage. W streams through L2 marked evict-first: it is read once per launch,
@@ -414,17 +429,8 @@ amk_mv_copy_stage (const amk_mv_stream &st, amk_mv_stage_cursor &c, bool exists,
 {
   if (exists)
     {
-      const uint32_t nc = amk_mv_stage_chunks (st.rb, c.off);
-      const uint32_t dst = amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u;
-      const unsigned char *src = c.row + c.off + lane * 16u;
-      uint64_t policy;
-
-      asm ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#pragma unroll
-      for (uint32_t u = 0; u < AMK_MV_LANE_CHUNKS; u++)
-        if (lane + 32u * u < nc)
-          asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
-                        : : "r"(dst + 512u * u), "l"(src + 512u * u), "l"(policy) : "memory");
+      amk_mv_copy_chunks (amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u,
+                          c.row + c.off + lane * 16u, amk_mv_stage_chunks (st.rb, c.off), lane);
       c.off += AMK_MV_STAGE_BYTES;
       if (c.off >= st.rb)
         {
@@ -646,6 +652,43 @@ amk_mv_store_row (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     reinterpret_cast<__nv_bfloat16 *> (ctx->ptr[0])[r] = __float2bfloat16_rn (acc);
 }
 
+/* The warp at the end of tile row r: its lanes' partial sums added, lane 0 stores. */
+template <bool SPLIT>
+static __device__ __forceinline__ void
+amk_mv_end_row (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+                uint32_t r, float acc, uint32_t lane)
+{
+  acc = amk_mv_warp_sum (acc);
+  if (lane == 0)
+    amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
+}
+
+/* DIRECT's x' of chunk c (E elements) from global memory: x, normalised (scale, the
+ * norm weight) or gated (silu(x) * up) on the fly. */
+template <uint32_t E>
+static __device__ __forceinline__ void
+amk_mv_direct_x (const unsigned char *x, uint32_t xdt, const unsigned char *nw, uint32_t ndt,
+                 const unsigned char *up, uint32_t udt, uint32_t c, float scale, float (&xv)[8])
+{
+  amk_mv_load_vec<E> (x, xdt, c, xv);
+  if (nw != nullptr)
+    {
+      float nv[8];
+      amk_mv_load_vec<E> (nw, ndt, c, nv);
+#pragma unroll
+      for (uint32_t e = 0; e < E; e++)
+        xv[e] = xv[e] * scale * nv[e];
+    }
+  else if (up != nullptr)
+    {
+      float uv[8];
+      amk_mv_load_vec<E> (up, udt, c, uv);
+#pragma unroll
+      for (uint32_t e = 0; e < E; e++)
+        xv[e] = amk_mv_gated (xv[e], uv[e]);
+    }
+}
+
 /* ---- the two pipelines ----------------------------------------------------------------- */
 
 template <uint32_t WDT, bool SPLIT>
@@ -700,9 +743,7 @@ amk_mv_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
       c0 += SC;
       if (c0 >= g.C) /* the row's last stage */
         {
-          acc = amk_mv_warp_sum (acc);
-          if (lane == 0)
-            amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
+          amk_mv_end_row<SPLIT> (ctx, ins, buffers, r, acc, lane);
           acc = 0.0f;
           c0 = 0;
           r += (uint32_t) nt >> 5;
@@ -747,30 +788,12 @@ amk_mv_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const am
           if (c < g.C)
             {
               float xv[8];
-              amk_mv_load_vec<E> (x, xdt, c, xv);
-              if (nw != nullptr)
-                {
-                  float nv[8];
-                  amk_mv_load_vec<E> (nw, ndt, c, nv);
-#pragma unroll
-                  for (uint32_t e = 0; e < E; e++)
-                    xv[e] = xv[e] * scale * nv[e];
-                }
-              else if (up != nullptr)
-                {
-                  float uv[8];
-                  amk_mv_load_vec<E> (up, udt, c, uv);
-#pragma unroll
-                  for (uint32_t e = 0; e < E; e++)
-                    xv[e] = amk_mv_gated (xv[e], uv[e]);
-                }
+              amk_mv_direct_x<E> (x, xdt, nw, ndt, up, udt, c, scale, xv);
               acc = amk_mv_dot<WDT> (w[u], xv, acc);
             }
           if (++j == g.J)
             {
-              acc = amk_mv_warp_sum (acc);
-              if (lane == 0)
-                amk_mv_store_row<SPLIT> (ctx, ins, buffers, r, acc);
+              amk_mv_end_row<SPLIT> (ctx, ins, buffers, r, acc, lane);
               acc = 0.0f;
               j = 0;
               r += (uint32_t) nt >> 5;

@@ -51,6 +51,11 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
 QWEN2_PATTERN = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
                  r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# Llama 3's tokenizer, as the 1B and 8B presets make it
+LLAMA3_TOKENIZER = dict(style="llama3", specials={128000: "<|begin_of_text|>", 128001: "<|end_of_text|>",
+                                                  128009: "<|eot_id|>"},
+                        bos="<|begin_of_text|>", eos="<|end_of_text|>")
+
 # transformers config arguments per preset; "tokenizer" says how to make one
 PRESETS = {
     "tiny-llama": dict(
@@ -75,20 +80,14 @@ PRESETS = {
         rms_norm_eps=1e-5, max_position_embeddings=131072, tie_word_embeddings=True,
         rope=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
                   high_freq_factor=4.0, original_max_position_embeddings=8192),
-        tokenizer=dict(style="llama3", specials={128000: "<|begin_of_text|>",
-                                                 128001: "<|end_of_text|>",
-                                                 128009: "<|eot_id|>"},
-                       bos="<|begin_of_text|>", eos="<|end_of_text|>")),
+        tokenizer=LLAMA3_TOKENIZER),
     "llama-3.1-8b": dict(
         arch="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
         num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
         rms_norm_eps=1e-5, max_position_embeddings=131072, tie_word_embeddings=False,
         rope=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                   high_freq_factor=4.0, original_max_position_embeddings=8192),
-        tokenizer=dict(style="llama3", specials={128000: "<|begin_of_text|>",
-                                                 128001: "<|end_of_text|>",
-                                                 128009: "<|eot_id|>"},
-                       bos="<|begin_of_text|>", eos="<|end_of_text|>")),
+        tokenizer=LLAMA3_TOKENIZER),
     "smollm2-135m": dict(
         arch="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
         num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
