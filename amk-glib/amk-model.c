@@ -39,9 +39,9 @@
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
  * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
- * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K where they run faster so or would not fit otherwise
- * ([property@Amk.Model:keep-quantized]): they stay as stored and each block is decoded
- * as it is read. The q, k and v matrices
+ * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K where they run faster as stored, where bf16 would not
+ * fit, or when asked ([property@Amk.Model:keep-quantized]): they stay as stored and
+ * each block is decoded as it is read. The q, k and v matrices
  * of a layer are stacked into one, kept so only when all three have the same type.
  *
  * The decode step is built for a number of queues ([property@Amk.Model:n-queues]) and
