@@ -131,8 +131,12 @@ AmkModelTensor       *amk_model_spec_add_tensor   (AmkModelSpec        *spec,
 AmkModelTensor       *amk_model_spec_tensor       (AmkModelSpec        *spec,
                                                    AmkModelWeight       weight,
                                                    guint                layer);
-/* The bytes of the weights the decode step holds (the token embedding once when the
- * output matrix is tied to it), every one of them in bf16. */
+/* Whether the decode step holds `weight` of `layer`: the file has it, it is not the
+ * output matrix tied to the token embedding, nor a q/k norm of a model without them. */
+gboolean              amk_model_spec_holds        (AmkModelSpec        *spec,
+                                                   AmkModelWeight       weight,
+                                                   guint                layer);
+/* The bytes of the weights the decode step holds, every one of them in bf16. */
 guint64               amk_model_spec_bf16_bytes   (AmkModelSpec        *spec);
 /* Takes the tokenizer's main EOS id and then `ids` (NULL: none) as the EOS ids, without
  * repeats. */

@@ -124,21 +124,28 @@ amk_model_spec_tensor (AmkModelSpec   *spec,
   return g_hash_table_lookup (spec->tensors, tensor_key (weight, layer));
 }
 
+gboolean
+amk_model_spec_holds (AmkModelSpec   *spec,
+                      AmkModelWeight  weight,
+                      guint           layer)
+{
+  const AmkModelParams *hp = &spec->params;
+
+  return amk_model_spec_tensor (spec, weight, layer) != NULL &&
+         !(weight == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) &&
+         !((weight == AMK_MODEL_WEIGHT_ATTN_Q_NORM || weight == AMK_MODEL_WEIGHT_ATTN_K_NORM) &&
+           !hp->qk_norm);
+}
+
 guint64
 amk_model_spec_bf16_bytes (AmkModelSpec *spec)
 {
-  const AmkModelParams *hp = &spec->params;
   guint64 bytes = 0;
 
   for (guint w = 0; w < AMK_MODEL_N_WEIGHTS; w++)
-    for (guint layer = 0; layer < (w >= AMK_MODEL_WEIGHT_FIRST_LAYER ? hp->n_layers : 1); layer++)
-      {
-        const AmkModelTensor *t = amk_model_spec_tensor (spec, w, layer);
-
-        if (t != NULL && !(w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) &&
-            !((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
-          bytes += 2 * t->n_elements;
-      }
+    for (guint layer = 0; layer < (w >= AMK_MODEL_WEIGHT_FIRST_LAYER ? spec->params.n_layers : 1); layer++)
+      if (amk_model_spec_holds (spec, w, layer))
+        bytes += 2 * amk_model_spec_tensor (spec, w, layer)->n_elements;
   return bytes;
 }
 

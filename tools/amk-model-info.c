@@ -3,8 +3,9 @@
  * reader's description), the tensor types of the file (the GGUF header, or the
  * safetensors headers of a checkpoint folder) with their counts and bytes, and the bytes
  * the decode step keeps and reads: on a GPU, where the loader expands every weight to
- * bf16 where that fits its memory (AmkModel:keep-quantized), and on the CPU executor, which keeps the quantized matrices it runs as stored
- * (AmkModel:weight-bytes), against those of the same weights in the file.
+ * bf16 where that fits its memory (AmkModel:keep-quantized), and on the CPU executor,
+ * which keeps the quantized matrices it runs as stored (AmkModel:weight-bytes), against
+ * those of the same weights in the file.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -146,8 +147,7 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
         const AmkModelTensor *t = amk_model_spec_tensor (spec, w, layer);
         const guint64 stored = t != NULL ? g_bytes_get_size (t->data) : 0;
 
-        if (t == NULL || (w == AMK_MODEL_WEIGHT_OUTPUT && hp->tied_embeddings) ||
-            ((w == AMK_MODEL_WEIGHT_ATTN_Q_NORM || w == AMK_MODEL_WEIGHT_ATTN_K_NORM) && !hp->qk_norm))
+        if (!amk_model_spec_holds (spec, w, layer))
           continue;
         const guint64 cpu = kept_on_cpu (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
 
