@@ -1,0 +1,706 @@
+/* amk-layer-probe.cu: does streaming weights across instruction boundaries pay, with
+ * plain CUDA and no VM? A model of the decode step's dependency chain (Llama-3.2-1B
+ * shapes by default): per layer the stages qkv (3072 x 2048, norm fused), attention (a
+ * chain of dependent L2 round trips and barriers on A blocks, the rest idle), o (2048 x
+ * 2048), gate/up (16384 x 2048, norm fused), down (2048 x 8192). Every block takes an
+ * even share of the rows of each matvec; a stage waits until every tile of the one before
+ * has signalled a counter in device memory (acquire polls, release adds), as the VM's
+ * counters order them. One block per SM, cooperative launch. Two ways of running it:
+ *
+ *   LOCKSTEP: every warp loads, waits and computes one stage at a time (the first VM):
+ *             each thread's 15 cp.async slots of W issued before the wait (W is
+ *             constant), x' staged in shared memory after it.
+ *   PAGED:    a loader warp walks the block's stages on its own and streams each tile of
+ *             W into a ring of 16 KiB pages (cp.async.bulk on full/empty mbarriers) as
+ *             soon as a page is free, however far ahead of the stage the consumer warps
+ *             are waiting for; the 16 consumer warps wait, normalise x into registers and
+ *             read W from the pages (the second VM's loader role and pages).
+ *   PAGED, quiet attention: as PAGED, but the loader of an attention block issues
+ *             nothing of the stages after the attention until it has finished (does the
+ *             weight traffic slow the attention's round trips?).
+ *
+ * For each it prints the step time against the floor (bytes of W at the copy rate of a
+ * device-to-device copy measured in the same run), each stage's span (from the end of the
+ * stage before to its own end, mean over layers 1..L-1) and the attention chain's time;
+ * then checks every matvec of the last layer against the host (from the device's own
+ * inputs to that layer). Arguments: [chain round trips (16)] [pages (11)] [layers (16)].
+ *
+ *   built as build/bench/amk-layer-probe (or: nvcc -O3 -std=c++17
+ *   -gencode=arch=compute_90a,code=sm_90a bench/amk-layer-probe.cu -o amk-layer-probe)
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf (stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString (e_)); exit (1); } } while (0)
+
+#define NCW      16            /* consumer warps (all warps of LOCKSTEP) */
+#define NCT      (NCW * 32)
+#define NT_PAGED (NCT + 32)    /* + the loader warp */
+#define PAGE     16384
+#define RD       16            /* LOCKSTEP: cp.async slots per thread */
+#define MAX_K    8192
+#define MAX_ST   (5 * 64)
+#define ATT_COLS 256           /* columns of the attention output per attention block */
+#define CHASE    16384         /* words of the attention's L2-resident table */
+#define WATCHDOG_NS 2000000000ull
+
+enum { MATVEC = 0, ATTENTION = 1 };
+enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3 };
+
+struct Stage {
+  int kind, n, k;
+  const uint16_t *w;   /* n x k bf16, rows contiguous */
+  const float *x;      /* k floats (ATTENTION: the q columns it copies) */
+  float *y;            /* n floats */
+  int att;             /* index of the layer's attention stage */
+};
+
+struct Probe {
+  int n_stages, n_att;
+  const float *nw;          /* MAX_K norm weights */
+  const uint32_t *chase;
+  uint32_t *counters;       /* one per stage */
+  unsigned long long *times;/* per stage and block: wait done, signal */
+  int chain, pages;
+};
+
+__constant__ Stage c_st[MAX_ST];
+
+/* ---- primitives --------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint64_t now_ns (void)
+{ uint64_t t; asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+__device__ __forceinline__ uint32_t ld_acquire (const uint32_t *p)
+{ uint32_t v; asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
+__device__ __forceinline__ void red_release (uint32_t *p, uint32_t v)
+{ asm volatile ("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory"); }
+__device__ __forceinline__ uint32_t ld_cg (const uint32_t *p)
+{ uint32_t v; asm volatile ("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
+__device__ __forceinline__ uint32_t sa (const void *p) { return (uint32_t) __cvta_generic_to_shared (p); }
+__device__ __forceinline__ uint64_t evict_first (void)
+{ uint64_t p; asm volatile ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
+
+/* the consumers' barrier (PAGED: the loader warp is not in it) */
+template <int MODE>
+__device__ __forceinline__ void cbar (void)
+{
+  if (MODE == LOCKSTEP)
+    __syncthreads ();
+  else
+    asm volatile ("bar.sync 1, %0;" : : "n"(NCT) : "memory");
+}
+
+__device__ __forceinline__ void stuck (const char *what, int s, uint32_t a, uint32_t b)
+{
+  printf ("STUCK block %d thread %d: %s stage %d (%u, %u)\n", blockIdx.x, threadIdx.x, what, s, a, b);
+  __trap ();
+}
+
+/* thread 0: counter >= target, with a watchdog */
+__device__ __forceinline__ void wait_counter (const uint32_t *c, uint32_t target, int s)
+{
+  const uint64_t t0 = now_ns ();
+  uint32_t v;
+  while ((v = ld_acquire (c)) < target)
+    if (now_ns () - t0 > WATCHDOG_NS)
+      stuck ("counter", s, v, target);
+}
+
+__device__ __forceinline__ void mb_init (uint64_t *b, uint32_t count)
+{ asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(sa (b)), "r"(count) : "memory"); }
+__device__ __forceinline__ bool mb_try (uint64_t *b, uint32_t parity)
+{
+  uint32_t ok;
+  asm volatile ("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                " selp.u32 %0, 1, 0, p;\n}" : "=r"(ok) : "r"(sa (b)), "r"(parity) : "memory");
+  return ok != 0;
+}
+__device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity, const char *what, int s)
+{
+  if (mb_try (b, parity))
+    return;
+  const uint64_t t0 = now_ns ();
+  while (!mb_try (b, parity))
+    if (now_ns () - t0 > WATCHDOG_NS)
+      stuck (what, s, parity, 0);
+}
+__device__ __forceinline__ void mb_arrive (uint64_t *b)
+{ asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];" : : "r"(sa (b)) : "memory"); }
+__device__ __forceinline__ void bulk_load (void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t pol)
+{
+  asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(sa (bar)), "r"(bytes) : "memory");
+  asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                : : "r"(sa (dst)), "l"(src), "r"(bytes), "r"(sa (bar)), "l"(pol) : "memory");
+}
+
+__device__ __forceinline__ float bf (uint32_t u, int hi)
+{ return __uint_as_float (hi ? (u & 0xffff0000u) : (u << 16)); }
+__device__ __forceinline__ float dot8 (uint4 w, const float *x, float acc)
+{
+  const uint32_t u[4] = { w.x, w.y, w.z, w.w };
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    {
+      acc = fmaf (bf (u[i], 0), x[2 * i], acc);
+      acc = fmaf (bf (u[i], 1), x[2 * i + 1], acc);
+    }
+  return acc;
+}
+__device__ __forceinline__ float warp_sum (float v)
+{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ void tile_of (int n, int &r0, int &rows)
+{
+  r0 = (int) ((int64_t) blockIdx.x * n / gridDim.x);
+  rows = (int) ((int64_t) (blockIdx.x + 1) * n / gridDim.x) - r0;
+}
+
+/* attention block index of this block, or -1: blocks spread over the device */
+__device__ __forceinline__ int att_index (int n_att)
+{
+  const int stride = (int) gridDim.x / n_att;
+  return (int) blockIdx.x % stride == 0 && (int) blockIdx.x / stride < n_att ? (int) blockIdx.x / stride : -1;
+}
+
+/* rsqrt(mean(x^2) + eps) over the consumers */
+template <int MODE>
+__device__ float norm_scale (const float *x, int k, float *red)
+{
+  const int t = threadIdx.x;
+  float ss = 0.0f;
+  for (int i = t; i < k; i += NCT)
+    ss = fmaf (x[i], x[i], ss);
+  ss = warp_sum (ss);
+  if ((t & 31) == 0)
+    red[t >> 5] = ss;
+  cbar<MODE> ();
+  float tot = 0.0f;
+  for (int w = 0; w < NCW; w++)
+    tot += red[w];
+  cbar<MODE> ();
+  return rsqrtf (tot / (float) k + 1e-5f);
+}
+
+/* the attention stand-in: `chain` rounds of an L2 load per thread whose address depends on
+ * the last round's block-wide sum, then the block's share of q copied to the output */
+template <int MODE>
+__device__ void attention (const Probe &p, const Stage &st, int a, float *red)
+{
+  const int t = threadIdx.x;
+  uint32_t v = (uint32_t) a * 977u;
+  for (int i = 0; i < p.chain; i++)
+    {
+      float s = (float) ld_cg (p.chase + ((v + (uint32_t) t * 7u) & (CHASE - 1)));
+      s = warp_sum (s);
+      if ((t & 31) == 0)
+        red[(i & 1) * NCW + (t >> 5)] = s;
+      cbar<MODE> ();
+      float tot = 0.0f;
+      for (int w = 0; w < NCW; w++)
+        tot += red[(i & 1) * NCW + w];
+      v = (uint32_t) tot;
+    }
+  for (int c = t; c < ATT_COLS; c += NCT)
+    st.y[a * ATT_COLS + c] = st.x[a * ATT_COLS + c] + (v == 0xffffffffu ? 1.0f : 0.0f);
+}
+
+/* after the stage's writes: every consumer done, then thread 0 signals (release: the
+ * barrier ordered the block's writes before it) and records the times */
+template <int MODE>
+__device__ __forceinline__ void finish (const Probe &p, int s, uint64_t t_go)
+{
+  cbar<MODE> ();
+  if (threadIdx.x == 0)
+    {
+      red_release (p.counters + s, 1u);
+      unsigned long long *tm = p.times + ((size_t) s * gridDim.x + blockIdx.x) * 2;
+      tm[0] = t_go;
+      tm[1] = now_ns ();
+    }
+}
+
+/* thread 0 waits for the stage before, the consumers learn it at a barrier */
+template <int MODE>
+__device__ __forceinline__ uint64_t wait_stage (const Probe &p, int s)
+{
+  uint64_t t = 0;
+  if (threadIdx.x == 0)
+    {
+      if (s > 0 && MODE != PAGED_NO_WAITS)
+        {
+          const Stage &prev = c_st[s - 1];
+          wait_counter (p.counters + s - 1, prev.kind == ATTENTION ? (uint32_t) p.n_att : gridDim.x, s);
+        }
+      t = now_ns ();
+    }
+  cbar<MODE> ();
+  return t;
+}
+
+/* ---- LOCKSTEP ------------------------------------------------------------------------------ */
+
+__global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
+{
+  extern __shared__ __align__ (1024) unsigned char sm[];
+  float *xs = reinterpret_cast<float *> (sm + NCT * RD * 16);
+  __shared__ float red[2 * NCW];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint32_t ring = sa (sm);
+  const uint64_t pol = evict_first ();
+  const int a = att_index (p.n_att);
+
+  for (int s = 0; s < p.n_stages; s++)
+    {
+      const Stage &st = c_st[s];
+      if (st.kind == ATTENTION)
+        {
+          if (a < 0)
+            continue;
+          const uint64_t t = wait_stage<LOCKSTEP> (p, s);
+          attention<LOCKSTEP> (p, st, a, red);
+          finish<LOCKSTEP> (p, s, t);
+          continue;
+        }
+      int r0, n;
+      tile_of (st.n, r0, n);
+      const int J = st.k / 256; /* 16-byte chunks per lane per row */
+      const int T = n > warp ? ((n - 1 - warp) / NCW + 1) * J : 0;
+      const uint16_t *w = st.w + (size_t) r0 * st.k;
+      auto issue = [&] (int tt) {
+        if (tt < T)
+          {
+            const int row = warp + NCW * (tt / J), c = lane + 32 * (tt % J);
+            asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                          : : "r"(ring + ((tt & (RD - 1)) * NCT + threadIdx.x) * 16),
+                              "l"(w + (size_t) row * st.k + c * 8), "l"(pol) : "memory");
+          }
+        asm volatile ("cp.async.commit_group;" : : : "memory");
+      };
+      for (int tt = 0; tt < RD - 1; tt++) /* W is constant: before the wait */
+        issue (tt);
+      const uint64_t t = wait_stage<LOCKSTEP> (p, s);
+      const float sc = norm_scale<LOCKSTEP> (st.x, st.k, red);
+      for (int i = threadIdx.x; i < st.k; i += NCT)
+        xs[i] = st.x[i] * sc * p.nw[i];
+      __syncthreads ();
+      float acc = 0.0f;
+      for (int tt = 0; tt < T; tt++)
+        {
+          issue (tt + RD - 1);
+          asm volatile ("cp.async.wait_group %0;" : : "n"(RD - 1) : "memory");
+          const uint4 v = reinterpret_cast<const uint4 *> (sm)[(tt & (RD - 1)) * NCT + threadIdx.x];
+          const int c = lane + 32 * (tt % J);
+          acc = dot8 (v, xs + c * 8, acc);
+          if (tt % J == J - 1)
+            {
+              acc = warp_sum (acc);
+              if (lane == 0)
+                st.y[r0 + warp + NCW * (tt / J)] = acc;
+              acc = 0.0f;
+            }
+        }
+      asm volatile ("cp.async.wait_all;" : : : "memory");
+      finish<LOCKSTEP> (p, s, t);
+    }
+}
+
+/* ---- PAGED --------------------------------------------------------------------------------- */
+
+/* A matvec tile streams as its bytes in order (rows are contiguous), page after page. A
+ * row is R = 2 k bytes, which divides the page or is a multiple of it (checked on the
+ * host): a page then holds whole rows, or a piece of one, and warp w always reads the
+ * same 1 KiB segment of a row (its 512 columns), so its x' stays in registers. */
+template <int MODE>
+__global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
+{
+  extern __shared__ __align__ (1024) unsigned char sm[];
+  __shared__ uint64_t full[32], empty[32];
+  __shared__ float red[2 * NCW];
+  __shared__ float rowacc[2048];
+  __shared__ volatile int s_done; /* stages the consumers have finished */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int a = att_index (p.n_att);
+  const int np = p.pages;
+
+  if (threadIdx.x == 0)
+    {
+      for (int i = 0; i < np; i++)
+        mb_init (&full[i], 1), mb_init (&empty[i], NCW);
+      s_done = 0;
+      asm volatile ("fence.mbarrier_init.release.cluster;" : : : "memory");
+    }
+  __syncthreads ();
+
+  if (warp == NCW)
+    {
+      /* the loader: every matvec tile of the block, in stage order */
+      if (lane != 0)
+        return;
+      const uint64_t pol = evict_first ();
+      uint32_t g = 0;
+      for (int s = 0; s < p.n_stages; s++)
+        {
+          const Stage &st = c_st[s];
+          if (st.kind != MATVEC)
+            continue;
+          /* quiet: nothing after the attention while it runs here */
+          if (MODE == PAGED_QUIET && a >= 0 && s > st.att)
+            {
+              const uint64_t t0 = now_ns ();
+              while (s_done <= st.att)
+                if (now_ns () - t0 > WATCHDOG_NS)
+                  stuck ("quiet loader", s, s_done, st.att);
+            }
+          int r0, n;
+          tile_of (st.n, r0, n);
+          const unsigned char *src = reinterpret_cast<const unsigned char *> (st.w + (size_t) r0 * st.k);
+          const uint32_t bytes = (uint32_t) n * st.k * 2;
+          for (uint32_t off = 0; off < bytes; off += PAGE, g++)
+            {
+              const uint32_t slot = g % np;
+              if (g >= (uint32_t) np)
+                mb_wait (&empty[slot], ((g / np) - 1) & 1, "empty page", s);
+              bulk_load (sm + slot * PAGE, src + off, min ((uint32_t) PAGE, bytes - off), &full[slot], pol);
+            }
+        }
+      return;
+    }
+
+  /* the consumers */
+  uint32_t g = 0;
+  for (int s = 0; s < p.n_stages; s++)
+    {
+      const Stage &st = c_st[s];
+      if (st.kind == ATTENTION)
+        {
+          if (a >= 0)
+            {
+              const uint64_t t = wait_stage<MODE> (p, s);
+              attention<MODE> (p, st, a, red);
+              finish<MODE> (p, s, t);
+            }
+          if (threadIdx.x == 0)
+            s_done = s + 1;
+          continue;
+        }
+      int r0, n;
+      tile_of (st.n, r0, n);
+      const int R = st.k * 2;                       /* bytes per row */
+      const int segs = R / 1024;                    /* warps per row (or per page) */
+      const int rpp = R <= PAGE ? PAGE / R : 0;     /* rows per page (0: pages per row) */
+      const int ppr = R <= PAGE ? 1 : R / PAGE;
+      const int seg = warp % (rpp ? segs : NCW);    /* this warp's 1 KiB of a row's page */
+      const uint32_t pages = ((uint32_t) n * R + PAGE - 1) / PAGE;
+
+      const uint64_t t = wait_stage<MODE> (p, s);
+      const float sc = norm_scale<MODE> (st.x, st.k, red);
+      float xv[16];
+      for (int i = threadIdx.x; i < n; i += NCT)
+        rowacc[i] = 0.0f;
+      for (uint32_t q = 0; q < pages; q++, g++)
+        {
+          /* page q: rows q rpp .. (whole rows), or piece q % ppr of row q / ppr */
+          const int row = rpp ? (int) q * rpp + warp / segs : (int) (q / ppr);
+          const int col = rpp ? seg * 512 : (int) (q % ppr) * (PAGE / 2) + warp * 512;
+          if (q == 0 || !rpp) /* x' of this warp's columns: fixed while rows fit a page */
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+              {
+                const int c0 = col + lane * 8 + e, c1 = col + (lane + 32) * 8 + e;
+                xv[e] = st.x[c0] * sc * p.nw[c0];
+                xv[8 + e] = st.x[c1] * sc * p.nw[c1];
+              }
+          if (q == 0)
+            cbar<MODE> (); /* rowacc zeroed */
+          const uint32_t slot = g % np;
+          mb_wait (&full[slot], (g / np) & 1, "full page", s);
+          if (row < n && (rpp == 0 || warp / segs < rpp))
+            {
+              const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE +
+                                                                (rpp ? (warp / segs) * R + seg * 1024 : warp * 1024));
+              float acc = dot8 (pg[lane], xv, 0.0f);
+              acc = dot8 (pg[lane + 32], xv + 8, acc);
+              acc = warp_sum (acc);
+              if (lane == 0)
+                atomicAdd (&rowacc[row], acc);
+            }
+          __syncwarp ();
+          if (lane == 0)
+            mb_arrive (&empty[slot]);
+        }
+      cbar<MODE> ();
+      for (int i = threadIdx.x; i < n; i += NCT)
+        st.y[r0 + i] = rowacc[i];
+      finish<MODE> (p, s, t);
+      if (threadIdx.x == 0)
+        s_done = s + 1;
+    }
+}
+
+/* ---- host ------------------------------------------------------------------------------------ */
+
+/* deterministic bf16 weights: sign and 7 mantissa bits from a hash, magnitude 2^-5 .. 2^-4 */
+__host__ __device__ static inline uint16_t w_bits (uint64_t i)
+{
+  uint64_t h = i * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return (uint16_t) (((h >> 8) & 1u) << 15 | (122u << 7) | (h & 0x7fu));
+}
+static float bf_to_f (uint16_t b) { uint32_t u = (uint32_t) b << 16; float f; memcpy (&f, &u, 4); return f; }
+
+__global__ void fill_w (uint16_t *w, size_t n, uint64_t seed)
+{
+  for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
+    w[i] = w_bits (seed + i);
+}
+
+int main (int argc, char **argv)
+{
+  const int chain = argc > 1 ? atoi (argv[1]) : 16;
+  const int np = argc > 2 ? atoi (argv[2]) : 11;
+  const int layers = argc > 3 ? atoi (argv[3]) : 16;
+  const int n_att = 8;
+  int sms, coop;
+  CK (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK (cudaDeviceGetAttribute (&coop, cudaDevAttrCooperativeLaunch, 0));
+  if (np < 2 || np > 32 || layers < 2 || layers * 5 > MAX_ST || !coop)
+    {
+      fprintf (stderr, "usage: amk-layer-probe [chain] [pages 2..32] [layers 2..64]\n");
+      return 2;
+    }
+
+  /* the copy rate */
+  double copy_tbs;
+  {
+    const size_t bytes = 1ull << 30;
+    void *s, *d;
+    CK (cudaMalloc (&s, bytes));
+    CK (cudaMalloc (&d, bytes));
+    CK (cudaMemset (s, 1, bytes));
+    cudaEvent_t e0, e1;
+    CK (cudaEventCreate (&e0));
+    CK (cudaEventCreate (&e1));
+    std::vector<float> ts;
+    for (int i = 0; i < 8; i++)
+      {
+        CK (cudaEventRecord (e0));
+        CK (cudaMemcpyAsync (d, s, bytes, cudaMemcpyDeviceToDevice));
+        CK (cudaEventRecord (e1));
+        CK (cudaEventSynchronize (e1));
+        float ms;
+        CK (cudaEventElapsedTime (&ms, e0, e1));
+        if (i > 0)
+          ts.push_back (ms);
+      }
+    std::sort (ts.begin (), ts.end ());
+    copy_tbs = 2.0 * bytes / ts[ts.size () / 2] / 1e9;
+    printf ("copy 1 GiB: %.2f TB/s (read + write)\n", copy_tbs);
+    CK (cudaFree (s));
+    CK (cudaFree (d));
+  }
+
+  /* the stages */
+  struct Shape { int kind, n, k; const char *name; };
+  const Shape shapes[5] = { { MATVEC, 3072, 2048, "qkv" }, { ATTENTION, 2048, 0, "attention" },
+                            { MATVEC, 2048, 2048, "o" }, { MATVEC, 16384, 2048, "gate/up" },
+                            { MATVEC, 2048, 8192, "down" } };
+  std::vector<Stage> st (layers * 5);
+  std::vector<uint64_t> seeds (layers * 5);
+  double wbytes = 0;
+  float *x0;
+  CK (cudaMalloc (&x0, 2048 * 4));
+  {
+    std::vector<float> hx (2048);
+    for (int i = 0; i < 2048; i++)
+      hx[i] = bf_to_f (w_bits (77777 + i)) * 32.0f;
+    CK (cudaMemcpy (x0, hx.data (), 2048 * 4, cudaMemcpyHostToDevice));
+  }
+  const float *prev_y = x0;
+  for (int l = 0; l < layers; l++)
+    for (int j = 0; j < 5; j++)
+      {
+        Stage &s = st[l * 5 + j];
+        s.kind = shapes[j].kind;
+        s.n = shapes[j].n;
+        s.k = shapes[j].k;
+        s.att = l * 5 + 1;
+        s.x = prev_y;
+        CK (cudaMalloc (&s.y, (size_t) s.n * 4));
+        s.w = nullptr;
+        if (s.kind == MATVEC)
+          {
+            const size_t n = (size_t) s.n * s.k;
+            uint16_t *w;
+            CK (cudaMalloc (&w, n * 2));
+            seeds[l * 5 + j] = ((uint64_t) (l * 5 + j) << 40);
+            fill_w<<<1024, 256>>> (w, n, seeds[l * 5 + j]);
+            s.w = w;
+            wbytes += n * 2.0;
+            const int R = s.k * 2;
+            if (!(PAGE % R == 0 || R % PAGE == 0) || R % 1024 != 0 || s.k > MAX_K ||
+                (s.n + sms - 1) / sms > 2048)
+              {
+                fprintf (stderr, "shape %s not supported\n", shapes[j].name);
+                return 2;
+              }
+          }
+        prev_y = s.y;
+      }
+  CK (cudaMemcpyToSymbol (c_st, st.data (), sizeof (Stage) * st.size ()));
+  CK (cudaGetLastError ());
+
+  Probe p = {};
+  p.n_stages = layers * 5;
+  p.n_att = n_att;
+  p.chain = chain;
+  p.pages = np;
+  {
+    std::vector<float> hn (MAX_K);
+    std::vector<uint32_t> hc (CHASE);
+    for (int i = 0; i < MAX_K; i++)
+      hn[i] = 1.0f + bf_to_f (w_bits (55555 + i)) * 4.0f;
+    for (int i = 0; i < CHASE; i++)
+      hc[i] = (uint32_t) (w_bits (99999 + i) & 0x7f);
+    float *dn;
+    uint32_t *dc;
+    CK (cudaMalloc (&dn, MAX_K * 4));
+    CK (cudaMalloc (&dc, CHASE * 4));
+    CK (cudaMemcpy (dn, hn.data (), MAX_K * 4, cudaMemcpyHostToDevice));
+    CK (cudaMemcpy (dc, hc.data (), CHASE * 4, cudaMemcpyHostToDevice));
+    p.nw = dn;
+    p.chase = dc;
+  }
+  CK (cudaMalloc (&p.counters, MAX_ST * 4));
+  CK (cudaMalloc (&p.times, (size_t) MAX_ST * sms * 2 * 8));
+
+  const double floor_ms = wbytes / (copy_tbs * 1e12) * 1e3;
+  printf ("%d layers, %.1f MB of weights: floor %.3f ms at the copy rate; attention chain %d "
+          "round trips on %d blocks; %d pages of 16 KiB\n", layers, wbytes / 1e6, floor_ms, chain,
+          n_att, np);
+
+  const int smem_lock = NCT * RD * 16 + MAX_K * 4;
+  const int smem_paged = np * PAGE;
+  CK (cudaFuncSetAttribute (layer_lockstep, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+
+  auto run = [&] (int mode, const char *name) {
+    void *args[] = { &p };
+    const void *fn = mode == LOCKSTEP ? (const void *) layer_lockstep
+                     : mode == PAGED ? (const void *) layer_paged<PAGED>
+                     : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
+                     : (const void *) layer_paged<PAGED_NO_WAITS>;
+    const int nt = mode == LOCKSTEP ? NCT : NT_PAGED;
+    const int smem = mode == LOCKSTEP ? smem_lock : smem_paged;
+    cudaEvent_t e0, e1;
+    CK (cudaEventCreate (&e0));
+    CK (cudaEventCreate (&e1));
+    std::vector<float> ts;
+    std::vector<double> span (5, 0.0), chain_us;
+    std::vector<unsigned long long> tm ((size_t) p.n_stages * sms * 2);
+    for (int i = 0; i < 10; i++)
+      {
+        CK (cudaMemset (p.counters, 0, MAX_ST * 4));
+        CK (cudaMemset (p.times, 0, (size_t) MAX_ST * sms * 2 * 8));
+        CK (cudaEventRecord (e0));
+        CK (cudaLaunchCooperativeKernel (fn, sms, nt, args, smem));
+        CK (cudaEventRecord (e1));
+        CK (cudaEventSynchronize (e1));
+        float ms;
+        CK (cudaEventElapsedTime (&ms, e0, e1));
+        if (i < 3)
+          continue;
+        ts.push_back (ms);
+        /* stage spans and the attention's own time, from the last launches' records */
+        CK (cudaMemcpy (tm.data (), p.times, tm.size () * 8, cudaMemcpyDeviceToHost));
+        auto end_of = [&] (int s) {
+          unsigned long long e = 0;
+          for (int b = 0; b < sms; b++)
+            e = std::max (e, tm[((size_t) s * sms + b) * 2 + 1]);
+          return e;
+        };
+        for (int s = 5; s < p.n_stages; s++)
+          span[s % 5] += (end_of (s) - end_of (s - 1)) / 1e3;
+        for (int s = 6; s < p.n_stages; s += 5)
+          for (int b = 0; b < sms; b++)
+            if (tm[((size_t) s * sms + b) * 2 + 1] != 0)
+              chain_us.push_back ((tm[((size_t) s * sms + b) * 2 + 1] - tm[((size_t) s * sms + b) * 2]) / 1e3);
+      }
+    std::sort (ts.begin (), ts.end ());
+    const double ms = ts[ts.size () / 2];
+    const int nl = (int) ts.size () * (layers - 1);
+    double att = 0;
+    for (double c : chain_us)
+      att += c;
+    printf ("%-34s %7.3f ms  %.2f of floor  %.1f us/layer | spans us: qkv %.1f attention %.1f o %.1f "
+            "gate/up %.1f down %.1f | attention alone %.2f us\n",
+            name, ms, floor_ms / ms, ms * 1e3 / layers, span[0] / nl, span[1] / nl, span[2] / nl,
+            span[3] / nl, span[4] / nl, chain_us.empty () ? 0.0 : att / chain_us.size ());
+    fflush (stdout);
+
+    /* every matvec of the last layer against the host, from the device's inputs */
+    bool ok = true;
+    for (int j = 0; j < 5; j++)
+      {
+        const Stage &s = st[(layers - 1) * 5 + j];
+        if (s.kind != MATVEC)
+          continue;
+        std::vector<float> hx (s.k), hy (s.n), hn (s.k);
+        CK (cudaMemcpy (hx.data (), s.x, s.k * 4, cudaMemcpyDeviceToHost));
+        CK (cudaMemcpy (hy.data (), s.y, s.n * 4, cudaMemcpyDeviceToHost));
+        CK (cudaMemcpy (hn.data (), p.nw, s.k * 4, cudaMemcpyDeviceToHost));
+        double ss = 0;
+        for (float v : hx)
+          ss += (double) v * v;
+        const double sc = 1.0 / sqrt (ss / s.k + 1e-5);
+        double err = 0, nrm = 0;
+        for (int r = 0; r < s.n; r += 37)
+          {
+            double ref = 0;
+            for (int c = 0; c < s.k; c++)
+              ref += (double) bf_to_f (w_bits (seeds[(layers - 1) * 5 + j] + (uint64_t) r * s.k + c)) *
+                     hx[c] * sc * hn[c];
+            err += (hy[r] - ref) * (hy[r] - ref);
+            nrm += ref * ref;
+          }
+        if (!(sqrt (err / nrm) < 1e-4))
+          {
+            printf ("  FAIL %s: %s relative error %.3g\n", name, shapes[j].name, sqrt (err / nrm));
+            ok = false;
+          }
+      }
+    if (ok)
+      printf ("  %s: last layer's matvecs match the host\n", name);
+    CK (cudaEventDestroy (e0));
+    CK (cudaEventDestroy (e1));
+    return ms;
+  };
+
+  run (LOCKSTEP, "lockstep (first VM)");
+  run (PAGED, "paged (loader warp, pages)");
+  run (PAGED_QUIET, "paged, quiet attention");
+  run (PAGED_NO_WAITS, "paged, no waits (streaming alone)");
+  const int saved = p.chain;
+  p.chain = 0;
+  run (LOCKSTEP, "lockstep, no attention chain");
+  run (PAGED, "paged, no attention chain");
+  p.chain = saved;
+  return 0;
+}
