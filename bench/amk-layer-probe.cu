@@ -39,8 +39,8 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf (stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString (e_)); exit (1); } } while (0)
+#include "probe-common.cuh"
+
 
 #define NCW      16            /* consumer warps (all warps of LOCKSTEP) */
 #define NCT      (NCW * 32)
@@ -85,7 +85,6 @@ __device__ __forceinline__ void red_release (uint32_t *p, uint32_t v)
 { asm volatile ("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory"); }
 __device__ __forceinline__ uint32_t ld_cg (const uint32_t *p)
 { uint32_t v; asm volatile ("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
-__device__ __forceinline__ uint32_t sa (const void *p) { return (uint32_t) __cvta_generic_to_shared (p); }
 __device__ __forceinline__ uint64_t evict_first (void)
 { uint64_t p; asm volatile ("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
 
@@ -115,15 +114,6 @@ __device__ __forceinline__ void wait_counter (const uint32_t *c, uint32_t target
       stuck ("counter", s, v, target);
 }
 
-__device__ __forceinline__ void mb_init (uint64_t *b, uint32_t count)
-{ asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(sa (b)), "r"(count) : "memory"); }
-__device__ __forceinline__ bool mb_try (uint64_t *b, uint32_t parity)
-{
-  uint32_t ok;
-  asm volatile ("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                " selp.u32 %0, 1, 0, p;\n}" : "=r"(ok) : "r"(sa (b)), "r"(parity) : "memory");
-  return ok != 0;
-}
 __device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity, const char *what, int s)
 {
   if (mb_try (b, parity))
@@ -133,34 +123,11 @@ __device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity, const cha
     if (now_ns () - t0 > WATCHDOG_NS)
       stuck (what, s, parity, 0);
 }
-__device__ __forceinline__ void mb_arrive (uint64_t *b)
-{ asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];" : : "r"(sa (b)) : "memory"); }
 __device__ __forceinline__ void bulk_load (void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t pol)
 {
   asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(sa (bar)), "r"(bytes) : "memory");
   asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
                 : : "r"(sa (dst)), "l"(src), "r"(bytes), "r"(sa (bar)), "l"(pol) : "memory");
-}
-
-__device__ __forceinline__ float bf (uint32_t u, int hi)
-{ return __uint_as_float (hi ? (u & 0xffff0000u) : (u << 16)); }
-__device__ __forceinline__ float dot8 (uint4 w, const float *x, float acc)
-{
-  const uint32_t u[4] = { w.x, w.y, w.z, w.w };
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    {
-      acc = fmaf (bf (u[i], 0), x[2 * i], acc);
-      acc = fmaf (bf (u[i], 1), x[2 * i + 1], acc);
-    }
-  return acc;
-}
-__device__ __forceinline__ float warp_sum (float v)
-{
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
-  return v;
 }
 
 __device__ __forceinline__ void tile_of (int n, int &r0, int &rows)

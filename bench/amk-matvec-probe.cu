@@ -25,9 +25,9 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+#include "probe-common.cuh"
+
 #define NT 512
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf (stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString (e_)); exit (1); } } while (0)
 
 struct Job {
   const uint16_t *w;    /* NMAT matrices of N x K bf16, back to back */
@@ -35,29 +35,6 @@ struct Job {
   float *y;             /* NMAT x N */
   int nmat, n, k;
 };
-
-__device__ __forceinline__ float bf (uint32_t u, int hi)
-{ return __uint_as_float (hi ? (u & 0xffff0000u) : (u << 16)); }
-
-__device__ __forceinline__ float dot8 (uint4 w, const float *x, float acc)
-{
-  const uint32_t u[4] = { w.x, w.y, w.z, w.w };
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    {
-      acc = fmaf (bf (u[i], 0), x[2 * i], acc);
-      acc = fmaf (bf (u[i], 1), x[2 * i + 1], acc);
-    }
-  return acc;
-}
-
-__device__ __forceinline__ float warp_sum (float v)
-{
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync (0xffffffffu, v, o);
-  return v;
-}
 
 /* rsqrt(mean(x^2) + eps) over the block */
 __device__ float block_scale (const float *x, int k)
@@ -197,18 +174,6 @@ __global__ void __launch_bounds__ (NT, 1) mv_ring (Job j)
 }
 
 /* ---- BULK (cp.async.bulk + mbarrier stages) ---------------------------------------------- */
-__device__ __forceinline__ uint32_t sa (const void *p) { return (uint32_t) __cvta_generic_to_shared (p); }
-
-__device__ __forceinline__ void mb_init (uint64_t *b, uint32_t count)
-{ asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(sa (b)), "r"(count) : "memory"); }
-
-__device__ __forceinline__ bool mb_try (uint64_t *b, uint32_t parity)
-{
-  uint32_t ok;
-  asm volatile ("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                " selp.u32 %0, 1, 0, p;\n}" : "=r"(ok) : "r"(sa (b)), "r"(parity) : "memory");
-  return ok != 0;
-}
 
 /* with a watchdog: a probe that deadlocks says where instead of hanging */
 __device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity)
@@ -220,9 +185,6 @@ __device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity)
         __trap ();
       }
 }
-
-__device__ __forceinline__ void mb_arrive (uint64_t *b)
-{ asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];" : : "r"(sa (b)) : "memory"); }
 
 __device__ __forceinline__ void bulk_load (void *dst, const void *src, uint32_t bytes, uint64_t *bar)
 {
