@@ -1,6 +1,7 @@
 /* amk-golden.h: the golden-continuation check shared by tests/unit/test-model-golden.c
- * (CPU executor), tests/gpu/test-gpu-golden.c (the megakernel) and
- * tests/unit/test-quantized-golden.c (the model quantized by `amk quantize`, on the CPU).
+ * (CPU executor), tests/gpu/test-gpu-golden.c (the megakernel, the model as the GPU
+ * loads it and quantized by `amk quantize`) and tests/unit/test-quantized-golden.c (the
+ * model quantized by `amk quantize`, on the CPU).
  *
  * A golden json of tests/golden/ (written by tests/golden/make-golden.py, whose docstring
  * explains it) holds, for a few prompts, the prompt's token ids and the greedy
@@ -339,4 +340,97 @@ golden_check (Golden *g, AmkModel *model, AmkLauncher *launcher)
                  p->prompt, text, p->answer);
     }
   return exact;
+}
+
+/* The json's model.quantized member: the mix and the SHA-256 of the file it was
+ * quantized from. */
+static inline void
+golden_quantized_from (const char  *json,
+                       char       **type,
+                       char       **from_sha256)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  JsonObject *root, *model, *quantized;
+
+  json_parser_load_from_file (parser, json, &error);
+  g_assert_no_error (error);
+  root = json_node_get_object (json_parser_get_root (parser));
+  model = json_object_get_object_member (root, "model");
+  g_assert_nonnull (model);
+  quantized = json_object_get_object_member (model, "quantized");
+  g_assert_nonnull (quantized);
+  *type = g_strdup (json_object_get_string_member (quantized, "type"));
+  *from_sha256 = g_strdup (json_object_get_string_member (quantized, "from_sha256"));
+}
+
+/* `tool quantize --type mix` of `in` written to `out`. */
+static inline void
+golden_quantize (const char *tool,
+                 const char *in,
+                 const char *out,
+                 const char *mix)
+{
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *output = NULL;
+
+  proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE,
+                           &error, tool, "quantize", "--quiet", in, out, "--type", mix, NULL);
+  g_assert_no_error (error);
+  g_subprocess_communicate_utf8 (proc, NULL, NULL, &output, NULL, &error);
+  g_assert_no_error (error);
+  if (!g_subprocess_get_if_exited (proc) || g_subprocess_get_exit_status (proc) != 0)
+    g_error ("%s quantize --quiet %s %s --type %s failed:\n%s", tool, in, out, mix, output);
+}
+
+/* The goldens of SmolLM2 quantized to `mix` ("cpu" reference: transformers on the
+ * quantized file) and that file, written by `tool` into the new folder *dir; NULL after
+ * g_test_skip() without AMK_TEST_GGUF or with another file, or after g_test_fail() when
+ * the quantizer no longer writes the bytes the goldens were made from. The caller removes
+ * *path and *dir. */
+static inline Golden *
+golden_quantized (const char  *tool,
+                  const char  *mix,
+                  char       **dir,
+                  char       **path)
+{
+  const char *original = golden_model_path ();
+  g_autofree char *name = g_strdup_printf ("smollm2-%s-golden.json", mix);
+  g_autofree char *json = golden_json_path (name);
+  g_autofree char *type = NULL, *from = NULL, *original_sum = NULL, *file = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(Golden) g = NULL;
+
+  *dir = *path = NULL;
+  if (original == NULL)
+    {
+      g_test_skip ("set AMK_TEST_GGUF to SmolLM2-135M-Instruct.Q4_1.gguf (amk fetch-model)");
+      return NULL;
+    }
+  g = golden_load (json, "cpu");
+  golden_quantized_from (json, &type, &from);
+  original_sum = golden_file_sha256 (original);
+  if (g_strcmp0 (original_sum, from) != 0)
+    {
+      g_test_skip ("AMK_TEST_GGUF is not the file the goldens were quantized from");
+      return NULL;
+    }
+  *dir = g_dir_make_tmp ("amk-quantized-golden-XXXXXX", &error);
+  g_assert_no_error (error);
+  file = g_strdup_printf ("smollm2-%s.gguf", mix);
+  *path = g_build_filename (*dir, file, NULL);
+  golden_quantize (tool, original, *path, mix);
+  /* the goldens are of the quantizer's bytes: any change to them needs new goldens */
+  if (!golden_same_model (g, *path))
+    {
+      g_test_fail_printf ("amk quantize --type %s no longer writes the file %s was made from: "
+                          "if the change is meant, regenerate it (in a venv with torch, "
+                          "transformers, gguf, numpy and accelerate) with\n"
+                          "  python3 tests/golden/make-golden.py \"$(build/tools/amk "
+                          "fetch-model)\" --quantize %s --amk build/tools/amk",
+                          mix, json, mix);
+      return NULL;
+    }
+  return g_steal_pointer (&g);
 }
