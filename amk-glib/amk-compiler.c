@@ -1,6 +1,6 @@
 /* amk-compiler.c: lowers the ops recorded with the op API into tile instructions:
  * tiles per op, dependencies from the element ranges each tile reads and writes,
- * counters per producer tile (or per producer op when consumers need most of it),
+ * counters per group of producer tiles that the same consumers read,
  * a SILU_MUL fused into the MATVEC that reads it, the attention merge into the attention,
  * critical-path list scheduling onto the queues with a bytes-moved cost model,
  * scratch buffers placed by lifetime, then the verifier.
@@ -23,15 +23,13 @@
  * bandwidth) and the fixed cost of dispatching one instruction. */
 #define BYTES_PER_NS_PER_SM   30.0
 #define DISPATCH_NS           500.0
-#define FINE_GRAINED_MAX      2u          /* producer tiles a consumer tile may wait for one by one */
+#define GROUP_WAITS_MAX       2u          /* counters of one producer op a consumer tile waits for */
 
 typedef AmkAccess Access;
 typedef AmkTile Tile;
 
 typedef struct {
   guint    first_tile, n_tiles;
-  gint32   counter;        /* one counter for the whole op, or AMK_NO_COUNTER */
-  guint    max_need;       /* most tiles of this op that one consumer tile needs */
   gboolean has_consumers;
 } OpTiles;
 
@@ -391,61 +389,167 @@ drop_implied_preds (Tile *tiles, guint n_tiles)
     }
 }
 
-/* A producer op whose consumers each need at most FINE_GRAINED_MAX of its tiles gets one
- * counter per tile (consumers start as soon as their rows exist); otherwise one counter
- * for the op, which consumers wait on for all its tiles. Such a consumer then depends on
- * every tile of the op, not only those it reads: scheduled before one it does not read,
- * on that tile's queue, it would wait for it forever. */
+/* Union-find over one op's tiles: the group a tile's counter belongs to. */
+static guint
+group_root (guint *parent, guint i)
+{
+  while (parent[i] != i)
+    i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+/* The groups of op `o` (indices relative to its first tile) that consumer `t` reads,
+ * distinct, into `out`; returns the smallest and largest through *small and *large. */
+static void
+consumer_groups (const Tile *tiles, const OpTiles *op, guint t, guint *parent,
+                 const guint *size, GArray *out, guint *small, guint *large)
+{
+  const GArray *preds = tiles[t].preds;
+
+  g_array_set_size (out, 0);
+  *small = *large = G_MAXUINT;
+  for (guint i = 0; i < preds->len; i++)
+    {
+      const guint p = g_array_index (preds, guint, i);
+      guint r;
+      gboolean seen = FALSE;
+
+      if (p < op->first_tile || p >= op->first_tile + op->n_tiles)
+        continue;
+      r = group_root (parent, p - op->first_tile);
+      for (guint j = 0; j < out->len && !seen; j++)
+        seen = g_array_index (out, guint, j) == r;
+      if (seen)
+        continue;
+      g_array_append_val (out, r);
+      if (*small == G_MAXUINT || size[r] < size[*small])
+        *small = r;
+      if (*large == G_MAXUINT || size[r] > size[*large])
+        *large = r;
+    }
+}
+
+/* The counters. The tiles of a producer op are grouped by the consumer tiles that read
+ * them, one counter per group: a consumer waits for the groups holding what it reads
+ * (an attention head for its q, k and v rows, a split-K slice of the down projection
+ * for its columns of gate and up), not for the whole op. A consumer that would wait
+ * for more than GROUP_WAITS_MAX groups of one op has its smallest merged into its
+ * largest until it does not (a merge never adds a group to another consumer's waits);
+ * a consumer of most of the op thus leaves it one counter. Each consumer then depends
+ * on every tile of its groups, not only those it reads: scheduled before one it does
+ * not read, on that tile's queue, it would wait for it forever. */
 static void
 assign_counters (AmkProgram *self, Tile *tiles, guint n_tiles, OpTiles *ops)
 {
-  g_autofree guint *need = g_new0 (guint, self->ops->len);
-  g_autofree guint *stamp = g_new0 (guint, self->ops->len);
+  g_autoptr(GPtrArray) readers = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autoptr(GHashTable) signatures = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
+                                                             (GDestroyNotify) g_bytes_unref, NULL);
+  g_autoptr(GArray) groups = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autofree guint *stamp = g_new0 (guint, n_tiles + 1);
 
+  /* readers[p]: the consumer tiles of tile p, ascending */
   for (guint t = 0; t < n_tiles; t++)
-    {
-      memset (need, 0, self->ops->len * sizeof (guint));
-      for (guint i = 0; i < tiles[t].preds->len; i++)
-        {
-          const guint o = tiles[g_array_index (tiles[t].preds, guint, i)].op;
-          ops[o].has_consumers = TRUE;
-          ops[o].max_need = MAX (ops[o].max_need, ++need[o]);
-        }
-    }
+    g_ptr_array_add (readers, g_array_new (FALSE, FALSE, sizeof (guint)));
+  for (guint t = 0; t < n_tiles; t++)
+    for (guint i = 0; i < tiles[t].preds->len; i++)
+      {
+        const guint p = g_array_index (tiles[t].preds, guint, i);
+        ops[tiles[p].op].has_consumers = TRUE;
+        g_array_append_val ((GArray *) g_ptr_array_index (readers, p), t);
+      }
 
   for (guint o = 0; o < self->ops->len; o++)
     {
       OpTiles *op = &ops[o];
+      const guint n = op->n_tiles;
+      g_autofree guint *parent = g_new (guint, MAX (n, 1));
+      g_autofree guint *size = g_new (guint, MAX (n, 1));
+      g_autofree gint32 *counter = g_new (gint32, MAX (n, 1));
 
       if (!op->has_consumers)
         continue;
-      if (op->max_need > FINE_GRAINED_MAX)
+      g_hash_table_remove_all (signatures);
+      for (guint i = 0; i < n; i++)
         {
-          op->counter = amk_program_add_counter (self, NULL);
-          for (guint t = op->first_tile; t < op->first_tile + op->n_tiles; t++)
-            tiles[t].counter = op->counter;
+          const GArray *r = g_ptr_array_index (readers, op->first_tile + i);
+          GBytes *key = g_bytes_new (r->data, r->len * sizeof (guint));
+          gpointer first;
+
+          size[i] = 1;
+          if (g_hash_table_lookup_extended (signatures, key, NULL, &first))
+            {
+              parent[i] = GPOINTER_TO_UINT (first);
+              size[parent[i]]++;
+              g_bytes_unref (key);
+            }
+          else
+            {
+              parent[i] = i;
+              g_hash_table_insert (signatures, key, GUINT_TO_POINTER (i));
+            }
         }
-      else
-        for (guint t = op->first_tile; t < op->first_tile + op->n_tiles; t++)
-          tiles[t].counter = amk_program_add_counter (self, NULL);
+
+      /* every consumer of the op, once, in program order */
+      for (guint i = 0; i < n; i++)
+        {
+          const GArray *r = g_ptr_array_index (readers, op->first_tile + i);
+          for (guint j = 0; j < r->len; j++)
+            {
+              const guint t = g_array_index (r, guint, j);
+              guint small, large;
+
+              if (stamp[t] == o + 1)
+                continue;
+              stamp[t] = o + 1;
+              for (;;)
+                {
+                  consumer_groups (tiles, op, t, parent, size, groups, &small, &large);
+                  if (groups->len <= GROUP_WAITS_MAX)
+                    break;
+                  if (small == large)
+                    small = g_array_index (groups, guint, g_array_index (groups, guint, 0) == large);
+                  parent[small] = large;
+                  size[large] += size[small];
+                }
+            }
+        }
+
+      for (guint i = 0; i < n; i++)
+        counter[i] = AMK_NO_COUNTER;
+      for (guint i = 0; i < n; i++)
+        {
+          const guint r = group_root (parent, i);
+          if (counter[r] == AMK_NO_COUNTER)
+            counter[r] = amk_program_add_counter (self, NULL);
+          tiles[op->first_tile + i].counter = counter[r];
+          tiles[op->first_tile + i].counter_tiles = size[r];
+        }
     }
 
+  /* each consumer waits for the whole groups it reads */
+  memset (stamp, 0, (n_tiles + 1) * sizeof (guint));
   for (guint t = 0; t < n_tiles; t++)
     {
       GArray *preds = tiles[t].preds, *all = g_array_new (FALSE, FALSE, sizeof (guint));
 
       for (guint i = 0; i < preds->len; i++)
         {
-          const guint p = g_array_index (preds, guint, i), o = tiles[p].op;
+          const guint p = g_array_index (preds, guint, i);
+          const OpTiles *op = &ops[tiles[p].op];
 
-          if (ops[o].counter == AMK_NO_COUNTER)
-            g_array_append_val (all, p);
-          else if (stamp[o] != t + 1)
+          if (tiles[p].counter_tiles == 1)
             {
-              stamp[o] = t + 1;
-              for (guint q = ops[o].first_tile; q < ops[o].first_tile + ops[o].n_tiles; q++)
-                g_array_append_val (all, q);
+              g_array_append_val (all, p);
+              continue;
             }
+          if (stamp[p] == t + 1)
+            continue;
+          for (guint q = op->first_tile; q < op->first_tile + op->n_tiles; q++)
+            if (tiles[q].counter == tiles[p].counter)
+              {
+                stamp[q] = t + 1;
+                g_array_append_val (all, q);
+              }
         }
       for (guint i = 0; i < all->len; i++)
         g_array_append_val (tiles[g_array_index (all, guint, i)].succs, t);
@@ -562,7 +666,7 @@ schedule (AmkProgram *self, Tile *tiles, guint n_tiles)
 /* Appends tile `t` to `queue` with its waits; waits beyond AMK_MAX_WAITS go to NOPs
  * just before it on the same queue. */
 static gboolean
-emit (AmkProgram *self, Tile *tiles, OpTiles *ops, guint t, guint queue, GError **error)
+emit (AmkProgram *self, Tile *tiles, guint t, guint queue, GError **error)
 {
   g_autoptr(GArray) waits = g_array_new (FALSE, FALSE, sizeof (amk_wait_t));
   amk_instruction_t ins = tiles[t].ins;
@@ -570,8 +674,7 @@ emit (AmkProgram *self, Tile *tiles, OpTiles *ops, guint t, guint queue, GError 
   for (guint i = 0; i < tiles[t].preds->len; i++)
     {
       const Tile *p = &tiles[g_array_index (tiles[t].preds, guint, i)];
-      const OpTiles *op = &ops[p->op];
-      amk_wait_t w = { p->counter, op->counter != AMK_NO_COUNTER ? op->n_tiles : 1 };
+      amk_wait_t w = { p->counter, p->counter_tiles };
       gboolean seen = FALSE;
 
       for (guint j = 0; j < waits->len && !seen; j++)
@@ -609,10 +712,10 @@ emit (AmkProgram *self, Tile *tiles, OpTiles *ops, guint t, guint queue, GError 
 
 /* ---- scratch placement -------------------------------------------------------------- */
 
-/* Whether every op in `first` is ordered, through the dependencies, before every op in
- * `then` (both non-empty): `then` is within what follows each op of `first`. */
+/* Whether every op in `first` finished, through the dependencies, before any op in
+ * `then` starts (both non-empty): `first` is within the ops before each op of `then`. */
 static gboolean
-ordered_before (const guint64 *first, const guint64 *then, const guint64 *reach,
+ordered_before (const guint64 *first, const guint64 *then, const guint64 *before,
                 guint n_ops, guint words)
 {
   gboolean any_first = FALSE, any_then = FALSE;
@@ -621,45 +724,63 @@ ordered_before (const guint64 *first, const guint64 *then, const guint64 *reach,
     any_first |= first[w] != 0, any_then |= then[w] != 0;
   if (!any_first || !any_then)
     return FALSE;  /* a buffer no op touches is live all the time */
-  for (guint u = 0; u < n_ops; u++)
-    if (first[u / 64] & (G_GUINT64_CONSTANT (1) << (u % 64)))
+  for (guint v = 0; v < n_ops; v++)
+    if (then[v / 64] & (G_GUINT64_CONSTANT (1) << (v % 64)))
       for (guint w = 0; w < words; w++)
-        if (then[w] & ~reach[(gsize) u * words + w])
+        if (first[w] & ~before[(gsize) v * words + w])
           return FALSE;
   return TRUE;
 }
 
 /* Scratch buffers share arena space when every op touching one is ordered, through the
  * dependencies, before every op touching the other; otherwise they could be live at the
- * same time on different queues. First fit, in buffer order. */
+ * same time on different queues. First fit, in buffer order. An op is before another
+ * when all its tiles finish before any tile of the other starts: a tile follows all of
+ * op a when it waits for every tile of a, or for a tile that follows all of a (a tile
+ * that waits for some tiles of a follows only those). */
 static void
 place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
 {
   const guint n_ops = self->ops->len, n_buf = self->buffers->len;
   const guint words = (n_ops + 63) / 64 + 1;
-  g_autofree guint64 *reach = g_new0 (guint64, (gsize) (n_ops + 1) * words);  /* ops after o */
+  g_autofree guint64 *before = g_new0 (guint64, (gsize) (n_ops + 1) * words); /* ops all done before o */
   g_autofree guint64 *touch = g_new0 (guint64, (gsize) (n_buf + 1) * words);  /* ops touching b */
+  g_autofree guint64 *follows = g_new (guint64, words);
+  g_autofree guint *op_tiles = g_new0 (guint, n_ops + 1);
+  g_autofree guint *waited = g_new0 (guint, n_ops + 1);
   g_autofree guint *placed = g_new (guint, n_buf + 1);
   guint n_placed = 0;
   guint64 arena = 0;
 
   for (guint t = 0; t < n_tiles; t++)
+    op_tiles[tiles[t].op]++;
+  for (guint t = 0; t < n_tiles; t++)
     {
       const guint o = tiles[t].op;
+      const GArray *preds = tiles[t].preds;
+      guint64 *mine = before + (gsize) o * words;
+
       for (guint a = 0; a < tiles[t].n_access; a++)
         touch[(gsize) tiles[t].access[a].buffer * words + o / 64] |= G_GUINT64_CONSTANT (1) << (o % 64);
-      for (guint i = 0; i < tiles[t].preds->len; i++)
+      memset (follows, 0, words * sizeof (guint64));
+      for (guint i = 0; i < preds->len; i++)
         {
-          const guint p = tiles[g_array_index (tiles[t].preds, guint, i)].op;
-          reach[(gsize) p * words + o / 64] |= G_GUINT64_CONSTANT (1) << (o % 64);
+          const guint p = tiles[g_array_index (preds, guint, i)].op;
+          for (guint w = 0; w < words; w++)
+            follows[w] |= before[(gsize) p * words + w];
+          waited[p]++;
         }
+      for (guint i = 0; i < preds->len; i++)
+        {
+          const guint p = tiles[g_array_index (preds, guint, i)].op;
+          if (waited[p] == op_tiles[p])
+            follows[p / 64] |= G_GUINT64_CONSTANT (1) << (p % 64);
+          waited[p] = 0;
+        }
+      /* tiles are in op order: the first tile of o starts its set, the others narrow it */
+      for (guint w = 0; w < words; w++)
+        mine[w] = (t == 0 || tiles[t - 1].op != o) ? follows[w] : (mine[w] & follows[w]);
     }
-  /* transitive closure, last op first: what follows o includes what follows its followers */
-  for (guint o = n_ops; o-- > 0;)
-    for (guint f = o + 1; f < n_ops; f++)
-      if (reach[(gsize) o * words + f / 64] & (G_GUINT64_CONSTANT (1) << (f % 64)))
-        for (guint w = 0; w < words; w++)
-          reach[(gsize) o * words + w] |= reach[(gsize) f * words + w];
 
   for (guint b = 0; b < n_buf; b++)
     {
@@ -680,8 +801,8 @@ place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
               const guint64 end = pi->arena_offset + pi->size_bytes;
 
               if (!overlap (offset, offset + bi->size_bytes, pi->arena_offset, end) ||
-                  ordered_before (tp, tb, reach, n_ops, words) ||
-                  ordered_before (tb, tp, reach, n_ops, words))
+                  ordered_before (tp, tb, before, n_ops, words) ||
+                  ordered_before (tb, tp, before, n_ops, words))
                 continue;
               offset = (end + AMK_ARENA_ALIGNMENT - 1) & ~(guint64) (AMK_ARENA_ALIGNMENT - 1);
               moved = TRUE;
@@ -702,8 +823,8 @@ place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
  * Lowers the ops recorded with the op API ([method@Amk.Program.op_matvec] and friends)
  * into instructions. Each op becomes tiles (a matvec spreads its rows over every queue);
  * a tile waits only for the tiles that wrote the elements it reads (or read the
- * elements it overwrites), through counters per producer tile, or per producer op when
- * its consumers need most of it. A SILU_MUL whose scratch output only the next MATVEC
+ * elements it overwrites), through one counter per group of producer tiles that the
+ * same consumers read (a whole op when its consumers need most of it). A SILU_MUL whose scratch output only the next MATVEC
  * reads becomes part of that MATVEC, and an attention op's merge part of its splits (one
  * stage less each). Tiles go to queues by critical-path list scheduling on
  * an estimated cost (bytes moved, see [method@Amk.Program.get_schedule_report]); scratch
@@ -751,7 +872,6 @@ amk_program_compile (AmkProgram  *self,
       const AmkOpInfo *all = (const AmkOpInfo *) self->ops->data;
 
       ops[o].first_tile = tile_array->len;
-      ops[o].counter = AMK_NO_COUNTER;
       if (!absorbed[o])
         lower_op (self, o, &all[o],
                   o > 0 && absorbed[o - 1] && all[o - 1].opcode == AMK_ABI_OP_SILU_MUL ? &all[o - 1] : NULL,
@@ -770,7 +890,7 @@ amk_program_compile (AmkProgram  *self,
     {
       GArray *list = g_ptr_array_index (order, q);
       for (guint i = 0; i < list->len && ok; i++)
-        ok = emit (self, tiles, ops, g_array_index (list, guint, i), q, error);
+        ok = emit (self, tiles, g_array_index (list, guint, i), q, error);
     }
   if (ok)
     place_scratch (self, tiles, n_tiles);

@@ -345,6 +345,22 @@ matvec_splits (AmkProgram *self, const AmkOpInfo *op, guint64 row_tiles)
   return MAX (1, MIN (self->num_queues / row_tiles, chunks / MATVEC_MIN_SPLIT_CHUNKS));
 }
 
+/* The columns [*c0, *c1) of x (and of a fused SILU_MUL's up) that a MATVEC reads: a
+ * split-K tile's own, unless a fused norm needs the whole of x for its scale. */
+static void
+matvec_read_columns (const amk_instruction_t *ins, guint64 *c0, guint64 *c1)
+{
+  const amk_matvec_params_t *p = &ins->params.matvec;
+
+  *c0 = 0;
+  *c1 = (guint64) MAX (p->k, 0);
+  if (p->k_len > 0 && ins->buffers[5] == AMK_NO_BUFFER)
+    {
+      *c0 = (guint64) p->k0;
+      *c1 = (guint64) p->k0 + (guint64) p->k_len;
+    }
+}
+
 /* Rows: at most one tile per queue, since every tile start costs about one memory
  * latency before its first weights arrive; siblings share the queues
  * (matvec_group_rows). */
@@ -372,6 +388,8 @@ lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
   mp->row0 = (gint32) s;
   mp->rows = (gint32) (e - s);
   mp->k = (gint32) k;
+  guint64 x0 = 0, x1 = k;  /* the columns of x (and up) the tile reads */
+
   if (lw->splits > 1)
     {
       /* whole 16-byte chunks, or quantized blocks, of a row */
@@ -380,17 +398,18 @@ lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
       const guint64 c0 = slice * chunks / lw->splits, c1 = (slice + 1) * chunks / lw->splits;
       mp->k0 = (gint32) (c0 * per);
       mp->k_len = (gint32) ((c1 - c0) * per);
+      matvec_read_columns (&t->ins, &x0, &x1);
     }
   if (lw->silu != NULL)
     {
       t->ins.n_buffers = 7;
       t->ins.buffers[2] = lw->silu->buffers[1];
       t->ins.buffers[6] = lw->silu->buffers[2];
-      amk_tile_access (t, lw->silu->buffers[2], 0, k, FALSE);
+      amk_tile_access (t, lw->silu->buffers[2], x0, x1, FALSE);
     }
   amk_tile_access (t, op->buffers[0], s, e, TRUE);
   amk_tile_access (t, op->buffers[1], s * k, e * k, FALSE);
-  amk_tile_access (t, t->ins.buffers[2], 0, k, FALSE);
+  amk_tile_access (t, t->ins.buffers[2], x0, x1, FALSE);
   amk_tile_access (t, op->buffers[3], s, e, FALSE);
   amk_tile_access (t, op->buffers[4], s, e, FALSE);
   amk_tile_access (t, op->buffers[5], 0, k, FALSE);
@@ -613,8 +632,12 @@ run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
   g_autofree float *xs = g_new (float, k);
   MatvecShare shares[2] = { { { r0, r0 + n }, ins, b, xs }, { { r0, r0 + n }, ins, b, xs } };
   float scale = 1.0f;
+  guint64 lo, hi;
 
-  for (gint32 c = 0; c < k; c++)
+  /* a split-K tile without a norm reads only its columns: other tiles may be writing
+   * the rest */
+  matvec_read_columns (ins, &lo, &hi);
+  for (gint32 c = (gint32) lo; c < (gint32) hi; c++)
     xs[c] = amk_dtype_load (x->info->dtype, x->data, c);
   if (norm != NULL)
     {
@@ -626,7 +649,7 @@ run_matvec (const amk_instruction_t *ins, AmkCpuBuffer *b, guint32 *counters, gi
         xs[c] = xs[c] * scale * amk_dtype_load (norm->info->dtype, norm->data, c);
     }
   else if (up != NULL)
-    for (gint32 c = 0; c < k; c++)
+    for (gint32 c = (gint32) lo; c < (gint32) hi; c++)
       xs[c] = xs[c] / (1.0f + expf (-xs[c])) * amk_dtype_load (up->info->dtype, up->data, c);
 
   amk_cpu_run_split (matvec_rows, &shares[0].rows, &shares[1].rows, AMK_CPU_COLS, (double) n * k);
@@ -647,6 +670,7 @@ accesses_matvec (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *o
 {
   const amk_matvec_params_t *p = &ins->params.matvec;
   const gboolean split = p->k_len > 0;
+  guint64 c0, c1;
   guint n = 0;
 
   amk_access_range (out, &n, ins, 0, p->row0, p->rows, split ? AMK_ACCESS_ATOMIC_ADD : AMK_ACCESS_WRITE);
@@ -655,14 +679,15 @@ accesses_matvec (AmkProgram *self, const amk_instruction_t *ins, AmkAccessBox *o
                      AMK_ACCESS_READ, FALSE);
   else
     amk_access_range (out, &n, ins, 1, (guint64) p->row0 * p->k, (guint64) p->rows * p->k, AMK_ACCESS_READ);
-  amk_access_range (out, &n, ins, 2, 0, p->k, AMK_ACCESS_READ);
+  matvec_read_columns (ins, &c0, &c1);
+  amk_access_range (out, &n, ins, 2, c0, c1 - c0, AMK_ACCESS_READ);
   if (!split || p->k0 == 0)
     amk_access_range (out, &n, ins, 3, p->row0, p->rows, AMK_ACCESS_READ);
   if (!split)
     amk_access_range (out, &n, ins, 4, p->row0, p->rows, AMK_ACCESS_READ);
   amk_access_range (out, &n, ins, 5, 0, p->k, AMK_ACCESS_READ);
   if (ins->n_buffers > 6)
-    amk_access_range (out, &n, ins, 6, 0, p->k, AMK_ACCESS_READ);
+    amk_access_range (out, &n, ins, 6, c0, c1 - c0, AMK_ACCESS_READ);
   return n;
 }
 

@@ -291,6 +291,7 @@ typedef struct {
   GArray  *preds;          /* guint: tiles this one must wait for */
   GArray  *succs;
   gint32   counter;        /* the counter this tile signals, or AMK_NO_COUNTER */
+  guint    counter_tiles;  /* the tiles that signal it: the target of a wait on it */
   double   bottom;         /* longest cost path from here to the end */
   double   finish;
   guint    n_waiting;      /* unscheduled predecessors */

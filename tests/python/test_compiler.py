@@ -65,10 +65,10 @@ def test_op_errors():
 
 
 def test_op_wide_counter_waits_for_every_tile(rng):
-    """A MATMUL tile reads a few of the RMSNORM's row tiles but, as the norm has one
-    counter for the whole op, waits for all of them: the schedule must put it after every
-    one (here, 64 queues and 600 rows once left a norm tile behind a MATMUL tile on its
-    queue, a deadlock the verifier refused)."""
+    """A MATMUL tile reads a few of the RMSNORM's row tiles but waits for whole groups of
+    them (tiles that share a counter): the schedule must put it after every tile of
+    those groups (here, 64 queues and 600 rows once left a norm tile behind a MATMUL tile
+    on its queue, a deadlock the verifier refused)."""
     m, n, h, queues = 600, 3072, 64, 64
     p = Amk.Program(num_queues=queues)
     x = p.add_buffer("x", Amk.DType.F32, [m, h], Amk.BufferRole.INPUT)

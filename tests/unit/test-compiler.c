@@ -2,8 +2,8 @@
  * verify, and compute what a plain sequential interpreter of the same ops computes (on
  * every seed of the CPU executor's scheduler); matvecs spread over all queues; a
  * SILU_MUL fuses into the matvec that reads it; a matvec with too few rows for the queues
- * is split over its columns (split-K); the estimated makespan stays close to its lower
- * bound.
+ * is split over its columns (split-K), each slice waiting only for the producer tiles of
+ * its columns; the estimated makespan stays close to its lower bound.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -357,6 +357,129 @@ test_matvec_split_k (void)
     }
 }
 
+/* The waits of every instruction of `opcode` writing `buffer` on the counters that
+ * instructions writing `producer` signal: how many, and their targets. */
+static void
+waits_on (AmkProgram *p, guint opcode, gint buffer, gint producer, GArray *targets)
+{
+  g_autofree gint *signals = g_new0 (gint, p->counter_names->len + 1);
+
+  for (guint i = 0; i < p->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t, i);
+      if (ins->buffers[0] == producer && ins->signal.counter >= 0)
+        signals[ins->signal.counter]++;
+    }
+  g_array_set_size (targets, 0);
+  for (guint i = 0; i < p->instructions->len; i++)
+    {
+      const amk_instruction_t *ins = &g_array_index (p->instructions, amk_instruction_t, i);
+      if (ins->opcode != opcode || ins->buffers[0] != buffer)
+        continue;
+      for (guint w = 0; w < ins->n_waits; w++)
+        if (signals[ins->waits[w].counter] > 0)
+          {
+            /* a group's wait is for all of its tiles */
+            g_assert_cmpuint (ins->waits[w].target, ==, (guint) signals[ins->waits[w].counter]);
+            g_array_append_val (targets, ins->waits[w].target);
+          }
+    }
+}
+
+/* Counters per group of producer tiles: a split-K slice of a matvec waits only for the
+ * tiles that wrote its columns of x (a producer's 32 tiles in 4 groups of 8, one per
+ * slice), and computes what a sequential run does; a matvec reading all of x waits for
+ * the whole producer on one counter. */
+static void
+test_group_counters (void)
+{
+  const guint queues = 32, k = 256, mid = 512, rows = 64;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) targets = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autofree float *w1 = g_new (float, (gsize) mid * k), *w2 = g_new (float, (gsize) rows * mid);
+  g_autofree float *x = g_new (float, k), *y0 = g_new (float, rows), *a = g_new (float, mid);
+
+  for (gsize i = 0; i < (gsize) mid * k; i++)
+    w1[i] = (float) g_test_rand_double_range (-1, 1);
+  for (gsize i = 0; i < (gsize) rows * mid; i++)
+    w2[i] = (float) g_test_rand_double_range (-1, 1);
+  for (guint i = 0; i < k; i++)
+    x[i] = (float) g_test_rand_double_range (-1, 1);
+  for (guint i = 0; i < rows; i++)
+    y0[i] = (float) g_test_rand_double_range (-1, 1);
+  for (guint r = 0; r < mid; r++)
+    {
+      double s = 0;
+      for (guint c = 0; c < k; c++)
+        s += (double) w1[(gsize) r * k + c] * x[c];
+      a[r] = (float) s;
+    }
+
+  for (guint in_place = 0; in_place < 2; in_place++)
+    {
+      g_autoptr(AmkProgram) p = amk_program_new (queues);
+      gint64 s1[2] = { mid, k }, s2[2] = { rows, mid };
+      gint wb1 = amk_program_add_buffer (p, "w1", AMK_DTYPE_F32, s1, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint wb2 = amk_program_add_buffer (p, "w2", AMK_DTYPE_F32, s2, 2, AMK_BUFFER_ROLE_CONSTANT, &error);
+      gint xb = test_add_buffer (p, "x", AMK_DTYPE_F32, k, AMK_BUFFER_ROLE_INPUT);
+      gint ab = test_add_buffer (p, "a", AMK_DTYPE_F32, mid, AMK_BUFFER_ROLE_SCRATCH);
+      gint yb = test_add_buffer (p, "y", AMK_DTYPE_F32, rows, AMK_BUFFER_ROLE_STATE);
+      g_autoptr(AmkCpuExecutor) ex = NULL;
+      g_autoptr(GBytes) out = NULL;
+      const float *got;
+      double diff = 0, norm = 0;
+
+      set_data (p, wb1, w1, (gsize) mid * k * 4);
+      set_data (p, wb2, w2, (gsize) rows * mid * 4);
+      g_assert_cmpint (amk_program_op_matvec (p, ab, wb1, xb, -1, -1, -1, 0, &error), >=, 0);
+      g_assert_cmpint (amk_program_op_matvec (p, yb, wb2, ab, -1, in_place ? yb : -1, -1, 0, &error), >=, 0);
+      g_assert_true (amk_program_compile (p, &error));
+      g_assert_no_error (error);
+
+      waits_on (p, AMK_OPCODE_MATVEC, yb, ab, targets);
+      if (in_place)
+        {
+          /* 4 row tiles, each in 4 slices of 128 columns: 8 tiles of a */
+          g_assert_cmpuint (targets->len, ==, 16);
+          for (guint i = 0; i < targets->len; i++)
+            g_assert_cmpuint (g_array_index (targets, guint, i), ==, 8);
+        }
+      else
+        {
+          g_assert_cmpuint (targets->len, >, 0);
+          for (guint i = 0; i < targets->len; i++)
+            g_assert_cmpuint (g_array_index (targets, guint, i), ==, 32);
+        }
+
+      for (guint seed = 0; seed < 4; seed++)
+        {
+          ex = amk_cpu_executor_new (p, &error);
+          g_assert_no_error (error);
+          amk_cpu_executor_set_threads (ex, 1);   /* the seeded scheduler */
+          amk_cpu_executor_set_seed (ex, (guint64) seed);
+          upload (ex, xb, x, k * 4);
+          upload (ex, yb, y0, rows * 4);
+          g_assert_true (amk_cpu_executor_run (ex, &error));
+          g_assert_no_error (error);
+          out = amk_cpu_executor_download (ex, yb, &error);
+          g_assert_no_error (error);
+          got = g_bytes_get_data (out, NULL);
+          diff = norm = 0;
+          for (guint r = 0; r < rows; r++)
+            {
+              double want = in_place ? y0[r] : 0;
+              for (guint c = 0; c < mid; c++)
+                want += (double) w2[(gsize) r * mid + c] * a[c];
+              diff += (got[r] - want) * (got[r] - want);
+              norm += want * want;
+            }
+          g_assert_cmpfloat (sqrt (diff), <=, 1e-5 * sqrt (norm));
+          g_clear_pointer (&out, g_bytes_unref);
+          g_clear_object (&ex);
+        }
+    }
+}
+
 /* Sibling matvecs (one x, one fused norm: a layer's q, k, v, or its gate and up) share
  * the queues in proportion to their rows: every queue runs exactly one tile of the
  * group, none runs two one after the other. A matvec reading another x stays alone. */
@@ -617,6 +740,7 @@ main (int argc, char **argv)
   g_test_add_func ("/amk/compiler/matvec-spreads", test_matvec_spreads);
   g_test_add_func ("/amk/compiler/matvec-siblings", test_matvec_siblings);
   g_test_add_func ("/amk/compiler/matvec-split-k", test_matvec_split_k);
+  g_test_add_func ("/amk/compiler/group-counters", test_group_counters);
   g_test_add_func ("/amk/compiler/silu-fused", test_silu_fused);
   g_test_add_func ("/amk/compiler/makespan-near-bound", test_makespan_near_bound);
   g_test_add_func ("/amk/compiler/op-errors", test_op_errors);
