@@ -398,8 +398,9 @@ group_root (guint *parent, guint i)
   return i;
 }
 
-/* The groups of op `o` (indices relative to its first tile) that consumer `t` reads,
- * distinct, into `out`; returns the smallest and largest through *small and *large. */
+/* The groups of `op` (roots, relative to its first tile) that consumer `t` reads,
+ * distinct, into `out`; the first smallest and the first largest of them through *small
+ * and *large. */
 static void
 consumer_groups (const Tile *tiles, const OpTiles *op, guint t, guint *parent,
                  const guint *size, GArray *out, guint *small, guint *large)
@@ -431,8 +432,8 @@ consumer_groups (const Tile *tiles, const OpTiles *op, guint t, guint *parent,
 
 /* The counters. The tiles of a producer op are grouped by the consumer tiles that read
  * them, one counter per group: a consumer waits for the groups holding what it reads
- * (an attention head for its q, k and v rows, a split-K slice of the down projection
- * for its columns of gate and up), not for the whole op. A consumer that would wait
+ * (an attention head for its q, k and v rows, a split-K slice for the tiles of its
+ * columns of x), not for the whole op. A consumer that would wait
  * for more than GROUP_WAITS_MAX groups of one op has its smallest merged into its
  * largest until it does not (a merge never adds a group to another consumer's waits);
  * a consumer of most of the op thus leaves it one counter. Each consumer then depends
@@ -506,8 +507,8 @@ assign_counters (AmkProgram *self, Tile *tiles, guint n_tiles, OpTiles *ops)
                   consumer_groups (tiles, op, t, parent, size, groups, &small, &large);
                   if (groups->len <= GROUP_WAITS_MAX)
                     break;
-                  if (small == large)
-                    small = g_array_index (groups, guint, g_array_index (groups, guint, 0) == large);
+                  if (small == large) /* all of one size: both are the first group */
+                    small = g_array_index (groups, guint, 1);
                   parent[small] = large;
                   size[large] += size[small];
                 }
