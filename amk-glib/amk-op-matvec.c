@@ -383,13 +383,12 @@ lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
   AmkBufferInfo *w = amk_lower_buffer (lw, op->buffers[1]);
   const guint64 k = w->shape[1];
   amk_matvec_params_t *mp = &t->ins.params.matvec;
+  guint64 x0, x1;  /* the columns of x (and up) the tile reads */
 
   amk_tile_use_buffers (t, op, 6);
   mp->row0 = (gint32) s;
   mp->rows = (gint32) (e - s);
   mp->k = (gint32) k;
-  guint64 x0 = 0, x1 = k;  /* the columns of x (and up) the tile reads */
-
   if (lw->splits > 1)
     {
       /* whole 16-byte chunks, or quantized blocks, of a row */
@@ -398,8 +397,8 @@ lower_matvec (AmkLowering *lw, AmkTile *t, guint64 tile, guint64 slice)
       const guint64 c0 = slice * chunks / lw->splits, c1 = (slice + 1) * chunks / lw->splits;
       mp->k0 = (gint32) (c0 * per);
       mp->k_len = (gint32) ((c1 - c0) * per);
-      matvec_read_columns (&t->ins, &x0, &x1);
     }
+  matvec_read_columns (&t->ins, &x0, &x1);
   if (lw->silu != NULL)
     {
       t->ins.n_buffers = 7;
