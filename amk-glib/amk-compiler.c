@@ -740,21 +740,18 @@ ordered_before (const guint64 *first, const guint64 *then, const guint64 *before
  * op a when it waits for every tile of a, or for a tile that follows all of a (a tile
  * that waits for some tiles of a follows only those). */
 static void
-place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
+place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles, const OpTiles *ops)
 {
   const guint n_ops = self->ops->len, n_buf = self->buffers->len;
   const guint words = (n_ops + 63) / 64 + 1;
   g_autofree guint64 *before = g_new0 (guint64, (gsize) (n_ops + 1) * words); /* ops all done before o */
   g_autofree guint64 *touch = g_new0 (guint64, (gsize) (n_buf + 1) * words);  /* ops touching b */
   g_autofree guint64 *follows = g_new (guint64, words);
-  g_autofree guint *op_tiles = g_new0 (guint, n_ops + 1);
   g_autofree guint *waited = g_new0 (guint, n_ops + 1);
   g_autofree guint *placed = g_new (guint, n_buf + 1);
   guint n_placed = 0;
   guint64 arena = 0;
 
-  for (guint t = 0; t < n_tiles; t++)
-    op_tiles[tiles[t].op]++;
   for (guint t = 0; t < n_tiles; t++)
     {
       const guint o = tiles[t].op;
@@ -774,7 +771,7 @@ place_scratch (AmkProgram *self, Tile *tiles, guint n_tiles)
       for (guint i = 0; i < preds->len; i++)
         {
           const guint p = tiles[g_array_index (preds, guint, i)].op;
-          if (waited[p] == op_tiles[p])
+          if (waited[p] == ops[p].n_tiles)
             follows[p / 64] |= G_GUINT64_CONSTANT (1) << (p % 64);
           waited[p] = 0;
         }
@@ -894,7 +891,7 @@ amk_program_compile (AmkProgram  *self,
         ok = emit (self, tiles, g_array_index (list, guint, i), q, error);
     }
   if (ok)
-    place_scratch (self, tiles, n_tiles);
+    place_scratch (self, tiles, n_tiles, ops);
 
   for (guint t = 0; t < n_tiles; t++)
     {
