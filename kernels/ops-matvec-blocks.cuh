@@ -1,17 +1,22 @@
 /* ops-matvec-blocks.cuh: MATVEC over block-quantized W (Q8_0, Q5_0, Q5_1 and the K
  * types; quant-blocks.cuh), the same product and fusions as ops-matvec.cuh, which
- * includes this file before its exec and stages x' for it as plain fp32 (x'[i] at
- * float i of the tile's columns).
+ * includes this file before its exec and, for the ring, stages x' with
+ * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes).
  *
- * Work split: warp w owns rows w, w + nw, ... of the tile, as for the 16-bit types, and
- * lane l takes the parts (8 values of a block) l, l + 32, ... of each piece of a row.
+ * Work split: warp w owns rows w, w + nw, ... of the tile, as for the 16-bit types. In
+ * the ring, lane l takes the 16-value pieces l, l + 32, ... of a stage (integer dot
+ * products against x' staged as int8 limbs); DIRECT, the 8-value parts l,
+ * l + 32, ... of each row (float multiply-adds).
  *
- * RING: a row streams in stages of whole blocks, G = AMK_MVQ_STAGE_FILL / bytes of them
- * (blocks straddle 16-byte chunks: Q8_0's are 34 bytes). A stage copies the 16-byte
- * chunks that cover its blocks (from the chunk boundary below the first block's start),
- * so the copies stay aligned whatever a row's alignment; lanes read blocks that other
- * lanes copied, hence a __syncwarp after the wait (the copies visible to the warp) and
- * one before the refill (every lane done reading the slot).
+ * RING: the warp's rows form one stream of blocks (row w's, then row w + nw's, ...),
+ * cut into stages of G whole blocks each: a stage may end one row and start the next, so
+ * every stage but the last is full whatever the row's length (a stage of one row's rest
+ * would carry a few blocks, and the ring's depth is counted in stages). A stage is one
+ * segment per row it touches; each segment copies the 16-byte chunks that cover its blocks
+ * (from the chunk boundary below its first block: blocks straddle chunks, Q8_0's are 34
+ * bytes) to the next chunk boundary of the slot, so copies stay aligned. Lanes read blocks
+ * that other lanes copied, hence a __syncwarp after the wait (the copies visible to the
+ * warp) and one before the refill (every lane done reading the slot).
  * DIRECT (no ring): each lane decodes its parts straight from global memory.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
@@ -21,10 +26,9 @@
 
 #include "quant-blocks.cuh"
 
-/* Block bytes a stage holds at most: its chunks then fit AMK_MV_STAGE_BYTES even when
- * the first block starts 15 bytes past a chunk boundary and the last ends 1 byte past
- * one. */
-#define AMK_MVQ_STAGE_FILL (AMK_MV_STAGE_BYTES - 30u)
+/* A segment's chunks hold its blocks and at most 30 bytes more (15 before the first
+ * block, 15 after the last). */
+#define AMK_MVQ_SLACK 30u
 
 /* The warp's stream of stages over its rows of a block-quantized tile. */
 struct amk_mvq_stream {
@@ -32,8 +36,8 @@ struct amk_mvq_stream {
   uint64_t rowb;          /* bytes per row of W (the stride) */
   uint64_t step;          /* from one of the warp's rows to the next: nw rows */
   uint32_t nb;            /* blocks per row of the tile */
+  uint32_t rows;          /* the warp's rows */
   uint32_t g;             /* blocks per full stage */
-  uint32_t per_row;       /* stages per row */
   uint32_t n;             /* stages of the warp */
   uint32_t ring;          /* the warp's share of the ring: byte offset in amk_dyn_smem */
 };
@@ -49,38 +53,86 @@ amk_mvq_stream_of (const amk_op_ctx *ctx, uint32_t dt, int tid, int nt)
   st.step = (uint64_t) nw * st.rowb;
   st.w = ctx->ptr[1] + (uint64_t) w * st.rowb;
   st.nb = ctx->esize / qv;
-  st.g = AMK_MVQ_STAGE_FILL / qb;
-  st.per_row = (st.nb + st.g - 1) / st.g;
-  st.n = (n > w ? (n - 1 - w) / nw + 1 : 0) * st.per_row;
+  st.rows = n > w ? (n - 1 - w) / nw + 1 : 0;
+  /* the most blocks whose segments fit a slot: G blocks touch at most G / nb + 2 rows */
+  st.g = (AMK_MV_STAGE_BYTES - 2 * AMK_MVQ_SLACK) / qb;
+  while (st.g > 1 && st.g * qb + AMK_MVQ_SLACK * (st.g / st.nb + 2) > AMK_MV_STAGE_BYTES)
+    st.g--;
+  st.n = (st.rows * st.nb + st.g - 1) / st.g;
   st.ring = w * AMK_MV_WARP_RING;
   return st;
 }
 
-/* Stage k of the warp: its first block's address and its block count. */
-static __device__ __forceinline__ const unsigned char *
-amk_mvq_stage_src (const amk_mvq_stream &st, uint32_t k, uint32_t qb, uint32_t *blocks)
-{
-  const uint32_t i = k / st.per_row, b0 = (k - i * st.per_row) * st.g;
+/* A place in the warp's stream of blocks: row i of the warp's (tile row w + i nw), block
+ * b0 of the row. Stages advance it by G blocks; only its start needs a division. */
+struct amk_mvq_cursor {
+  uint32_t row, b0;
+};
 
-  *blocks = min (st.g, st.nb - b0);
-  return st.w + (uint64_t) i * st.step + (uint64_t) b0 * qb;
+static __device__ __forceinline__ amk_mvq_cursor
+amk_mvq_cursor_at (const amk_mvq_stream &st, uint32_t k)
+{
+  const uint32_t b = k * st.g;
+  return { b / st.nb, b - (b / st.nb) * st.nb };
 }
 
-/* This lane's copies of stage k (when it exists) into slot `slot`, then the stage's
- * commit group (always: group k holds stage k). W streams marked evict-first in L2, as
- * for the 16-bit types. */
+/* Blocks in stage k. */
+static __device__ __forceinline__ uint32_t
+amk_mvq_stage_blocks (const amk_mvq_stream &st, uint32_t k)
+{
+  return min (st.g, st.rows * st.nb - k * st.g);
+}
+
+/* One row's part of a stage: its first block b0 in the row, its block count, where it
+ * starts in W, and where its chunks start in the slot (a multiple of 16). */
+struct amk_mvq_segment {
+  uint32_t row;  /* the warp's row index i (tile row w + i nw) */
+  uint32_t b0, blocks;
+  const unsigned char *src;
+  uint32_t at;
+};
+
+/* The next segment of a stage with *m blocks still to place, from cursor c, its chunks
+ * at slot offset *at: fills s, moves c, *m and *at past it. */
 static __device__ __forceinline__ void
-amk_mvq_copy_stage (const amk_mvq_stream &st, uint32_t k, uint32_t qb, uint32_t slot, uint32_t lane)
+amk_mvq_next_segment (const amk_mvq_stream &st, uint32_t qb, amk_mvq_cursor &c, uint32_t *m,
+                      uint32_t *at, amk_mvq_segment &s)
+{
+  s.row = c.row;
+  s.b0 = c.b0;
+  s.blocks = min (st.nb - c.b0, *m);
+  s.src = st.w + (uint64_t) c.row * st.step + (uint64_t) c.b0 * qb;
+  s.at = *at;
+  const uintptr_t a = reinterpret_cast<uintptr_t> (s.src);
+  *at += (uint32_t) (((a + s.blocks * qb + 15) & ~(uintptr_t) 15) - (a & ~(uintptr_t) 15));
+  *m -= s.blocks;
+  c.b0 += s.blocks;
+  if (c.b0 == st.nb)
+    {
+      c.b0 = 0;
+      c.row++;
+    }
+}
+
+/* This lane's copies of stage k (when it exists; c is where it starts, and moves past it)
+ * into slot `slot`, then the stage's commit group (always: group k holds stage k). W
+ * streams marked evict-first in L2, as for the 16-bit types. */
+static __device__ __forceinline__ void
+amk_mvq_copy_stage (const amk_mvq_stream &st, uint32_t k, amk_mvq_cursor &c, uint32_t qb,
+                    uint32_t slot, uint32_t lane)
 {
   if (k < st.n)
     {
-      uint32_t nbs;
-      const unsigned char *src = amk_mvq_stage_src (st, k, qb, &nbs);
-      const uintptr_t a = reinterpret_cast<uintptr_t> (src) & ~(uintptr_t) 15;
-      const uint32_t nc = (uint32_t) ((reinterpret_cast<uintptr_t> (src) + nbs * qb - a + 15) / 16);
-
-      amk_mv_copy_chunks (amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + lane * 16u,
-                          reinterpret_cast<const unsigned char *> (a) + lane * 16u, nc, lane);
+      uint32_t m = amk_mvq_stage_blocks (st, k), at = 0;
+      while (m > 0) /* uniform over the warp */
+        {
+          amk_mvq_segment s;
+          amk_mvq_next_segment (st, qb, c, &m, &at, s);
+          const uintptr_t a = reinterpret_cast<uintptr_t> (s.src) & ~(uintptr_t) 15;
+          const uint32_t nc = (uint32_t) ((reinterpret_cast<uintptr_t> (s.src) + s.blocks * qb - a + 15) / 16);
+          amk_mv_copy_chunks (amk_mv_ring_base () + st.ring + slot * AMK_MV_STAGE_BYTES + s.at + lane * 16u,
+                              reinterpret_cast<const unsigned char *> (a) + lane * 16u, nc, lane);
+        }
     }
   asm volatile ("cp.async.commit_group;" : : : "memory");
 }
@@ -92,55 +144,167 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
   const uint32_t dt = amk_mv_dt (ctx->dtype, 1), qb = amk_qb_bytes (dt);
   const amk_mvq_stream st = amk_mvq_stream_of (ctx, dt, tid, nt);
 
+  amk_mvq_cursor c = { 0, 0 };
+
   if (st.n == 0)
     return;
 #pragma unroll
   for (uint32_t k = 0; k < AMK_MV_STAGES; k++)
-    amk_mvq_copy_stage (st, k, qb, k, (uint32_t) tid & 31);
+    amk_mvq_copy_stage (st, k, c, qb, k, (uint32_t) tid & 31);
+}
+
+/* x' of the tile's kn columns staged for the ring as int8 limbs (amk_qb_dot16_limbs): at
+ * byte 0 the high limbs, at kn the low ones, at 2 kn a float scale per 32 columns, then
+ * a float sum of x' per 32 columns. x' is x * norm weight (the RMS scale comes later: the
+ * row's sum is multiplied by it) or silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group
+ * of 32 columns (four each), so the group's maximum and sum are three shuffles. Returns
+ * this thread's share of sum(x^2) for a fused norm. */
+static __device__ __forceinline__ float
+amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *nw, uint32_t ndt,
+                     const unsigned char *up, uint32_t udt, uint32_t kn, unsigned char *xs,
+                     int tid, int nt)
+{
+  const uint32_t n4 = kn / 4, lane = (uint32_t) tid & 31;
+  float *scales = reinterpret_cast<float *> (xs + 2 * kn), *sums = scales + kn / 32;
+  float ss = 0.0f;
+
+  /* the warp's groups of four columns: uniform trip count, so every lane shuffles */
+  for (uint32_t jw = ((uint32_t) tid & ~31u); jw < n4; jw += (uint32_t) nt)
+    {
+      const uint32_t j = jw + lane;
+      const bool live = j < n4; /* n4 is whole groups of 8: a group is live or not */
+      float4 o = make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+      if (live)
+        {
+          const float4 v = amk_mv_load4 (x, xdt, j);
+          ss = fmaf (v.x, v.x, fmaf (v.y, v.y, fmaf (v.z, v.z, fmaf (v.w, v.w, ss))));
+          o = v;
+          if (nw != nullptr)
+            {
+              const float4 g = amk_mv_load4 (nw, ndt, j);
+              o = make_float4 (v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+            }
+          else if (up != nullptr)
+            {
+              const float4 u = amk_mv_load4 (up, udt, j);
+              o = make_float4 (amk_mv_gated (v.x, u.x), amk_mv_gated (v.y, u.y),
+                               amk_mv_gated (v.z, u.z), amk_mv_gated (v.w, u.w));
+            }
+        }
+      float amax = fmaxf (fmaxf (fabsf (o.x), fabsf (o.y)), fmaxf (fabsf (o.z), fabsf (o.w)));
+      float sum = (o.x + o.y) + (o.z + o.w);
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1)
+        {
+          amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
+          sum += __shfl_xor_sync (0xffffffffu, sum, m);
+        }
+      if (!live)
+        continue;
+      const float inv = amax > 0.0f ? 16383.0f / amax : 0.0f;
+      const int q[4] = { __float2int_rn (o.x * inv), __float2int_rn (o.y * inv),
+                         __float2int_rn (o.z * inv), __float2int_rn (o.w * inv) };
+      uint32_t hi = 0, lo = 0;
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        {
+          hi |= ((uint32_t) (q[e] >> 7) & 0xffu) << (8 * e);
+          lo |= ((uint32_t) q[e] & 0x7fu) << (8 * e);
+        }
+      reinterpret_cast<uint32_t *> (xs)[j] = hi;
+      reinterpret_cast<uint32_t *> (xs + kn)[j] = lo;
+      if ((j & 7u) == 0)
+        {
+          scales[j / 8] = amax / 16383.0f;
+          sums[j / 8] = sum;
+        }
+    }
+  return ss;
 }
 
 template <uint32_t DT, bool SPLIT>
 static __device__ __forceinline__ void
 amk_mvq_run_ring (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
-                  int tid, int nt)
+                  float scale, int tid, int nt)
 {
-  constexpr uint32_t P = DT == AMK_ABI_DTYPE_Q4_K || DT == AMK_ABI_DTYPE_Q5_K || DT == AMK_ABI_DTYPE_Q6_K ? 32 : 4;
+  /* pieces of 16 values per block */
+  constexpr uint32_t PP = DT == AMK_ABI_DTYPE_Q4_K || DT == AMK_ABI_DTYPE_Q5_K || DT == AMK_ABI_DTYPE_Q6_K ? 16 : 2;
   const uint32_t qb = amk_qb_bytes (DT);
   const uint32_t lane = (uint32_t) tid & 31;
-  const float *xs = reinterpret_cast<const float *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
+  const unsigned char *xs = amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD;
+  const uint32_t kn = ctx->esize;
+  const float *scales = reinterpret_cast<const float *> (xs + 2 * kn), *sums = scales + kn / 32;
   const amk_mvq_stream st = amk_mvq_stream_of (ctx, DT, tid, nt);
-  uint32_t b0 = 0, r = (uint32_t) tid >> 5;
-  float acc = 0.0f;
+  const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5;
+  amk_mvq_cursor rc = { 0, 0 };                             /* the next stage to read */
+  amk_mvq_cursor cc = amk_mvq_cursor_at (st, AMK_MV_STAGES); /* and to copy */
+  float acc = 0.0f; /* this lane's part of the row in progress */
 
   for (uint32_t k = 0; k < st.n; ++k)
     {
       asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MV_STAGES - 1) : "memory");
       __syncwarp (); /* every lane's copies of the stage visible to the warp */
       const uint32_t slot = k % AMK_MV_STAGES;
-      uint32_t nbs;
-      const unsigned char *src = amk_mvq_stage_src (st, k, qb, &nbs);
-      const unsigned char *ws = amk_dyn_smem + st.ring + slot * AMK_MV_STAGE_BYTES +
-                                (reinterpret_cast<uintptr_t> (src) & 15u);
+      const unsigned char *base = amk_dyn_smem + st.ring + slot * AMK_MV_STAGE_BYTES;
+      uint32_t m = amk_mvq_stage_blocks (st, k), at = 0;
 
-      for (uint32_t it = lane; it < nbs * P; it += 32)
+      if (st.g <= st.nb) /* uniform: a stage ends at most one row and starts the next */
         {
-          const uint32_t blk = it / P, part = it - blk * P;
-          const float4 *xp = reinterpret_cast<const float4 *> (xs + (b0 + blk) * (P * 8) + part * 8);
-          const float4 a = xp[0], b = xp[1];
-          const float x[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
-          acc = amk_qb_dot8<DT> (ws + blk * qb, part, x, acc);
+          amk_mvq_segment s0, s1;
+          amk_mvq_next_segment (st, qb, rc, &m, &at, s0);
+          s1.blocks = 0;
+          s1.at = at;
+          s1.src = s0.src;
+          if (m > 0)
+            amk_mvq_next_segment (st, qb, rc, &m, &at, s1);
+          const unsigned char *ws0 = base + s0.at + (reinterpret_cast<uintptr_t> (s0.src) & 15u);
+          const unsigned char *ws1 = base + s1.at + (reinterpret_cast<uintptr_t> (s1.src) & 15u);
+          const uint32_t n0 = s0.blocks * PP, n = n0 + s1.blocks * PP;
+          float acc1 = 0.0f; /* the next row's part, from s1 */
+          /* the stage's pieces over all lanes at once, whichever row they belong to */
+          for (uint32_t it = lane; it < n; it += 32)
+            {
+              const bool second = it >= n0;
+              const uint32_t j = second ? it - n0 : it;
+              const uint32_t blk = j / PP, piece = j - blk * PP;
+              const uint32_t v0 = ((second ? 0u : s0.b0) + blk) * (PP * 16) + piece * 16;
+              const float d = amk_qb_dot16_limbs<DT> ((second ? ws1 : ws0) + blk * qb, piece,
+                                                      *reinterpret_cast<const uint4 *> (xs + v0),
+                                                      *reinterpret_cast<const uint4 *> (xs + kn + v0),
+                                                      scales[v0 / 32], sums[v0 / 32], 0.0f);
+              if (second)
+                acc1 += d;
+              else
+                acc += d;
+            }
+          if (s0.b0 + s0.blocks == st.nb) /* s0 ends its row */
+            {
+              amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + s0.row * nw, acc * scale, lane);
+              acc = acc1;
+            }
         }
+      else
+        while (m > 0) /* short rows: a stage may hold several; uniform over the warp */
+          {
+            amk_mvq_segment sg;
+            amk_mvq_next_segment (st, qb, rc, &m, &at, sg);
+            const unsigned char *ws = base + sg.at + (reinterpret_cast<uintptr_t> (sg.src) & 15u);
+            for (uint32_t it = lane; it < sg.blocks * PP; it += 32)
+              {
+                const uint32_t blk = it / PP, piece = it - blk * PP;
+                const uint32_t v0 = (sg.b0 + blk) * (PP * 16) + piece * 16; /* its first column */
+                acc = amk_qb_dot16_limbs<DT> (ws + blk * qb, piece, *reinterpret_cast<const uint4 *> (xs + v0),
+                                              *reinterpret_cast<const uint4 *> (xs + kn + v0), scales[v0 / 32],
+                                              sums[v0 / 32], acc);
+              }
+            if (sg.b0 + sg.blocks == st.nb) /* the row ends here */
+              {
+                amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + sg.row * nw, acc * scale, lane);
+                acc = 0.0f;
+              }
+          }
       __syncwarp (); /* every lane done with the slot */
-      amk_mvq_copy_stage (st, k + AMK_MV_STAGES, qb, slot, lane);
-
-      b0 += nbs;
-      if (b0 == st.nb) /* the row's last stage */
-        {
-          amk_mv_end_row<SPLIT> (ctx, ins, buffers, r, acc, lane);
-          acc = 0.0f;
-          b0 = 0;
-          r += (uint32_t) nt >> 5;
-        }
+      amk_mvq_copy_stage (st, k + AMK_MV_STAGES, cc, qb, slot, lane);
     }
 }
 
@@ -158,9 +322,8 @@ amk_mvq_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   const unsigned char *nw = ndt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 5, ndt) : nullptr;
   const unsigned char *up = udt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 6, udt) : nullptr;
   const amk_mvq_stream st = amk_mvq_stream_of (ctx, DT, tid, nt);
-  const uint32_t rows = st.n / max (st.per_row, 1u);
 
-  for (uint32_t i = 0; i < rows; i++)
+  for (uint32_t i = 0; i < st.rows; i++)
     {
       const unsigned char *row = st.w + (uint64_t) i * st.step;
       float acc = 0.0f;
@@ -184,7 +347,7 @@ amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
 #define AMK_MVQ_CASE(DT) \
   case DT: \
     if (ring) \
-      amk_mvq_run_ring<DT, SPLIT> (ctx, ins, buffers, tid, nt); \
+      amk_mvq_run_ring<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
     else \
       amk_mvq_run_direct<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
     break;

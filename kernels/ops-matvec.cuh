@@ -887,7 +887,8 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
     }
 
   /* x' (RING: staged as fp32; x'[i] at float (i & 4 ? 4 C : 0) + 4 (i / 8) + i % 4 for
-   * 8 elements per chunk, at float i for 4), and the norm's scale */
+   * 8 elements per chunk, at float i for 4; for block types as int8 limbs,
+   * amk_mvq_stage_limbs), and the norm's scale */
   float scale = 1.0f;
   if (ring || norm)
     {
@@ -903,7 +904,10 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
        * are in flight together, one round trip per batch rather than one per element
        * (K = 8192 took 16 round trips, most of a down projection's tile) */
       const uint32_t n4 = k / 4;
-      if (run)
+      if (run && blocks && ring) /* block types stage x' as int8 limbs */
+        ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k, reinterpret_cast<unsigned char *> (xs),
+                                  tid, nt);
+      else if (run)
         for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_XBATCH)
           {
             float4 v[AMK_MV_XBATCH], m[AMK_MV_XBATCH];
@@ -952,7 +956,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
           for (int w = 0; w < (nt >> 5); w++)
             total += red[w];
           scale = 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.matvec.eps);
-          if (ring && run)
+          if (ring && run && !blocks) /* blocks: the row's sum takes the scale */
             /* every thread rescales the groups it staged itself: no barrier needed */
             for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)
               {

@@ -5,10 +5,11 @@ pipelines (the shared-memory ring the launcher's defaults give, and direct loads
 dynamic shared memory) with every fusion and split columns, MATMUL on its few-rows and
 block tiles, and EMBED.
 
-Tolerances: MATVEC decodes the same values and accumulates in fp32 in another order, so
-each output is within 1e-5 of the sum of its terms' magnitudes; MATMUL rounds the decoded
-weights and X' to bf16 for the tensor cores (1e-2 relative, as for bf16 weights); EMBED
-gives the CPU executor's bits. Skips without a GPU."""
+Tolerances: MATVEC decodes the same values and accumulates in another order, so each
+output is within 1e-5 of the sum of its terms' magnitudes, plus, for the ring, which holds
+x' as 15-bit integers of each 32 columns' maximum, sum |W| times half that step; MATMUL
+rounds the decoded weights and X' to bf16 for the tensor cores (1e-2 relative, as for bf16
+weights); EMBED gives the CPU executor's bits. Skips without a GPU."""
 import os
 import sys
 
@@ -16,33 +17,14 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-from amktest import Amk, GLib, add_op, download, from_f32, make_rng, poison, to_f32, upload  # noqa: E402
+from amktest import (Amk, BLOCK_TYPES, GLib, add_op, download, from_f32,  # noqa: E402
+                     make_rng, poison, random_blocks, to_f32, upload)
 
 pytestmark = pytest.mark.skipif(Amk.Launcher.get_device_count() == 0, reason="no CUDA device")
 
 F32, BF16, I32 = Amk.DType.F32, Amk.DType.BF16, Amk.DType.I32
 NONE = -1
-# dtype: values and bytes per block, where its f16 scales sit
-TYPES = {
-    Amk.DType.Q8_0: (32, 34, (0,)),
-    Amk.DType.Q4_K: (256, 144, (0, 2)),
-    Amk.DType.Q5_K: (256, 176, (0, 2)),
-    Amk.DType.Q6_K: (256, 210, (208,)),
-    Amk.DType.Q5_0: (32, 22, (0,)),
-    Amk.DType.Q5_1: (32, 24, (0, 2)),
-}
-IDS = [Amk.DType(t).value_nick for t in TYPES]
-
-
-def random_blocks(rng, dtype, rows, cols):
-    """rows × cols values of dtype as raw blocks: every bit random but the f16 scales."""
-    values, nbytes, scales = TYPES[dtype]
-    n_blocks = rows * cols // values
-    raw = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
-    for at in scales:
-        d = (rng.uniform(0.5e-3, 4e-3, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
-        raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
-    return raw.tobytes()
+IDS = [Amk.DType(t).value_nick for t in BLOCK_TYPES]
 
 
 def run_both(prog, inputs, outputs, smem=None):
@@ -67,7 +49,7 @@ def run_both(prog, inputs, outputs, smem=None):
 
 def weights(rng, prog, dtype, n, k):
     w = prog.add_buffer("w", dtype, [n, k], Amk.BufferRole.CONSTANT)
-    prog.set_buffer_data(w, GLib.Bytes.new(random_blocks(rng, dtype, n, k)))
+    prog.set_buffer_data(w, GLib.Bytes.new(random_blocks(rng, dtype, n, k).tobytes()))
     return w
 
 
@@ -90,7 +72,7 @@ def matvec_case(rng, dtype, rows, blocks, fused, tile=16, splits=1):
     """A MATVEC over raw instructions (tiles of `tile` rows, each row's blocks split in
     `splits` column ranges, round robin over the queues), its inputs, and the terms'
     magnitude |W| |x'| + |bias| + |residual| for the bound."""
-    k = blocks * TYPES[dtype][0]
+    k = blocks * BLOCK_TYPES[dtype][0]
     prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
     w = weights(rng, prog, dtype, rows, k)
     x = prog.add_buffer("x", BF16, [k], Amk.BufferRole.INPUT)
@@ -113,7 +95,8 @@ def matvec_case(rng, dtype, rows, blocks, fused, tile=16, splits=1):
     for r0 in range(0, rows, tile):
         for s in range(splits):
             b0, b1 = s * blocks // splits, (s + 1) * blocks // splits
-            cols = [b0 * TYPES[dtype][0], (b1 - b0) * TYPES[dtype][0]] if splits > 1 else [0, 0]
+            v = BLOCK_TYPES[dtype][0]
+            cols = [b0 * v, (b1 - b0) * v] if splits > 1 else [0, 0]
             add_op(prog, t % prog.get_num_queues(), Amk.Opcode.MATVEC, refs,
                    dict(row0=r0, rows=min(tile, rows - r0), k=k, eps=1e-5, k0=cols[0], k_len=cols[1]))
             t += 1
@@ -130,7 +113,11 @@ def matvec_case(rng, dtype, rows, blocks, fused, tile=16, splits=1):
         xv = xv / np.sqrt(np.mean(xv * xv) + 1e-5) * to_f32(BF16, data[norm])
     if up != NONE:
         xv = xv / (1 + np.exp(-xv)) * to_f32(BF16, data[up])
-    size = np.abs(decoded(prog, w, dtype, rows, k)) @ np.abs(xv)
+    wd = np.abs(decoded(prog, w, dtype, rows, k))
+    # the ring holds x' as 15-bit integers of each 32 columns' maximum: half a step each
+    # (times 1e5: the bound is 1e-5 of size)
+    step = np.repeat(np.abs(xv).reshape(-1, 32).max(axis=1), 32) / 32766
+    size = wd @ np.abs(xv) + 1e5 * (wd @ step)
     for b in (bias, res):
         if b != NONE:
             size = size + np.abs(to_f32(F32 if b in (bias, y) else BF16, data[b]))
@@ -138,7 +125,7 @@ def matvec_case(rng, dtype, rows, blocks, fused, tile=16, splits=1):
     return prog, y, inputs, size
 
 
-@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("rows,blocks,fused,smem", [
     (1, 2, "none", None), (13, 3, "norm", None), (64, 8, "bias+residual", None),
     (300, 9, "gate", None), (40, 70, "norm+bias", None),
@@ -153,7 +140,22 @@ def test_matvec_gpu_matches_cpu(dtype, rows, blocks, fused, smem):
     assert np.all(np.isfinite(gpu)) and err <= 1e-5
 
 
-@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
+@pytest.mark.parametrize("rows,blocks,tile,fused", [
+    (200, 70, 100, "norm"), (96, 3, 96, "gate"), (130, 9, 65, "bias+residual"),
+])
+def test_matvec_tall_tiles_gpu_matches_cpu(dtype, rows, blocks, tile, fused):
+    """Tiles of many rows per warp: the ring's stages run on from one of a warp's rows
+    into the next (one row of 70 blocks, many rows of 3)."""
+    prog, y, inputs, size = matvec_case(make_rng(), dtype, rows, blocks, fused, tile=tile)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)}, None)[y]
+    err = np.max(np.abs(gpu - cpu) / size)
+    print(f"# MATVEC {dtype.value_nick} {rows}x{blocks} blocks, tiles of {tile} rows, {fused}: "
+          f"max |gpu - cpu| / |terms| {err:.3g}")
+    assert np.all(np.isfinite(gpu)) and err <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("fused,smem", [("none", None), ("norm+bias", None), ("gate", 0)])
 def test_matvec_split_k_gpu_matches_cpu(dtype, fused, smem):
     """Each row's blocks in three column ranges on different queues, adding onto y
@@ -163,14 +165,14 @@ def test_matvec_split_k_gpu_matches_cpu(dtype, fused, smem):
     assert np.all(np.isfinite(gpu)) and np.max(np.abs(gpu - cpu) / size) <= 1e-5
 
 
-@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("m,n,blocks,fused", [
     (1, 40, 2, "none"), (7, 136, 3, "bias"), (37, 200, 2, "residual"),
     (100, 136, 3, "norm"), (256, 264, 2, "none"),
 ])
 def test_matmul_gpu_matches_cpu(dtype, m, n, blocks, fused):
     rng = make_rng()
-    k = blocks * TYPES[dtype][0]
+    k = blocks * BLOCK_TYPES[dtype][0]
     prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
     w = weights(rng, prog, dtype, n, k)
     x = prog.add_buffer("x", BF16, [m, k], Amk.BufferRole.INPUT)
@@ -193,14 +195,14 @@ def test_matmul_gpu_matches_cpu(dtype, m, n, blocks, fused):
     assert np.all(np.isfinite(gpu)) and err <= 1e-2
 
 
-@pytest.mark.parametrize("dtype", list(TYPES), ids=IDS)
+@pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("rows_op", [False, True])
 def test_embed_gpu_matches_cpu(dtype, rows_op):
     rng = make_rng()
-    vocab, dim = 50, 3 * TYPES[dtype][0]
+    vocab, dim = 50, 3 * BLOCK_TYPES[dtype][0]
     prog = Amk.Program.new(Amk.Launcher(device=0).get_preferred_queues())
     table = prog.add_buffer("table", dtype, [vocab, dim], Amk.BufferRole.CONSTANT)
-    prog.set_buffer_data(table, GLib.Bytes.new(random_blocks(rng, dtype, vocab, dim)))
+    prog.set_buffer_data(table, GLib.Bytes.new(random_blocks(rng, dtype, vocab, dim).tobytes()))
     n = 9 if rows_op else 1
     ids = prog.add_buffer("ids", I32, [n], Amk.BufferRole.INPUT)
     out = prog.add_buffer("out", F32, [n, dim] if rows_op else [dim], Amk.BufferRole.OUTPUT)
@@ -216,7 +218,7 @@ def test_embed_gpu_matches_cpu(dtype, rows_op):
 
 def test_launcher_supports_them():
     launcher = Amk.Launcher(device=0)
-    for dtype in TYPES:
+    for dtype in BLOCK_TYPES:
         assert launcher.supports_dtype(dtype)
 
 

@@ -24,6 +24,30 @@ ELEMENT_SIZE = {Amk.DType.F32: 4, Amk.DType.F16: 2, Amk.DType.BF16: 2,
                 Amk.DType.I32: 4, Amk.DType.U8: 1}
 
 
+# The block-quantized dtypes: values and bytes per block, and where the block's f16
+# scales sit.
+BLOCK_TYPES = {
+    Amk.DType.Q8_0: (32, 34, (0,)),
+    Amk.DType.Q4_K: (256, 144, (0, 2)),
+    Amk.DType.Q5_K: (256, 176, (0, 2)),
+    Amk.DType.Q6_K: (256, 210, (208,)),
+    Amk.DType.Q5_0: (32, 22, (0,)),
+    Amk.DType.Q5_1: (32, 24, (0, 2)),
+}
+
+
+def random_blocks(rng, dtype, rows, cols):
+    """rows × cols values of a block-quantized dtype as raw blocks (uint8, a row per
+    block): every bit random but the f16 scales, a few thousandths of either sign."""
+    values, nbytes, scales = BLOCK_TYPES[dtype]
+    n_blocks = rows * cols // values
+    raw = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
+    for at in scales:
+        d = (rng.uniform(0.5e-3, 4e-3, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
+        raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
+    return raw
+
+
 def make_rng():
     """A generator seeded fresh each run; the seed is printed (pytest shows it on failure)
     and AMK_TEST_SEED replays a run."""

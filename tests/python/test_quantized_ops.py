@@ -10,21 +10,21 @@ error of the result is not when the terms cancel)."""
 import numpy as np
 import pytest
 
-from amktest import Amk, GLib, from_bytes, make_rng, poison, to_bytes
+from amktest import Amk, BLOCK_TYPES, GLib, from_bytes, make_rng, poison, random_blocks, to_bytes
 
 gguf = pytest.importorskip("gguf")
 from gguf.quants import dequantize  # noqa: E402
 
 NONE = -1
-# dtype: (the gguf type, values and bytes per block, where the f16 scales sit)
-TYPES = {
-    Amk.DType.Q8_0: (gguf.GGMLQuantizationType.Q8_0, 32, 34, (0,)),
-    Amk.DType.Q4_K: (gguf.GGMLQuantizationType.Q4_K, 256, 144, (0, 2)),
-    Amk.DType.Q5_K: (gguf.GGMLQuantizationType.Q5_K, 256, 176, (0, 2)),
-    Amk.DType.Q6_K: (gguf.GGMLQuantizationType.Q6_K, 256, 210, (208,)),
-    Amk.DType.Q5_0: (gguf.GGMLQuantizationType.Q5_0, 32, 22, (0,)),
-    Amk.DType.Q5_1: (gguf.GGMLQuantizationType.Q5_1, 32, 24, (0, 2)),
-}
+
+
+def gguf_type(dtype):
+    """The gguf package's type of a block-quantized dtype (nick q8-0: Q8_0)."""
+    return getattr(gguf.GGMLQuantizationType, Amk.DType(dtype).value_nick.upper().replace("-", "_"))
+
+
+# dtype: the gguf type, values and bytes per block (amktest.BLOCK_TYPES)
+TYPES = {t: (gguf_type(t),) + v[:2] for t, v in BLOCK_TYPES.items()}
 
 
 @pytest.fixture
@@ -32,14 +32,11 @@ def rng():
     return make_rng()
 
 
-def random_blocks(rng, dtype, rows, cols):
-    """rows × cols values of dtype as raw blocks, and their float64 reference."""
-    qtype, values, nbytes, scales = TYPES[dtype]
-    n_blocks = rows * cols // values
-    raw = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
-    for at in scales:   # f16 scales of a few thousandths, either sign
-        d = (rng.uniform(0.5e-3, 4e-3, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
-        raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
+def blocks_and_reference(rng, dtype, rows, cols):
+    """rows × cols values of dtype as raw blocks (amktest.random_blocks), and their float64
+    reference."""
+    qtype, values, nbytes = TYPES[dtype]
+    raw = random_blocks(rng, dtype, rows, cols)
     ref = dequantize(raw.reshape(rows, cols // values * nbytes), qtype).astype(np.float64)
     return raw.tobytes(), ref.reshape(rows, cols)
 
@@ -64,7 +61,7 @@ def run(program, inputs, out, n):
 @pytest.mark.parametrize("norm", [False, True])
 def test_matvec(rng, dtype, rows, norm):
     k = 2 * TYPES[dtype][1]
-    raw, w = random_blocks(rng, dtype, rows, k)
+    raw, w = blocks_and_reference(rng, dtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     p = Amk.Program.new(3)
     wb = p.add_buffer("w", dtype, [rows, k], Amk.BufferRole.CONSTANT)
@@ -88,7 +85,7 @@ def test_matvec(rng, dtype, rows, norm):
 def test_matvec_split_k(rng, dtype):
     """y += W x with the columns split over queues (split-K slices of whole blocks)."""
     rows, k = 8, 64 * TYPES[dtype][1]   # 64 blocks a row: two slices of 32
-    raw, w = random_blocks(rng, dtype, rows, k)
+    raw, w = blocks_and_reference(rng, dtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     y0 = rng.standard_normal(rows).astype(np.float32)
     p = Amk.Program.new(64)
@@ -112,7 +109,7 @@ def test_matvec_split_k(rng, dtype):
 @pytest.mark.parametrize("m", [1, 7, 37])
 def test_matmul(rng, dtype, m):
     n, k = 40, 2 * TYPES[dtype][1]
-    raw, w = random_blocks(rng, dtype, n, k)
+    raw, w = blocks_and_reference(rng, dtype, n, k)
     x = rng.standard_normal((m, k)).astype(np.float32)
     p = Amk.Program.new(3)
     wb = p.add_buffer("w", dtype, [n, k], Amk.BufferRole.CONSTANT)
@@ -130,7 +127,7 @@ def test_matvec_equals_matmul(rng, dtype):
     """A MATMUL row and a MATVEC of the same quantized weights give the same bits (a
     batch and a single sequence agree)."""
     n, k = 24, TYPES[dtype][1]
-    raw, _ = random_blocks(rng, dtype, n, k)
+    raw, _ = blocks_and_reference(rng, dtype, n, k)
     x = rng.standard_normal(k).astype(np.float32)
     outs = []
     for op in ("matvec", "matmul"):
@@ -149,7 +146,7 @@ def test_matvec_equals_matmul(rng, dtype):
 @pytest.mark.parametrize("rows_op", [False, True])
 def test_embed(rng, dtype, rows_op):
     vocab, dim = 5, 2 * TYPES[dtype][1]
-    raw, table = random_blocks(rng, dtype, vocab, dim)
+    raw, table = blocks_and_reference(rng, dtype, vocab, dim)
     ids = np.array([3, 0, 4], dtype=np.int32)
     p = Amk.Program.new(2)
     tb = p.add_buffer("table", dtype, [vocab, dim], Amk.BufferRole.CONSTANT)
