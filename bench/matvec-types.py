@@ -28,10 +28,10 @@ tile = int(args[1]) if len(args) > 1 else 128
 names = (args[2] if len(args) > 2 else "bf16,q8_0,q4_k").split(",")
 if once:
     names = [once]
+dry = os.environ.get("QMV_DRY")  # no GPU: build and run the programs on the CPU executor
 rng = np.random.default_rng(1)
 for name in names:
     dt = BF16 if name == "bf16" else getattr(Amk.DType, name.upper())
-    dry = os.environ.get("QMV_DRY")  # no GPU: build and run the program on the CPU executor
     launcher = None if dry else Amk.Launcher(device=0)
     prog = Amk.Program.new(132 if dry else launcher.get_preferred_queues())
     w = prog.add_buffer("w", dt, [rows, k], Amk.BufferRole.CONSTANT)

@@ -72,8 +72,8 @@ struct amk_mvq_cursor {
 static __device__ __forceinline__ amk_mvq_cursor
 amk_mvq_cursor_at (const amk_mvq_stream &st, uint32_t k)
 {
-  const uint32_t b = k * st.g;
-  return { b / st.nb, b - (b / st.nb) * st.nb };
+  const uint32_t b = k * st.g, row = b / st.nb;
+  return { row, b - row * st.nb };
 }
 
 /* Blocks in stage k. */

@@ -215,7 +215,7 @@ amk_qb_part (const unsigned char *p, uint32_t part, float (&q)[8], float *ds, fl
     }
 }
 
-/* ---- the two readers -------------------------------------------------------------------- */
+/* ---- the readers ------------------------------------------------------------------------ */
 
 /* The 8 values, each rounded as the CPU reference rounds it (no fused multiply-add). */
 template <uint32_t DT>
