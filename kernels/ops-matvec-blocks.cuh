@@ -1,7 +1,8 @@
 /* ops-matvec-blocks.cuh: MATVEC over block-quantized W (Q8_0, Q5_0, Q5_1 and the K
  * types; quant-blocks.cuh), the same product and fusions as ops-matvec.cuh, which
- * includes this file before its exec and, for the ring, stages x' with
- * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes).
+ * includes this file before its exec and, for the ring and COLUMNS, stages x' with
+ * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes). Q4_K
+ * and Q5_K run COLUMNS (ops-matvec-columns.cuh) where the ring would.
  *
  * Work split: warp w owns rows w, w + nw, ... of the tile, as for the 16-bit types. In
  * the ring, lane l takes the 16-value pieces l, l + 32, ... of a stage (integer dot
@@ -25,6 +26,7 @@
 #define AMK_OPS_MATVEC_BLOCKS_CUH
 
 #include "quant-blocks.cuh"
+#include "ops-matvec-columns.cuh"
 
 /* A segment's chunks hold its blocks and at most 30 bytes more (15 before the first
  * block, 15 after the last). */
@@ -146,7 +148,7 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
 
   amk_mvq_cursor c = { 0, 0 };
 
-  if (st.n == 0)
+  if (st.n == 0 || amk_mvc_takes (dt))
     return;
 #pragma unroll
   for (uint32_t k = 0; k < AMK_MV_STAGES; k++)
@@ -157,12 +159,13 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
  * byte 0 the high limbs, at kn the low ones, at 2 kn a float scale per 32 columns, then
  * a float sum of x' per 32 columns. x' is x * norm weight (the RMS scale comes later: the
  * row's sum is multiplied by it) or silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group
- * of 32 columns (four each), so the group's maximum and sum are three shuffles. Returns
- * this thread's share of sum(x^2) for a fused norm. */
+ * of 32 columns (four each), so the group's maximum and sum are three shuffles. With
+ * `swizzle`, the limbs' 16-byte chunks in COLUMNS' order (amk_mvc_xchunk). Returns this
+ * thread's share of sum(x^2) for a fused norm. */
 static __device__ __forceinline__ float
 amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *nw, uint32_t ndt,
                      const unsigned char *up, uint32_t udt, uint32_t kn, unsigned char *xs,
-                     int tid, int nt)
+                     bool swizzle, int tid, int nt)
 {
   const uint32_t n4 = kn / 4, lane = (uint32_t) tid & 31;
   float *scales = reinterpret_cast<float *> (xs + 2 * kn), *sums = scales + kn / 32;
@@ -211,8 +214,9 @@ amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *
           hi |= ((uint32_t) (q[e] >> 7) & 0xffu) << (8 * e);
           lo |= ((uint32_t) q[e] & 0x7fu) << (8 * e);
         }
-      reinterpret_cast<uint32_t *> (xs)[j] = hi;
-      reinterpret_cast<uint32_t *> (xs + kn)[j] = lo;
+      const uint32_t at = swizzle ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u) : j;
+      reinterpret_cast<uint32_t *> (xs)[at] = hi;
+      reinterpret_cast<uint32_t *> (xs + kn)[at] = lo;
       if ((j & 7u) == 0)
         {
           scales[j / 8] = amax / 16383.0f;
@@ -338,15 +342,20 @@ amk_mvq_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
     }
 }
 
-/* The pipeline for W's block type. */
+/* The pipeline for W's block type: COLUMNS (ops-matvec-columns.cuh) for Q4_K and Q5_K,
+ * else the ring, or DIRECT without the ring's shared memory. Not inlined: so many
+ * pipelines' registers would add to those of every other op's code in the scheduler,
+ * which then spills. */
 template <bool SPLIT>
-static __device__ __forceinline__ void
+static __device__ __noinline__ void
 amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
              float scale, bool ring, uint32_t wdt, int tid, int nt)
 {
 #define AMK_MVQ_CASE(DT) \
   case DT: \
-    if (ring) \
+    if (ring && amk_mvc_takes (DT)) \
+      amk_mvc_run<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
+    else if (ring) \
       amk_mvq_run_ring<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
     else \
       amk_mvq_run_direct<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \

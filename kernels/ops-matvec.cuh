@@ -906,7 +906,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
       const uint32_t n4 = k / 4;
       if (run && blocks && ring) /* block types stage x' as int8 limbs */
         ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k, reinterpret_cast<unsigned char *> (xs),
-                                  tid, nt);
+                                  amk_mvc_takes (wdt), tid, nt);
       else if (run)
         for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_XBATCH)
           {

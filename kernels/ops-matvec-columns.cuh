@@ -1,0 +1,203 @@
+/* ops-matvec-columns.cuh: MATVEC over Q4_K and Q5_K weights with every lane owning fixed
+ * columns (COLUMNS), the pipeline that ops-matvec-blocks.cuh runs for these types instead
+ * of its ring.
+ *
+ * These blocks are whole 16-byte words (144 and 176 bytes), so a lane can load its share
+ * of a block straight from global memory into registers, with no staging: a warp's step
+ * (an item) is one slice of 8 blocks (2048 columns) of one of its rows, and lane l takes
+ * its 64 columns 64 l .. 64 l + 63, chunk c = l % 4 of block l / 4: the 16-byte header
+ * (scales), Q5_K's 32 bytes of fifth bits and the chunk's 32 bytes of nibbles. Items run
+ * row by row (slices of a row in order, then the next row); the loads of the next D items
+ * are in flight while one is summed against x' (int8 limbs in shared memory, staged by
+ * amk_mvq_stage_limbs in the order of amk_mvc_xchunk), and a row's last slice ends it
+ * (warp sum, lane 0 stores). There is no prologue: W's first loads leave after the waits.
+ *
+ * The ring, by contrast, stages every block through shared memory and decodes 16 values
+ * at a time from addresses it computes per stage: most of its instructions were that
+ * bookkeeping, and each warp's chain of them, not memory, bounded it. Q8_0, Q6_K, Q5_0
+ * and Q5_1 stay there: their blocks are only 2-byte aligned.
+ *
+ * SPDX-License-Identifier: LGPL-2.1-or-later
+ */
+#ifndef AMK_OPS_MATVEC_COLUMNS_CUH
+#define AMK_OPS_MATVEC_COLUMNS_CUH
+
+#include "quant-blocks.cuh"
+
+/* Per type: 16-byte loads per lane and item, items in flight per warp (the most that
+ * fit the scheduler's 128 registers without spilling). */
+template <uint32_t DT>
+struct amk_mvc_type {
+  static constexpr bool Q5 = DT == AMK_ABI_DTYPE_Q5_K;
+  static constexpr uint32_t LOADS = Q5 ? 5 : 3;
+  static constexpr uint32_t DEPTH = Q5 ? 2 : 3; /* at most 3 */
+};
+
+/* Whether COLUMNS takes W of type dt (the prologue and the run must agree: the ring's
+ * prologue copies stages only the ring reads). Every block it reads is 16-byte aligned:
+ * W starts so (amk_matvec_check) and its rows and split-K offsets are whole blocks. */
+static __device__ __forceinline__ bool
+amk_mvc_takes (uint32_t dt)
+{
+  return dt == AMK_ABI_DTYPE_Q4_K || dt == AMK_ABI_DTYPE_Q5_K;
+}
+
+/* Where x' chunk q (16 bytes of a limb) is staged for COLUMNS: lane l reads chunks
+ * 4 l .. 4 l + 3, so in the natural order the 8 lanes of a 16-byte load's phase would hit
+ * 2 of 8 bank groups; the XOR with l spreads them over all 8. It permutes each aligned
+ * group of 8 chunks (K is a multiple of 256 here: whole groups). */
+static __device__ __forceinline__ uint32_t
+amk_mvc_xchunk (uint32_t q)
+{
+  return q ^ ((q >> 2) & 7u);
+}
+
+/* Lane's share of block `blk` (chunk c): header, (Q5_K: the fifth bits), nibbles. */
+template <uint32_t DT>
+static __device__ __forceinline__ void
+amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>::LOADS])
+{
+  v[0] = __ldcs (reinterpret_cast<const uint4 *> (blk));
+  if (amk_mvc_type<DT>::Q5)
+    {
+      v[1] = __ldcs (reinterpret_cast<const uint4 *> (blk + 16));
+      v[2] = __ldcs (reinterpret_cast<const uint4 *> (blk + 32));
+      v[3] = __ldcs (reinterpret_cast<const uint4 *> (blk + 48 + 32 * c));
+      v[4] = __ldcs (reinterpret_cast<const uint4 *> (blk + 64 + 32 * c));
+    }
+  else
+    {
+      v[1] = __ldcs (reinterpret_cast<const uint4 *> (blk + 16 + 32 * c));
+      v[2] = __ldcs (reinterpret_cast<const uint4 *> (blk + 32 + 32 * c));
+    }
+}
+
+/* acc + the lane's 64 values of the block times x' (columns v0 .. v0 + 63 of the tile,
+ * read from shared memory per item: held in registers across items, they spilled):
+ * sub-blocks 2c (the low nibbles) and 2c + 1 (the high ones), each
+ * ds sum(q x') - dm sum(x'). The 6-bit scales and minimums of sub-blocks 0..3 and 4..7
+ * are unpacked four at a time, as whole words. */
+template <uint32_t DT>
+static __device__ __forceinline__ float
+amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsigned char *xs,
+             uint32_t kn, uint32_t v0, float acc)
+{
+  constexpr uint32_t L = amk_mvc_type<DT>::LOADS;
+  const uint4 h = v[0];
+  const uint32_t scw = c < 2 ? h.y & 0x3f3f3f3fu : (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+  const uint32_t mnw = c < 2 ? h.z & 0x3f3f3f3fu : ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
+  const uint32_t sh = 16 * (c & 1u); /* sub-block 2c's byte in the word */
+  const float d = __half2float (__ushort_as_half ((unsigned short) (h.x & 0xffffu)));
+  const float dmin = __half2float (__ushort_as_half ((unsigned short) (h.x >> 16)));
+  const uint4 *xh = reinterpret_cast<const uint4 *> (xs), *xl = reinterpret_cast<const uint4 *> (xs + kn);
+  const uint32_t q0 = v0 / 16; /* the lane's first x' chunk */
+  const float2 sx = *reinterpret_cast<const float2 *> (xs + 2 * kn + v0 / 8);
+  const float2 sum = *reinterpret_cast<const float2 *> (xs + 2 * kn + kn / 8 + v0 / 8);
+  int h0 = 0, l0 = 0, h1 = 0, l1 = 0;
+
+#pragma unroll
+  for (uint32_t i = 0; i < 2; i++)
+    {
+      const uint4 qv = v[L - 2 + i];
+      const uint32_t p0 = amk_mvc_xchunk (q0 + i), p1 = amk_mvc_xchunk (q0 + 2 + i);
+      const uint4 a0 = xh[p0], a1 = xh[p1], b0 = xl[p0], b1 = xl[p1];
+      const uint32_t q[4] = { qv.x, qv.y, qv.z, qv.w };
+      const uint32_t xa0[4] = { a0.x, a0.y, a0.z, a0.w }, xa1[4] = { a1.x, a1.y, a1.z, a1.w };
+      const uint32_t xb0[4] = { b0.x, b0.y, b0.z, b0.w }, xb1[4] = { b1.x, b1.y, b1.z, b1.w };
+      uint32_t f[4] = { 0, 0, 0, 0 };
+      if (amk_mvc_type<DT>::Q5) /* the fifth bit of value 32 sub + j: bit sub of byte j */
+        {
+          const uint4 fv = v[1 + i];
+          f[0] = fv.x >> (2 * c), f[1] = fv.y >> (2 * c), f[2] = fv.z >> (2 * c), f[3] = fv.w >> (2 * c);
+        }
+#pragma unroll
+      for (uint32_t e = 0; e < 4; e++)
+        {
+          uint32_t a = q[e] & 0x0f0f0f0fu, b = (q[e] >> 4) & 0x0f0f0f0fu;
+          if (amk_mvc_type<DT>::Q5)
+            {
+              a |= (f[e] & 0x01010101u) << 4;
+              b |= (f[e] & 0x02020202u) << 3;
+            }
+          h0 = __dp4a ((int) a, (int) xa0[e], h0);
+          l0 = __dp4a ((int) a, (int) xb0[e], l0);
+          h1 = __dp4a ((int) b, (int) xa1[e], h1);
+          l1 = __dp4a ((int) b, (int) xb1[e], l1);
+        }
+    }
+  const float sc0 = (float) ((scw >> sh) & 0xffu), sc1 = (float) ((scw >> (sh + 8)) & 0xffu);
+  const float mn0 = (float) ((mnw >> sh) & 0xffu), mn1 = (float) ((mnw >> (sh + 8)) & 0xffu);
+  acc = fmaf (d * sc0 * sx.x, (float) (h0 * 128 + l0), acc);
+  acc = fmaf (d * sc1 * sx.y, (float) (h1 * 128 + l1), acc);
+  acc = fmaf (-dmin * mn0, sum.x, acc);
+  return fmaf (-dmin * mn1, sum.y, acc);
+}
+
+/* Not inlined: its loads in flight would add to the registers of the code around the
+ * scheduler's call, which then spills in every op. */
+template <uint32_t DT, bool SPLIT>
+static __device__ __noinline__ void
+amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+             float scale, int tid, int nt)
+{
+  constexpr uint32_t L = amk_mvc_type<DT>::LOADS, D = amk_mvc_type<DT>::DEPTH;
+  const uint32_t qb = amk_qb_bytes (DT);
+  const uint32_t lane = (uint32_t) tid & 31, c = lane & 3u, lb = lane >> 2;
+  const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5, n = ctx->count;
+  const unsigned char *xs = amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD;
+  const uint32_t kn = ctx->esize, nb = kn / 256;
+  const uint64_t rowb = (uint64_t) (ctx->pattern / 256) * qb;
+  const unsigned char *w0 = ctx->ptr[1] + (uint64_t) w * rowb;
+  const uint64_t step = (uint64_t) nw * rowb;
+  const uint32_t rows = n > w ? (n - 1 - w) / nw + 1 : 0;
+  const uint32_t S = (nb + 7) / 8, items = rows * S;
+
+  /* the loads of items t + 1 .. t + D in slots 0 .. D - 1, shifted down every item (an
+   * array indexed by the item, or loads under a condition, would put the slots in local
+   * memory); a lane with no block there loads the tile's first one instead, unused;
+   * (prow, pslice) is item t + D */
+  uint4 slot[3][L];
+  uint32_t prow = 0, pslice = 0;
+#define AMK_MVC_ISSUE(v) \
+  do { \
+    const uint32_t b_ = pslice * 8 + lb; \
+    amk_mvc_load<DT> (prow < rows && b_ < nb ? w0 + (uint64_t) prow * step + (uint64_t) b_ * qb : w0, c, v); \
+    if (++pslice == S) \
+      { \
+        pslice = 0; \
+        prow++; \
+      } \
+  } while (0)
+#pragma unroll
+  for (uint32_t d = 0; d < D; d++)
+    AMK_MVC_ISSUE (slot[d]);
+
+  float acc = 0.0f;
+  uint32_t row = 0, slice = 0;
+  for (uint32_t t = 0; t < items; t++)
+    {
+      uint4 cur[L];
+#pragma unroll
+      for (uint32_t j = 0; j < L; j++)
+        {
+          cur[j] = slot[0][j];
+#pragma unroll
+          for (uint32_t d = 0; d + 1 < D; d++)
+            slot[d][j] = slot[d + 1][j];
+        }
+      AMK_MVC_ISSUE (slot[D - 1]);
+      const uint32_t b = slice * 8 + lb;
+      if (b < nb)
+        acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
+      if (++slice == S)
+        {
+          amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + row * nw, acc * scale, lane);
+          acc = 0.0f;
+          slice = 0;
+          row++;
+        }
+    }
+#undef AMK_MVC_ISSUE
+}
+
+#endif /* AMK_OPS_MATVEC_COLUMNS_CUH */
