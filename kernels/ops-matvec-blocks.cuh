@@ -1,8 +1,9 @@
 /* ops-matvec-blocks.cuh: MATVEC over block-quantized W (Q8_0, Q5_0, Q5_1 and the K
  * types; quant-blocks.cuh), the same product and fusions as ops-matvec.cuh, which
  * includes this file before its exec and, for the ring and COLUMNS, stages x' with
- * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes). Q4_K
- * and Q5_K run COLUMNS (ops-matvec-columns.cuh) where the ring would.
+ * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes); its
+ * exec hands the tile to amk_mvq_exec at the end of this file. Q4_K and Q5_K run COLUMNS
+ * (ops-matvec-columns.cuh) where the ring would.
  *
  * Work split: warp w owns rows w, w + nw, ... of the tile, as for the 16-bit types. In
  * the ring, lane l takes the 16-value pieces l, l + 32, ... of a stage (integer dot
@@ -371,6 +372,65 @@ amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
     AMK_MVQ_CASE (AMK_ABI_DTYPE_Q5_1)
     }
 #undef AMK_MVQ_CASE
+}
+
+/* amk_matvec_exec for block-quantized W: the same steps (W's prologue when it waits on
+ * a counter, x' staged and the norm's scale, the rows), with x' as int8 limbs for the
+ * ring and COLUMNS; DIRECT reads x as it goes and only sums its squares here. Not
+ * inlined (see amk_matvec_exec). */
+static __device__ __noinline__ void
+amk_mvq_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
+              bool run, int tid, int nt)
+{
+  const uint32_t k = ctx->esize, packed = ctx->dtype;
+  const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
+  const uint32_t udt = amk_mv_dt (packed, 6);
+  const bool ring = amk_mv_use_ring (k, nt), norm = ndt != AMK_MV_ABSENT;
+  /* this warp has rows */
+  const bool work = run && ((uint32_t) tid >> 5) < ctx->count;
+  const unsigned char *x = ctx->ptr[2];
+  const unsigned char *nwt = norm ? amk_mv_vector_at (ctx, ins, buffers, 5, ndt) : nullptr;
+  const unsigned char *up = udt != AMK_MV_ABSENT ? amk_mv_vector_at (ctx, ins, buffers, 6, udt) : nullptr;
+  float ss = 0.0f, scale = 1.0f;
+
+  /* W that may depend on the waits starts streaming only now */
+  if (ring && work && !amk_matvec_early (ctx))
+    amk_mvq_prologue (ctx, tid, nt);
+  if (run && ring)
+    ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k,
+                              amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD,
+                              amk_mvc_takes (wdt), tid, nt);
+  else if (run && norm)
+    for (uint32_t j = (uint32_t) tid; j < k / 4; j += (uint32_t) nt)
+      {
+        const float4 o = amk_mv_load4 (x, xdt, j);
+        ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
+      }
+  if (norm)
+    {
+      if (run && (packed & AMK_MV_SPLIT))
+        {
+          const uint32_t g0 = amk_mv_first_column (ctx, ins) / 4;
+          ss += amk_mv_sumsq_outside (reinterpret_cast<const unsigned char *> (buffers[ins->buffers[2]].addr),
+                                      xdt, g0, g0 + k / 4, ctx->pattern / 4, tid, nt);
+        }
+      scale = amk_mv_norm_scale (ss, ctx, ins, tid, nt); /* the row's sum takes it */
+    }
+  if (ring)
+    __syncthreads ();
+
+  if (work)
+    {
+      if (packed & AMK_MV_SPLIT)
+        amk_mvq_run<true> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
+      else
+        amk_mvq_run<false> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
+    }
+
+  /* a warp that skipped its rows may still have prefetched copies in flight; they must
+   * land before the slots are reused */
+  if (ring && !run)
+    asm volatile ("cp.async.wait_all;" : : : "memory");
 }
 
 #endif /* AMK_OPS_MATVEC_BLOCKS_CUH */

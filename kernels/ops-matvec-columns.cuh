@@ -58,7 +58,7 @@ static __device__ __forceinline__ void
 amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>::LOADS])
 {
   v[0] = __ldcs (reinterpret_cast<const uint4 *> (blk));
-  if (amk_mvc_type<DT>::Q5)
+  if constexpr (amk_mvc_type<DT>::Q5)
     {
       v[1] = __ldcs (reinterpret_cast<const uint4 *> (blk + 16));
       v[2] = __ldcs (reinterpret_cast<const uint4 *> (blk + 32));
@@ -105,7 +105,7 @@ amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsign
       const uint32_t xa0[4] = { a0.x, a0.y, a0.z, a0.w }, xa1[4] = { a1.x, a1.y, a1.z, a1.w };
       const uint32_t xb0[4] = { b0.x, b0.y, b0.z, b0.w }, xb1[4] = { b1.x, b1.y, b1.z, b1.w };
       uint32_t f[4] = { 0, 0, 0, 0 };
-      if (amk_mvc_type<DT>::Q5) /* the fifth bit of value 32 sub + j: bit sub of byte j */
+      if constexpr (amk_mvc_type<DT>::Q5) /* the fifth bit of value 32 sub + j: bit sub of byte j */
         {
           const uint4 fv = v[1 + i];
           f[0] = fv.x >> (2 * c), f[1] = fv.y >> (2 * c), f[2] = fv.z >> (2 * c), f[3] = fv.w >> (2 * c);
@@ -114,7 +114,7 @@ amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsign
       for (uint32_t e = 0; e < 4; e++)
         {
           uint32_t a = q[e] & 0x0f0f0f0fu, b = (q[e] >> 4) & 0x0f0f0f0fu;
-          if (amk_mvc_type<DT>::Q5)
+          if constexpr (amk_mvc_type<DT>::Q5)
             {
               a |= (f[e] & 0x01010101u) << 4;
               b |= (f[e] & 0x02020202u) << 3;

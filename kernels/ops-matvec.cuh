@@ -825,9 +825,6 @@ amk_mv_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffe
       }
 }
 
-/* The block-quantized W's pipelines (they use the helpers above). */
-#include "ops-matvec-blocks.cuh"
-
 /* ---- exec ------------------------------------------------------------------------------- */
 
 /* A split-K tile's fused norm: this thread's share of the sum of squares of the groups of
@@ -852,23 +849,49 @@ amk_mv_sumsq_outside (const unsigned char *x, uint32_t xdt, uint32_t g0, uint32_
   return ss;
 }
 
+/* The whole block: the fused norm's scale 1 / sqrt(mean(x^2) + eps) from every thread's
+ * share of the sum of squares (a block barrier). */
+static __device__ __forceinline__ float
+amk_mv_norm_scale (float ss, const amk_op_ctx *ctx, const amk_instruction_t *ins, int tid, int nt)
+{
+  __shared__ float red[32]; /* one partial sum of squares per warp */
+
+  ss = amk_mv_warp_sum (ss);
+  if ((tid & 31) == 0)
+    red[tid >> 5] = ss;
+  __syncthreads ();
+  float total = 0.0f;
+  for (int w = 0; w < (nt >> 5); w++)
+    total += red[w];
+  return 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.matvec.eps);
+}
+
+/* The block-quantized W's pipelines and their exec (they use the helpers above). */
+#include "ops-matvec-blocks.cuh"
+
 /* The whole block, after the waits. run: this warp's waits succeeded (otherwise it only
- * joins the barriers and drains its prefetched loads; the block leaves afterwards). */
+ * joins the barriers and drains its prefetched loads; the block leaves afterwards).
+ * Block-quantized W goes to amk_mvq_exec, out of line: its pipelines' registers here made
+ * this function's own loops spill. */
 static __device__ __forceinline__ void
 amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                  bool run, int tid, int nt)
 {
-  __shared__ float red[32]; /* one partial sum of squares per warp */
   const uint32_t k = ctx->esize;   /* the tile's columns: all K unless split */
   const uint32_t g0 = amk_mv_first_column (ctx, ins) / 4; /* in groups of four elements */
   const uint32_t packed = ctx->dtype;
   const uint32_t wdt = amk_mv_dt (packed, 1), xdt = amk_mv_dt (packed, 2), ndt = amk_mv_dt (packed, 5);
   const uint32_t udt = amk_mv_dt (packed, 6);
+
+  if (amk_qb_is_block (wdt))
+    {
+      amk_mvq_exec (ctx, ins, buffers, run, tid, nt);
+      return;
+    }
+
   const bool ring = amk_mv_use_ring (k, nt);
   const bool norm = ndt != AMK_MV_ABSENT;
-  const bool blocks = amk_qb_is_block (wdt);
-  /* block types read x' plainly (the layout for 4 elements per chunk) */
-  const uint32_t E = wdt == AMK_ABI_DTYPE_F32 || blocks ? 4 : 8;
+  const uint32_t E = wdt == AMK_ABI_DTYPE_F32 ? 4 : 8;
   float *xs = reinterpret_cast<float *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
   amk_mv_geom g = amk_mv_geometry (ctx, tid, nt);
   const uint32_t C = g.C;
@@ -879,16 +902,10 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
     g.T = 0;
   /* W that may depend on the waits starts streaming only now */
   if (ring && work && !amk_matvec_early (ctx))
-    {
-      if (blocks)
-        amk_mvq_prologue (ctx, tid, nt);
-      else
-        amk_mv_prologue (ctx, g, tid, nt);
-    }
+    amk_mv_prologue (ctx, g, tid, nt);
 
   /* x' (RING: staged as fp32; x'[i] at float (i & 4 ? 4 C : 0) + 4 (i / 8) + i % 4 for
-   * 8 elements per chunk, at float i for 4; for block types as int8 limbs,
-   * amk_mvq_stage_limbs), and the norm's scale */
+   * 8 elements per chunk, at float i for 4), and the norm's scale */
   float scale = 1.0f;
   if (ring || norm)
     {
@@ -904,25 +921,22 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
        * are in flight together, one round trip per batch rather than one per element
        * (K = 8192 took 16 round trips, most of a down projection's tile) */
       const uint32_t n4 = k / 4;
-      if (run && blocks && ring) /* block types stage x' as int8 limbs */
-        ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k, reinterpret_cast<unsigned char *> (xs),
-                                  amk_mvc_takes (wdt), tid, nt);
-      else if (run)
+      /* the second operand of x' (DIRECT only needs the sum of squares here) */
+      const unsigned char *mv = !ring ? nullptr : norm ? nwt : up;
+      const uint32_t mdt = norm ? ndt : udt;
+      if (run)
         for (uint32_t j0 = (uint32_t) tid; j0 < n4; j0 += (uint32_t) nt * AMK_MV_XBATCH)
           {
+            /* every element assigned on every path: one left unassigned on some put the
+             * arrays in local memory */
             float4 v[AMK_MV_XBATCH], m[AMK_MV_XBATCH];
 #pragma unroll
             for (int b = 0; b < AMK_MV_XBATCH; b++)
               {
                 const uint32_t j = j0 + (uint32_t) b * (uint32_t) nt;
-                if (j < n4)
-                  {
-                    v[b] = amk_mv_load4 (x, xdt, j);
-                    if (ring && norm) /* DIRECT only needs the sum of squares here */
-                      m[b] = amk_mv_load4 (nwt, ndt, j);
-                    else if (ring && up != nullptr)
-                      m[b] = amk_mv_load4 (up, udt, j);
-                  }
+                const bool in = j < n4;
+                v[b] = in ? amk_mv_load4 (x, xdt, j) : make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
+                m[b] = in && mv != nullptr ? amk_mv_load4 (mv, mdt, j) : make_float4 (0.0f, 0.0f, 0.0f, 0.0f);
               }
 #pragma unroll
             for (int b = 0; b < AMK_MV_XBATCH; b++)
@@ -948,15 +962,8 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
                                     xdt, g0, g0 + n4, ctx->pattern / 4, tid, nt);
       if (norm)
         {
-          ss = amk_mv_warp_sum (ss);
-          if ((tid & 31) == 0)
-            red[tid >> 5] = ss;
-          __syncthreads ();
-          float total = 0.0f;
-          for (int w = 0; w < (nt >> 5); w++)
-            total += red[w];
-          scale = 1.0f / sqrtf (total / (float) ctx->pattern + ins->params.matvec.eps);
-          if (ring && run && !blocks) /* blocks: the row's sum takes the scale */
+          scale = amk_mv_norm_scale (ss, ctx, ins, tid, nt);
+          if (ring && run)
             /* every thread rescales the groups it staged itself: no barrier needed */
             for (uint32_t j = (uint32_t) tid; j < n4; j += (uint32_t) nt)
               {
@@ -968,14 +975,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
         __syncthreads ();
     }
 
-  if (blocks && work)
-    {
-      if (packed & AMK_MV_SPLIT)
-        amk_mvq_run<true> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
-      else
-        amk_mvq_run<false> (ctx, ins, buffers, scale, ring, wdt, tid, nt);
-    }
-  else if (g.T != 0)
+  if (g.T != 0)
     {
       if (packed & AMK_MV_SPLIT)
         amk_mv_run<true> (ctx, ins, buffers, g, scale, ring, wdt, tid, nt);
