@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """files-step.py: device time per decode step of several model files of one model (a bf16
 checkpoint folder and GGUF files quantized from it by `amk quantize`), quantized matrices
-kept as stored (AmkModel:keep-quantized), the launcher's defaults, rounds alternating
+kept as stored (AmkModel:keep-quantized; with --default, as the model chooses on its own),
+the launcher's defaults, rounds alternating
 between the files in one process; prints the median per file and the weights it reads
 per second.
 
 Usage (GPU machine): bash .gpu/run.sh python3 bench/files-step.py PATH[,PATH...] [TOKENS]
-[ROUNDS]  (TOKENS per timed generation, default 64; ROUNDS, default 3)
+[ROUNDS] [--default]  (TOKENS per timed generation, default 64; ROUNDS, default 3)
 
 SPDX-License-Identifier: LGPL-2.1-or-later
 """
@@ -22,11 +23,11 @@ from gi.repository import Amk  # noqa: E402
 step_ms = import_module("model-step").step_ms
 
 
-def main(paths, tokens, rounds):
+def main(paths, tokens, rounds, keep=True):
     models, launchers = {}, {}
     for p in paths:
         launchers[p] = Amk.Launcher(device=0)
-        models[p] = Amk.Model(path=p, keep_quantized=True)
+        models[p] = Amk.Model(path=p, keep_quantized=keep)
         models[p].init(None)
     times = {p: [] for p in paths}
     for r in range(rounds):
@@ -43,5 +44,6 @@ def main(paths, tokens, rounds):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(","), int(sys.argv[2]) if len(sys.argv) > 2 else 64,
-         int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+    args = [a for a in sys.argv[1:] if a != "--default"]
+    main(args[0].split(","), int(args[1]) if len(args) > 1 else 64,
+         int(args[2]) if len(args) > 2 else 3, keep="--default" not in sys.argv)

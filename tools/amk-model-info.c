@@ -112,10 +112,11 @@ typedef struct {
   guint64 step_file;
 } WeightBytes;
 
-/* Whether the CPU executor's load keeps the matrix as stored. The q, k and v matrices
+/* Whether a load that keeps the block types of `keep` keeps the matrix as stored (the CPU
+ * executor's, or a GPU's where bf16 fits). The q, k and v matrices
  * are stacked into one: kept only when the three share the type. */
 static gboolean
-kept_on_cpu (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t, guint32 keep)
+kept_as_stored (AmkModelSpec *spec, AmkModelWeight w, guint layer, const AmkModelTensor *t, guint32 keep)
 {
   if (amk_model_tensor_kept_dtype (t, keep) < 0)
     return FALSE;
@@ -149,21 +150,23 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
 
         if (!amk_model_spec_holds (spec, w, layer))
           continue;
-        const guint64 cpu = kept_on_cpu (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
+        const guint64 cpu = kept_as_stored (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
+        const guint64 gpu = kept_as_stored (spec, w, layer, t, keep & AMK_GPU_NATIVE_FASTER_DTYPES)
+                              ? stored : 2 * t->n_elements;
 
         wb->elements += t->n_elements;
-        wb->gpu += 2 * t->n_elements;
+        wb->gpu += gpu;
         wb->cpu += cpu;
         wb->file += stored;
         if (w == AMK_MODEL_WEIGHT_TOKEN_EMBD && !hp->tied_embeddings && hp->vocab > 0)
           {
-            wb->step_gpu += 2 * t->n_elements / hp->vocab;
+            wb->step_gpu += gpu / hp->vocab;
             wb->step_cpu += cpu / hp->vocab;
             wb->step_file += stored / hp->vocab;
           }
         else
           {
-            wb->step_gpu += 2 * t->n_elements;
+            wb->step_gpu += gpu;
             wb->step_cpu += cpu;
             wb->step_file += stored;
           }
@@ -245,9 +248,10 @@ amk_cli_info_model (const char *path)
     step_gpu = size_string (wb.step_gpu);
     step_cpu = size_string (wb.step_cpu);
     step_file = size_string (wb.step_file);
-    /* TRANSLATORS: the weights' bytes loaded for a GPU (each expanded to bf16) */
-    g_print (_("Weights on a GPU: %s: the loader expands each to bf16 where that fits "
-               "(AmkModel:weight-bytes, AmkModel:keep-quantized)\n"), gpu);
+    /* TRANSLATORS: the weights' bytes loaded for a GPU (Q4_K and Q5_K kept, the others
+     * expanded to bf16) */
+    g_print (_("Weights on a GPU: %s: Q4_K and Q5_K matrices as stored, the others expanded to bf16 "
+               "where that fits (AmkModel:weight-bytes, AmkModel:keep-quantized)\n"), gpu);
     /* TRANSLATORS: the weights' bytes loaded for the CPU executor */
     g_print (_("Weights on the CPU executor: %s: Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrices as stored, "
                "the others in bf16\n"), cpu);

@@ -354,6 +354,7 @@ def test_hf(amk, tmp, gguf):
     # rows of 256: the K-quants of q4_k_m and q5_k_m, within their bounds
     wide = os.path.join(tmp, 'wide')
     weights = write_checkpoint(wide, hidden=256, ffn=512, heads=4, kv_heads=2)
+    _, wide_device, _ = info_types(amk, wide)
     for mix in ('q4_k_m', 'q5_k_m', 'q6_k', 'q8_0'):
         out = os.path.join(tmp, f'wide-{mix}.gguf')
         line, bpw = quantize(amk, wide, out, mix)
@@ -362,6 +363,12 @@ def test_hf(amk, tmp, gguf):
         for t in reader.tensors:
             types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
         print(f'wide {mix}: {line}; types {types}')
+        # a GPU keeps Q4_K and Q5_K as stored even where bf16 fits, expands the others
+        _, device, _ = info_types(amk, out)
+        if mix in ('q4_k_m', 'q5_k_m'):
+            check(device < wide_device, f'{out}: {device} bytes on a GPU, as many as bf16 ({wide_device})')
+        else:
+            check(device == wide_device, f'{out}: {device} bytes on a GPU, bf16 takes {wide_device}')
         check(generate(amk, out).strip() != '', f'{out}: no text')
     # rows of 96: no whole K blocks; Q5_0 for q4_k_m's Q4_K, Q5_1 for q5_k_m's Q5_K and
     # Q8_0 for their Q6_K, within their bounds
