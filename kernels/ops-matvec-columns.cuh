@@ -133,8 +133,38 @@ amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsign
   return fmaf (-dmin * mn1, sum.y, acc);
 }
 
-/* Not inlined: its loads in flight would add to the registers of the code around the
- * scheduler's call, which then spills in every op. */
+/* An item of the warp: slice `slice` (of S) of the warp's row `row`. */
+struct amk_mvc_item {
+  uint32_t row, slice;
+};
+
+static __device__ __forceinline__ void
+amk_mvc_advance (amk_mvc_item &it, uint32_t S)
+{
+  if (++it.slice == S)
+    {
+      it.slice = 0;
+      it.row++;
+    }
+}
+
+/* The lane's loads of item `it` into v, then `it` moves to the next item. Always
+ * issued: a lane with no block there (past the warp's rows, or past the row's blocks in a
+ * last slice) loads the warp's first block instead and does not use it. */
+template <uint32_t DT>
+static __device__ __forceinline__ void
+amk_mvc_issue (const unsigned char *w0, uint64_t step, uint32_t qb, uint32_t rows, uint32_t nb,
+               uint32_t lb, uint32_t c, uint32_t S, amk_mvc_item &it,
+               uint4 (&v)[amk_mvc_type<DT>::LOADS])
+{
+  const uint32_t b = it.slice * 8 + lb;
+
+  amk_mvc_load<DT> (it.row < rows && b < nb ? w0 + (uint64_t) it.row * step + (uint64_t) b * qb : w0, c, v);
+  amk_mvc_advance (it, S);
+}
+
+/* Not inlined: its registers are allocated apart from the other pipelines' (inlined
+ * into the scheduler, its loads in flight made the scheduler spill). */
 template <uint32_t DT, bool SPLIT>
 static __device__ __noinline__ void
 amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
@@ -154,26 +184,14 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
 
   /* the loads of items t + 1 .. t + D in slots 0 .. D - 1, shifted down every item (an
    * array indexed by the item, or loads under a condition, would put the slots in local
-   * memory); a lane with no block there loads the tile's first one instead, unused;
-   * (prow, pslice) is item t + D */
-  uint4 slot[3][L];
-  uint32_t prow = 0, pslice = 0;
-#define AMK_MVC_ISSUE(v) \
-  do { \
-    const uint32_t b_ = pslice * 8 + lb; \
-    amk_mvc_load<DT> (prow < rows && b_ < nb ? w0 + (uint64_t) prow * step + (uint64_t) b_ * qb : w0, c, v); \
-    if (++pslice == S) \
-      { \
-        pslice = 0; \
-        prow++; \
-      } \
-  } while (0)
+   * memory); `next` is item t + D */
+  uint4 slot[D][L];
+  amk_mvc_item next = { 0, 0 }, at = { 0, 0 };
 #pragma unroll
   for (uint32_t d = 0; d < D; d++)
-    AMK_MVC_ISSUE (slot[d]);
+    amk_mvc_issue<DT> (w0, step, qb, rows, nb, lb, c, S, next, slot[d]);
 
   float acc = 0.0f;
-  uint32_t row = 0, slice = 0;
   for (uint32_t t = 0; t < items; t++)
     {
       uint4 cur[L];
@@ -185,19 +203,17 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
           for (uint32_t d = 0; d + 1 < D; d++)
             slot[d][j] = slot[d + 1][j];
         }
-      AMK_MVC_ISSUE (slot[D - 1]);
-      const uint32_t b = slice * 8 + lb;
+      amk_mvc_issue<DT> (w0, step, qb, rows, nb, lb, c, S, next, slot[D - 1]);
+      const uint32_t b = at.slice * 8 + lb;
       if (b < nb)
         acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
-      if (++slice == S)
+      if (at.slice == S - 1)
         {
-          amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + row * nw, acc * scale, lane);
+          amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + at.row * nw, acc * scale, lane);
           acc = 0.0f;
-          slice = 0;
-          row++;
         }
+      amk_mvc_advance (at, S);
     }
-#undef AMK_MVC_ISSUE
 }
 
 #endif /* AMK_OPS_MATVEC_COLUMNS_CUH */

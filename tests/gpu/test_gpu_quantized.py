@@ -217,7 +217,7 @@ GGUF = os.environ.get('AMK_TEST_GGUF', '')
 def test_model_expands_them_where_bf16_fits():
     """The GPU's MATVEC streams bf16 faster than it decodes Q8_0 (or Q4_1) blocks: a
     model that fits in bf16 is expanded (SmolLM2's Q8_0 token embedding too), unless
-    keep-quantized. (Q4_K and Q5_K stay: tool-quantize checks `amk info`'s count.)"""
+    keep-quantized. (Q4_K and Q5_K stay: tool-quantize-hf checks `amk info`'s count.)"""
     sizes = {}
     for keep in (False, True):
         m = Amk.Model(path=GGUF, keep_quantized=keep)
