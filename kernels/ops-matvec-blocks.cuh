@@ -27,7 +27,6 @@
 #define AMK_OPS_MATVEC_BLOCKS_CUH
 
 #include "quant-blocks.cuh"
-#include "ops-matvec-columns.cuh"
 
 /* A segment's chunks hold its blocks and at most 30 bytes more (15 before the first
  * block, 15 after the last). */
@@ -65,6 +64,9 @@ amk_mvq_stream_of (const amk_op_ctx *ctx, uint32_t dt, int tid, int nt)
   st.ring = w * AMK_MV_WARP_RING;
   return st;
 }
+
+/* COLUMNS, the pipeline of Q4_K and Q5_K (it takes its rows from amk_mvq_stream_of). */
+#include "ops-matvec-columns.cuh"
 
 /* A place in the warp's stream of blocks: row i of the warp's (tile row w + i nw), block
  * b0 of the row. Stages advance it by G blocks; only its start needs a division. */
@@ -344,9 +346,8 @@ amk_mvq_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
 }
 
 /* The pipeline for W's block type: COLUMNS (ops-matvec-columns.cuh) for Q4_K and Q5_K,
- * else the ring, or DIRECT without the ring's shared memory. Not inlined: so many
- * pipelines' registers would add to those of every other op's code in the scheduler,
- * which then spills. */
+ * else the ring, or DIRECT without the ring's shared memory. Out of line, the form that
+ * was measured (bench/NOTES.md): its pipelines' registers apart from the staging's. */
 template <bool SPLIT>
 static __device__ __noinline__ void
 amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
@@ -400,12 +401,8 @@ amk_mvq_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buf
     ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k,
                               amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD,
                               amk_mvc_takes (wdt), tid, nt);
-  else if (run && norm)
-    for (uint32_t j = (uint32_t) tid; j < k / 4; j += (uint32_t) nt)
-      {
-        const float4 o = amk_mv_load4 (x, xdt, j);
-        ss = fmaf (o.x, o.x, fmaf (o.y, o.y, fmaf (o.z, o.z, fmaf (o.w, o.w, ss))));
-      }
+  else if (run && norm) /* the tile's squares: outside an empty range, every group */
+    ss = amk_mv_sumsq_outside (x, xdt, 0, 0, k / 4, tid, nt);
   if (norm)
     {
       if (run && (packed & AMK_MV_SPLIT))

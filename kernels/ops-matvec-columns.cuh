@@ -1,6 +1,6 @@
 /* ops-matvec-columns.cuh: MATVEC over Q4_K and Q5_K weights with every lane owning fixed
  * columns (COLUMNS), the pipeline that ops-matvec-blocks.cuh runs for these types instead
- * of its ring.
+ * of its ring (and includes after amk_mvq_stream_of, which gives the warp its rows).
  *
  * These blocks are whole 16-byte words (144 and 176 bytes), so a lane can load its share
  * of a block straight from global memory into registers, with no staging: a warp's step
@@ -163,8 +163,9 @@ amk_mvc_issue (const unsigned char *w0, uint64_t step, uint32_t qb, uint32_t row
   amk_mvc_advance (it, S);
 }
 
-/* Not inlined: its registers are allocated apart from the other pipelines' (inlined
- * into the scheduler, its loads in flight made the scheduler spill). */
+/* Not inlined: its registers allocated apart from the ring pipelines beside it in
+ * amk_mvq_run (the form measured; inlined into the scheduler, its loads in flight made
+ * the scheduler spill). */
 template <uint32_t DT, bool SPLIT>
 static __device__ __noinline__ void
 amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
@@ -173,14 +174,12 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
   constexpr uint32_t L = amk_mvc_type<DT>::LOADS, D = amk_mvc_type<DT>::DEPTH;
   const uint32_t qb = amk_qb_bytes (DT);
   const uint32_t lane = (uint32_t) tid & 31, c = lane & 3u, lb = lane >> 2;
-  const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5, n = ctx->count;
+  const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5;
   const unsigned char *xs = amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD;
-  const uint32_t kn = ctx->esize, nb = kn / 256;
-  const uint64_t rowb = (uint64_t) (ctx->pattern / 256) * qb;
-  const unsigned char *w0 = ctx->ptr[1] + (uint64_t) w * rowb;
-  const uint64_t step = (uint64_t) nw * rowb;
-  const uint32_t rows = n > w ? (n - 1 - w) / nw + 1 : 0;
-  const uint32_t S = (nb + 7) / 8, items = rows * S;
+  const uint32_t kn = ctx->esize;
+  /* the warp's rows as the ring sees them (its stages aside) */
+  const amk_mvq_stream st = amk_mvq_stream_of (ctx, DT, tid, nt);
+  const uint32_t nb = st.nb, rows = st.rows, S = (nb + 7) / 8, items = rows * S;
 
   /* the loads of items t + 1 .. t + D in slots 0 .. D - 1, shifted down every item (an
    * array indexed by the item, or loads under a condition, would put the slots in local
@@ -189,7 +188,7 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
   amk_mvc_item next = { 0, 0 }, at = { 0, 0 };
 #pragma unroll
   for (uint32_t d = 0; d < D; d++)
-    amk_mvc_issue<DT> (w0, step, qb, rows, nb, lb, c, S, next, slot[d]);
+    amk_mvc_issue<DT> (st.w, st.step, qb, rows, nb, lb, c, S, next, slot[d]);
 
   float acc = 0.0f;
   for (uint32_t t = 0; t < items; t++)
@@ -203,7 +202,7 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
           for (uint32_t d = 0; d + 1 < D; d++)
             slot[d][j] = slot[d + 1][j];
         }
-      amk_mvc_issue<DT> (w0, step, qb, rows, nb, lb, c, S, next, slot[D - 1]);
+      amk_mvc_issue<DT> (st.w, st.step, qb, rows, nb, lb, c, S, next, slot[D - 1]);
       const uint32_t b = at.slice * 8 + lb;
       if (b < nb)
         acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
