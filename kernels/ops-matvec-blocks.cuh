@@ -2,8 +2,8 @@
  * types; quant-blocks.cuh), the same product and fusions as ops-matvec.cuh, which
  * includes this file before its exec and, for the ring and COLUMNS, stages x' with
  * amk_mvq_stage_limbs below (DIRECT reads x and applies the fusions as it goes); its
- * exec hands the tile to amk_mvq_exec at the end of this file. Q4_K and Q5_K run COLUMNS
- * (ops-matvec-columns.cuh) where the ring would.
+ * exec hands the tile to amk_mvq_exec at the end of this file. Q4_K, Q5_K and Q8_0 (K a
+ * multiple of 256) run COLUMNS (ops-matvec-columns.cuh) where the ring would.
  *
  * Work split: warp w owns rows w, w + nw, ... of the tile, as for the 16-bit types. In
  * the ring, lane l takes the 16-value pieces l, l + 32, ... of a stage (integer dot
@@ -65,7 +65,7 @@ amk_mvq_stream_of (const amk_op_ctx *ctx, uint32_t dt, int tid, int nt)
   return st;
 }
 
-/* COLUMNS, the pipeline of Q4_K and Q5_K (it takes its rows from amk_mvq_stream_of). */
+/* COLUMNS, the pipeline of Q4_K, Q5_K and Q8_0 (it takes its rows from amk_mvq_stream_of). */
 #include "ops-matvec-columns.cuh"
 
 /* A place in the warp's stream of blocks: row i of the warp's (tile row w + i nw), block
@@ -151,27 +151,55 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
 
   amk_mvq_cursor c = { 0, 0 };
 
-  if (st.n == 0 || amk_mvc_takes (dt))
+  if (st.n == 0 || amk_mvc_takes (ctx, dt))
     return;
 #pragma unroll
   for (uint32_t k = 0; k < AMK_MV_STAGES; k++)
     amk_mvq_copy_stage (st, k, c, qb, k, (uint32_t) tid & 31);
 }
 
-/* x' of the tile's kn columns staged for the ring as int8 limbs (amk_qb_dot16_limbs): at
- * byte 0 the high limbs, at kn the low ones, at 2 kn a float scale per 32 columns, then
- * a float sum of x' per 32 columns. x' is x * norm weight (the RMS scale comes later: the
- * row's sum is multiplied by it) or silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group
- * of 32 columns (four each), so the group's maximum and sum are three shuffles. With
- * `swizzle`, the limbs' 16-byte chunks in COLUMNS' order (amk_mvc_xchunk). Returns this
- * thread's share of sum(x^2) for a fused norm. */
+/* How x' is laid out for a pipeline: the ring's natural order, COLUMNS' for the K types
+ * (16-byte chunks in amk_mvc_xchunk order), COLUMNS' for Q8_0 (the blocks' own layout,
+ * 34 bytes per 32 columns with zeros where W has its scale, chunks in amk_mvc_qchunk
+ * order). */
+enum amk_mvq_order { AMK_MVQ_X_RING, AMK_MVQ_X_CHUNKS, AMK_MVQ_X_Q8_0 };
+
+static __device__ __forceinline__ amk_mvq_order
+amk_mvq_order_of (const amk_op_ctx *ctx, uint32_t wdt)
+{
+  if (!amk_mvc_takes (ctx, wdt))
+    return AMK_MVQ_X_RING;
+  return wdt == AMK_ABI_DTYPE_Q8_0 ? AMK_MVQ_X_Q8_0 : AMK_MVQ_X_CHUNKS;
+}
+
+/* Bytes of one limb of x' over kn columns in that order. */
+static __device__ __forceinline__ uint32_t
+amk_mvq_limb_bytes (amk_mvq_order order, uint32_t kn)
+{
+  return order == AMK_MVQ_X_Q8_0 ? kn / 32 * 34 : kn;
+}
+
+/* Byte p of a Q8_0-ordered limb, where it is staged. */
+static __device__ __forceinline__ uint32_t
+amk_mvq_q8_at (uint32_t p)
+{
+  return amk_mvc_qchunk (p >> 4) * 16 + (p & 15u);
+}
+
+/* x' of the tile's kn columns staged for the ring or COLUMNS as int8 limbs
+ * (amk_qb_dot16_limbs): at byte 0 the high limbs, at ls (amk_mvq_limb_bytes) the low ones,
+ * at 2 ls a float scale per 32 columns, then a float sum of x' per 32 columns. x' is
+ * x * norm weight (the RMS scale comes later: the row's sum is multiplied by it) or
+ * silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group of 32 columns (four each), so the
+ * group's maximum and sum are three shuffles. Returns this thread's share of sum(x^2) for
+ * a fused norm. */
 static __device__ __forceinline__ float
 amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *nw, uint32_t ndt,
                      const unsigned char *up, uint32_t udt, uint32_t kn, unsigned char *xs,
-                     bool swizzle, int tid, int nt)
+                     amk_mvq_order order, int tid, int nt)
 {
-  const uint32_t n4 = kn / 4, lane = (uint32_t) tid & 31;
-  float *scales = reinterpret_cast<float *> (xs + 2 * kn), *sums = scales + kn / 32;
+  const uint32_t n4 = kn / 4, lane = (uint32_t) tid & 31, ls = amk_mvq_limb_bytes (order, kn);
+  float *scales = reinterpret_cast<float *> (xs + 2 * ls), *sums = scales + kn / 32;
   float ss = 0.0f;
 
   /* the warp's groups of four columns: uniform trip count, so every lane shuffles */
@@ -217,9 +245,23 @@ amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *
           hi |= ((uint32_t) (q[e] >> 7) & 0xffu) << (8 * e);
           lo |= ((uint32_t) q[e] & 0x7fu) << (8 * e);
         }
-      const uint32_t at = swizzle ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u) : j;
-      reinterpret_cast<uint32_t *> (xs)[at] = hi;
-      reinterpret_cast<uint32_t *> (xs + kn)[at] = lo;
+      if (order == AMK_MVQ_X_Q8_0)
+        { /* 2-byte aligned in a block's layout: four 16-bit halves, and the scale's zeros */
+          const uint32_t p = 34 * (j >> 3) + 2 + 4 * (j & 7u);
+          uint16_t *h = reinterpret_cast<uint16_t *> (xs), *l = reinterpret_cast<uint16_t *> (xs + ls);
+          h[amk_mvq_q8_at (p) / 2] = (uint16_t) hi;
+          h[amk_mvq_q8_at (p + 2) / 2] = (uint16_t) (hi >> 16);
+          l[amk_mvq_q8_at (p) / 2] = (uint16_t) lo;
+          l[amk_mvq_q8_at (p + 2) / 2] = (uint16_t) (lo >> 16);
+          if ((j & 7u) == 0)
+            h[amk_mvq_q8_at (p - 2) / 2] = l[amk_mvq_q8_at (p - 2) / 2] = 0;
+        }
+      else
+        {
+          const uint32_t at = order == AMK_MVQ_X_CHUNKS ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u) : j;
+          reinterpret_cast<uint32_t *> (xs)[at] = hi;
+          reinterpret_cast<uint32_t *> (xs + kn)[at] = lo;
+        }
       if ((j & 7u) == 0)
         {
           scales[j / 8] = amax / 16383.0f;
@@ -345,7 +387,7 @@ amk_mvq_run_direct (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
     }
 }
 
-/* The pipeline for W's block type: COLUMNS (ops-matvec-columns.cuh) for Q4_K and Q5_K,
+/* The pipeline for W's block type: COLUMNS (ops-matvec-columns.cuh) where it takes the tile,
  * else the ring, or DIRECT without the ring's shared memory. Out of line, the form that
  * was measured (bench/NOTES.md): its pipelines' registers apart from the staging's. */
 template <bool SPLIT>
@@ -355,7 +397,7 @@ amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
 {
 #define AMK_MVQ_CASE(DT) \
   case DT: \
-    if (ring && amk_mvc_takes (DT)) \
+    if (ring && amk_mvc_takes (ctx, DT)) \
       amk_mvc_run<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
     else if (ring) \
       amk_mvq_run_ring<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
@@ -400,7 +442,7 @@ amk_mvq_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buf
   if (run && ring)
     ss = amk_mvq_stage_limbs (x, xdt, nwt, ndt, up, udt, k,
                               amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD,
-                              amk_mvc_takes (wdt), tid, nt);
+                              amk_mvq_order_of (ctx, wdt), tid, nt);
   else if (run && norm) /* the tile's squares: outside an empty range, every group */
     ss = amk_mv_sumsq_outside (x, xdt, 0, 0, k / 4, tid, nt);
   if (norm)

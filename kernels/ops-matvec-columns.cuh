@@ -1,21 +1,29 @@
-/* ops-matvec-columns.cuh: MATVEC over Q4_K and Q5_K weights with every lane owning fixed
- * columns (COLUMNS), the pipeline that ops-matvec-blocks.cuh runs for these types instead
- * of its ring (and includes after amk_mvq_stream_of, which gives the warp its rows).
+/* ops-matvec-columns.cuh: MATVEC over Q4_K, Q5_K and Q8_0 weights with every lane owning
+ * fixed columns (COLUMNS), the pipeline that ops-matvec-blocks.cuh runs for these types
+ * instead of its ring (and includes after amk_mvq_stream_of, which gives the warp its rows).
  *
- * These blocks are whole 16-byte words (144 and 176 bytes), so a lane can load its share
- * of a block straight from global memory into registers, with no staging: a warp's step
- * (an item) is one slice of 8 blocks (2048 columns) of one of its rows, and lane l takes
- * its 64 columns 64 l .. 64 l + 63, chunk c = l % 4 of block l / 4: the 16-byte header
- * (scales), Q5_K's 32 bytes of fifth bits and the chunk's 32 bytes of nibbles. Items run
- * row by row (slices of a row in order, then the next row); the loads of the next D items
- * are in flight while one is summed against x' (int8 limbs in shared memory, staged by
- * amk_mvq_stage_limbs in the order of amk_mvc_xchunk), and a row's last slice ends it
- * (warp sum, lane 0 stores). There is no prologue: W's first loads leave after the waits.
+ * A warp's step (an item) is one slice of 2048 columns of one of its rows, and lane l
+ * takes its 64 columns 64 l .. 64 l + 63, loaded straight from global memory into
+ * registers, with no staging:
+ *  - Q4_K and Q5_K, whose blocks are whole 16-byte words (144 and 176 bytes): chunk
+ *    c = l % 4 of block l / 4 of the slice's 8, i.e. the 16-byte header (scales), Q5_K's
+ *    32 bytes of fifth bits and the chunk's 32 bytes of nibbles;
+ *  - Q8_0 (34-byte blocks): blocks 2 l and 2 l + 1 of the slice's 64, 68 bytes that start
+ *    4 (l % 4) bytes into an aligned word (rows are whole groups of 8 blocks, 272 bytes),
+ *    loaded as the 5 aligned words around them. x' is staged in the blocks' own byte
+ *    layout (zeros where W has its scales), so each 4-byte word of W meets the x' word at
+ *    the same offset, and no 4 bytes of W hold quants of two blocks (34 = 2 mod 4): the
+ *    lane masks the words that are its neighbours' and sums each word into its block.
+ * Items run row by row (slices of a row in order, then the next row); the loads of the
+ * next D items are in flight while one is summed against x' (int8 limbs in shared memory,
+ * staged by amk_mvq_stage_limbs in the order of amk_mvc_xchunk), and a row's last slice
+ * ends it (warp sum, lane 0 stores). There is no prologue: W's first loads leave after
+ * the waits.
  *
  * The ring, by contrast, stages every block through shared memory and decodes 16 values
  * at a time from addresses it computes per stage: most of its instructions were that
- * bookkeeping, and each warp's chain of them, not memory, bounded it. Q8_0, Q6_K, Q5_0
- * and Q5_1 stay there: their blocks are only 2-byte aligned.
+ * bookkeeping, and each warp's chain of them, not memory, bounded it. Q6_K, Q5_0 and Q5_1
+ * stay there, and Q8_0 where K is not a multiple of 256.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -25,20 +33,27 @@
 #include "quant-blocks.cuh"
 
 /* Per type: 16-byte loads per lane and item, items in flight per warp (the most that
- * fit the scheduler's 128 registers without spilling). */
+ * fit the scheduler's 128 registers without spilling), blocks per item. */
 template <uint32_t DT>
 struct amk_mvc_type {
   static constexpr bool Q5 = DT == AMK_ABI_DTYPE_Q5_K;
-  static constexpr uint32_t LOADS = Q5 ? 5 : 3;
-  static constexpr uint32_t DEPTH = Q5 ? 2 : 3; /* at most 3 */
+  static constexpr bool Q8 = DT == AMK_ABI_DTYPE_Q8_0;
+  static constexpr uint32_t LOADS = Q5 || Q8 ? 5 : 3;
+  static constexpr uint32_t DEPTH = Q5 || Q8 ? 2 : 3; /* at most 3 */
+  static constexpr uint32_t BLOCKS = Q8 ? 64 : 8;
 };
 
-/* Whether COLUMNS takes W of type dt (the prologue and the run must agree: the ring's
- * prologue copies stages only the ring reads). Every block it reads is 16-byte aligned:
- * W starts so (amk_matvec_check) and its rows and split-K offsets are whole blocks. */
+/* Whether COLUMNS takes the tile, of W's type dt (the prologue, the staging and the run
+ * must agree: the ring's prologue copies stages only the ring reads). Every block it
+ * reads is 16-byte aligned, or for Q8_0 every group of 8 blocks: W starts so
+ * (amk_matvec_check), a K type's blocks are whole words, and a Q8_0 tile is taken only
+ * where its first block and every row (K a multiple of 256) start on a word. */
 static __device__ __forceinline__ bool
-amk_mvc_takes (uint32_t dt)
+amk_mvc_takes (const amk_op_ctx *ctx, uint32_t dt)
 {
+  if (dt == AMK_ABI_DTYPE_Q8_0)
+    return ctx->esize % 256 == 0 && ctx->pattern % 256 == 0 &&
+           (reinterpret_cast<uintptr_t> (ctx->ptr[1]) & 15u) == 0;
   return dt == AMK_ABI_DTYPE_Q4_K || dt == AMK_ABI_DTYPE_Q5_K;
 }
 
@@ -52,11 +67,37 @@ amk_mvc_xchunk (uint32_t q)
   return q ^ ((q >> 2) & 7u);
 }
 
-/* Lane's share of block `blk` (chunk c): header, (Q5_K: the fifth bits), nibbles. */
+/* The same for Q8_0's x', staged in the blocks' layout: lane l reads chunks
+ * 4 l + l / 4 .. + 4, which this order spreads over all 8 bank groups in each phase
+ * (checked for every phase, chunk and item); it too permutes aligned groups of 8. */
+static __device__ __forceinline__ uint32_t
+amk_mvc_qchunk (uint32_t q)
+{
+  return q ^ (((q >> 2) & 3u) << 1);
+}
+
+/* The lane's first block in an item: Q8_0 lanes own two blocks, the others a quarter. */
+template <uint32_t DT>
+static __device__ __forceinline__ uint32_t
+amk_mvc_lane_block (uint32_t lane)
+{
+  return amk_mvc_type<DT>::Q8 ? 2 * lane : lane >> 2;
+}
+
+/* Lane's share of block `blk` (chunk c): header, (Q5_K: the fifth bits), nibbles; for
+ * Q8_0, the 5 aligned words around its two blocks from `blk`. */
 template <uint32_t DT>
 static __device__ __forceinline__ void
 amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>::LOADS])
 {
+  if constexpr (amk_mvc_type<DT>::Q8)
+    {
+      const uint4 *a = reinterpret_cast<const uint4 *> (reinterpret_cast<uintptr_t> (blk) & ~(uintptr_t) 15);
+#pragma unroll
+      for (uint32_t j = 0; j < 5; j++)
+        v[j] = __ldcs (a + j);
+      return;
+    }
   v[0] = __ldcs (reinterpret_cast<const uint4 *> (blk));
   if constexpr (amk_mvc_type<DT>::Q5)
     {
@@ -70,6 +111,68 @@ amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>:
       v[1] = __ldcs (reinterpret_cast<const uint4 *> (blk + 16 + 32 * c));
       v[2] = __ldcs (reinterpret_cast<const uint4 *> (blk + 32 + 32 * c));
     }
+}
+
+/* acc + the lane's two Q8_0 blocks b, b + 1 of the tile times x'. v holds words 0 .. 19
+ * of the aligned window; the lane's 68 bytes are words e0 .. e0 + 16 (e0 = l % 4), block
+ * b's are those up to e0 + 8 (its last quants share a word with b + 1's scale, which
+ * meets x' zeros), and x' chunk (34 b) / 16 + j of each limb (in amk_mvc_qchunk order)
+ * pairs with the window's word j. ls: bytes per limb of x'. */
+static __device__ __forceinline__ float
+amk_mvc_dot_q8 (const uint4 (&v)[5], uint32_t e0, const unsigned char *xs, uint32_t ls, uint32_t b,
+                float acc)
+{
+  const uint32_t w[20] = { v[0].x, v[0].y, v[0].z, v[0].w, v[1].x, v[1].y, v[1].z, v[1].w,
+                           v[2].x, v[2].y, v[2].z, v[2].w, v[3].x, v[3].y, v[3].z, v[3].w,
+                           v[4].x, v[4].y, v[4].z, v[4].w };
+  const uint4 *xh = reinterpret_cast<const uint4 *> (xs), *xl = reinterpret_cast<const uint4 *> (xs + ls);
+  const uint32_t q0 = (34 * b) >> 4;
+  int ha = 0, la = 0, hb = 0, lb = 0;
+
+#pragma unroll
+  for (uint32_t j = 0; j < 5; j++)
+    {
+      const uint32_t p = amk_mvc_qchunk (q0 + j);
+      const uint4 a4 = xh[p], o4 = xl[p];
+      const uint32_t xa[4] = { a4.x, a4.y, a4.z, a4.w }, xo[4] = { o4.x, o4.y, o4.z, o4.w };
+#pragma unroll
+      for (uint32_t e = 0; e < 4; e++)
+        {
+          const uint32_t m = 4 * j + e;
+          uint32_t q = w[m];
+          if (m < 4) /* the neighbours' words before and after the lane's */
+            q = m >= e0 ? q : 0u;
+          if (m >= 17)
+            q = m - 17 < e0 ? q : 0u;
+          if (m <= 8)
+            {
+              ha = __dp4a ((int) q, (int) xa[e], ha);
+              la = __dp4a ((int) q, (int) xo[e], la);
+            }
+          else if (m >= 12)
+            {
+              hb = __dp4a ((int) q, (int) xa[e], hb);
+              lb = __dp4a ((int) q, (int) xo[e], lb);
+            }
+          else /* block b up to word e0 + 8 */
+            {
+              const bool first = m - 8 <= e0;
+              const uint32_t qa = first ? q : 0u, qb = first ? 0u : q;
+              ha = __dp4a ((int) qa, (int) xa[e], ha);
+              la = __dp4a ((int) qa, (int) xo[e], la);
+              hb = __dp4a ((int) qb, (int) xa[e], hb);
+              lb = __dp4a ((int) qb, (int) xo[e], lb);
+            }
+        }
+    }
+  /* the scales: block b's in the low half of word e0, b + 1's in the high half of e0 + 8 */
+  const uint32_t wa = e0 == 0 ? v[0].x : e0 == 1 ? v[0].y : e0 == 2 ? v[0].z : v[0].w;
+  const uint32_t wb = e0 == 0 ? v[2].x : e0 == 1 ? v[2].y : e0 == 2 ? v[2].z : v[2].w;
+  const float da = __half2float (__ushort_as_half ((unsigned short) (wa & 0xffffu)));
+  const float db = __half2float (__ushort_as_half ((unsigned short) (wb >> 16)));
+  const float2 sx = *reinterpret_cast<const float2 *> (xs + 2 * ls + 4 * b);
+  acc = fmaf (da * sx.x, (float) (ha * 128 + la), acc);
+  return fmaf (db * sx.y, (float) (hb * 128 + lb), acc);
 }
 
 /* acc + the lane's 64 values of the block times x' (columns v0 .. v0 + 63 of the tile,
@@ -157,7 +260,7 @@ amk_mvc_issue (const unsigned char *w0, uint64_t step, uint32_t qb, uint32_t row
                uint32_t lb, uint32_t c, uint32_t S, amk_mvc_item &it,
                uint4 (&v)[amk_mvc_type<DT>::LOADS])
 {
-  const uint32_t b = it.slice * 8 + lb;
+  const uint32_t b = it.slice * amk_mvc_type<DT>::BLOCKS + lb;
 
   amk_mvc_load<DT> (it.row < rows && b < nb ? w0 + (uint64_t) it.row * step + (uint64_t) b * qb : w0, c, v);
   amk_mvc_advance (it, S);
@@ -172,14 +275,15 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
              float scale, int tid, int nt)
 {
   constexpr uint32_t L = amk_mvc_type<DT>::LOADS, D = amk_mvc_type<DT>::DEPTH;
+  constexpr uint32_t BLOCKS = amk_mvc_type<DT>::BLOCKS;
   const uint32_t qb = amk_qb_bytes (DT);
-  const uint32_t lane = (uint32_t) tid & 31, c = lane & 3u, lb = lane >> 2;
+  const uint32_t lane = (uint32_t) tid & 31, c = lane & 3u, lb = amk_mvc_lane_block<DT> (lane);
   const uint32_t w = (uint32_t) tid >> 5, nw = (uint32_t) nt >> 5;
   const unsigned char *xs = amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD;
   const uint32_t kn = ctx->esize;
   /* the warp's rows as the ring sees them (its stages aside) */
   const amk_mvq_stream st = amk_mvq_stream_of (ctx, DT, tid, nt);
-  const uint32_t nb = st.nb, rows = st.rows, S = (nb + 7) / 8, items = rows * S;
+  const uint32_t nb = st.nb, rows = st.rows, S = (nb + BLOCKS - 1) / BLOCKS, items = rows * S;
 
   /* the loads of items t + 1 .. t + D in slots 0 .. D - 1, shifted down every item (an
    * array indexed by the item, or loads under a condition, would put the slots in local
@@ -203,8 +307,13 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
             slot[d][j] = slot[d + 1][j];
         }
       amk_mvc_issue<DT> (st.w, st.step, qb, rows, nb, lb, c, S, next, slot[D - 1]);
-      const uint32_t b = at.slice * 8 + lb;
-      if (b < nb)
+      const uint32_t b = at.slice * BLOCKS + lb;
+      if constexpr (amk_mvc_type<DT>::Q8)
+        {
+          if (b < nb) /* nb is whole groups of 8: the lane has both blocks or neither */
+            acc = amk_mvc_dot_q8 (cur, c, xs, 34 * nb, b, acc);
+        }
+      else if (b < nb)
         acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
       if (at.slice == S - 1)
         {

@@ -153,6 +153,24 @@ def test_matvec_split_k_gpu_matches_cpu(dtype, fused, smem):
     assert np.all(np.isfinite(gpu)) and np.max(np.abs(gpu - cpu) / size) <= 1e-5
 
 
+@pytest.mark.parametrize("rows,blocks,fused,tile,splits", [
+    (40, 64, "norm", 16, 1), (37, 72, "gate", 16, 1), (130, 136, "bias+residual", 65, 1),
+    (24, 256, "norm", 8, 1), (24, 48, "none", 8, 3), (24, 16, "norm+bias", 8, 3),
+])
+def test_matvec_q8_0_columns_gpu_matches_cpu(rows, blocks, fused, tile, splits):
+    """Q8_0 tiles whose rows and first column are whole groups of 8 blocks (256 columns)
+    run COLUMNS, lanes owning two blocks each: one slice of 64 blocks, a last slice of 8,
+    many rows a warp, K = 8192, split columns; 16 blocks in three ranges start mid-group
+    and run the ring."""
+    prog, y, inputs, size = matvec_case(make_rng(), Amk.DType.Q8_0, rows, blocks, fused,
+                                        tile=tile, splits=splits)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)})[y]
+    err = np.max(np.abs(gpu - cpu) / size)
+    print(f"# MATVEC q8_0 {rows}x{blocks} blocks, tiles of {tile}, {splits} ranges, {fused}: "
+          f"max |gpu - cpu| / |terms| {err:.3g}")
+    assert np.all(np.isfinite(gpu)) and err <= 1e-5
+
+
 @pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("m,n,blocks,fused", [
     (1, 40, 2, "none"), (7, 136, 3, "bias"), (37, 200, 2, "residual"),
