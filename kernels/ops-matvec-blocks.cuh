@@ -176,7 +176,7 @@ amk_mvq_order_of (const amk_op_ctx *ctx, uint32_t wdt)
 static __device__ __forceinline__ uint32_t
 amk_mvq_limb_bytes (amk_mvq_order order, uint32_t kn)
 {
-  return order == AMK_MVQ_X_Q8_0 ? kn / 32 * 34 : kn;
+  return order == AMK_MVQ_X_Q8_0 ? amk_mvc_q8_limb_bytes (kn) : kn;
 }
 
 /* Byte p of a Q8_0-ordered limb, where it is staged. */

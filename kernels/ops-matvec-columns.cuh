@@ -76,6 +76,14 @@ amk_mvc_qchunk (uint32_t q)
   return q ^ (((q >> 2) & 3u) << 1);
 }
 
+/* Bytes of one limb of Q8_0's x' over kn columns: 34 per 32, rounded up to whole groups
+ * of 8 chunks so that amk_mvc_qchunk keeps a last partial group inside the limb. */
+static __device__ __forceinline__ uint32_t
+amk_mvc_q8_limb_bytes (uint32_t kn)
+{
+  return (kn / 32 * 34 + 127u) & ~127u;
+}
+
 /* The lane's first block in an item: Q8_0 lanes own two blocks, the others a quarter. */
 template <uint32_t DT>
 static __device__ __forceinline__ uint32_t
@@ -311,7 +319,7 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
       if constexpr (amk_mvc_type<DT>::Q8)
         {
           if (b < nb) /* nb is whole groups of 8: the lane has both blocks or neither */
-            acc = amk_mvc_dot_q8 (cur, c, xs, 34 * nb, b, acc);
+            acc = amk_mvc_dot_q8 (cur, c, xs, amk_mvc_q8_limb_bytes (kn), b, acc);
         }
       else if (b < nb)
         acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
