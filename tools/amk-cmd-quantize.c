@@ -157,8 +157,9 @@ amk_cmd_quantize (char ***args)
                                            "checkpoint folder) as the GGUF file OUT with its "
                                            "weights in the types of TYPE."));
   g_option_context_set_description (context, _(
-    "Types: q8_0 (every matrix Q8_0), q4_k_m and q5_k_m (matrices Q4_K or Q5_K; the token "
-    "embedding, the output matrix, attn_v and ffn_down Q6_K), q6_k (every matrix Q6_K), "
+    "Types: q8_0 (every matrix Q8_0), q4_k_m and q5_k_m (matrices Q4_K or Q5_K; the output "
+    "matrix Q6_K, and attn_v and ffn_down in about half the layers, as llama.cpp chooses "
+    "them), q6_k (every matrix Q6_K), "
     "f16, bf16. Vectors stay F32; a matrix whose rows are not whole blocks of its type falls "
     "back to Q8_0, else F16.\n"
     "Exit status: 0 when OUT was written, 1 when something failed (OUT is then left as it "

@@ -11,9 +11,9 @@
  * The mixes follow llama.cpp's usual ones, simplified:
  *   q8_0    every matrix Q8_0
  *   q6_k    every matrix Q6_K
- *   q4_k_m  matrices Q4_K, but the token embedding, the output matrix, and every
- *           layer's attn_v and ffn_down Q6_K (llama.cpp gives Q6_K to about half of the
- *           attn_v and ffn_down layers; here all of them)
+ *   q4_k_m  matrices Q4_K, but the output matrix (the token embedding where the two
+ *           are tied) Q6_K, and attn_v and ffn_down Q6_K in the layers llama.cpp gives
+ *           more bits: the first and last eighth, and every third layer between
  *   q5_k_m  as q4_k_m with Q5_K
  *   f16, bf16  every matrix converted
  * Vectors (norms, rope_freqs) are F32. A matrix whose rows are not a whole number of
@@ -150,9 +150,31 @@ ggml_type (AmkModelTensorType type)
     }
 }
 
-/* The type of a matrix named `name` with rows of `row` elements (see the top). */
+/* Whether layer i of n takes more bits in the _M mixes: llama.cpp's choice (the first
+ * and the last eighth of the layers, and every third layer between them). */
+static gboolean
+more_bits (guint i, guint n)
+{
+  return i < n / 8 || i >= 7 * n / 8 || (i >= n / 8 && (i - n / 8) % 3 == 2);
+}
+
+/* The layer of a tensor named blk.N.*, or -1. */
+static gint
+layer_of (const char *name)
+{
+  guint64 layer = 0;
+  const char *end = NULL;
+
+  if (!g_str_has_prefix (name, "blk."))
+    return -1;
+  layer = g_ascii_strtoull (name + 4, (char **) &end, 10);
+  return end != name + 4 && *end == '.' && layer < G_MAXINT ? (gint) layer : -1;
+}
+
+/* The type of a matrix named `name` with rows of `row` elements (see the top), in a
+ * model of n_layers layers whose output matrix is the token embedding if `tied`. */
 static AmkModelTensorType
-mix_type (AmkQuantizeMix mix, const char *name, guint64 row)
+mix_type (AmkQuantizeMix mix, const char *name, guint64 row, guint n_layers, gboolean tied)
 {
   AmkModelTensorType t = AMK_MODEL_TENSOR_Q8_0;
 
@@ -164,12 +186,18 @@ mix_type (AmkQuantizeMix mix, const char *name, guint64 row)
     case AMK_QUANTIZE_BF16: t = AMK_MODEL_TENSOR_BF16; break;
     case AMK_QUANTIZE_Q4_K_M:
     case AMK_QUANTIZE_Q5_K_M:
-      if (g_str_equal (name, "token_embd.weight") || g_str_equal (name, "output.weight") ||
-          g_str_has_suffix (name, ".attn_v.weight") || g_str_has_suffix (name, ".ffn_down.weight"))
-        t = AMK_MODEL_TENSOR_Q6_K;
-      else
-        t = mix == AMK_QUANTIZE_Q4_K_M ? AMK_MODEL_TENSOR_Q4_K : AMK_MODEL_TENSOR_Q5_K;
-      break;
+      {
+        const gint layer = layer_of (name);
+        const gboolean layered = g_str_has_suffix (name, ".attn_v.weight") ||
+                                 g_str_has_suffix (name, ".ffn_down.weight");
+
+        if (g_str_equal (name, "output.weight") || (tied && g_str_equal (name, "token_embd.weight")) ||
+            (layered && layer >= 0 && more_bits ((guint) layer, n_layers)))
+          t = AMK_MODEL_TENSOR_Q6_K;
+        else
+          t = mix == AMK_QUANTIZE_Q4_K_M ? AMK_MODEL_TENSOR_Q4_K : AMK_MODEL_TENSOR_Q5_K;
+        break;
+      }
     }
   /* rows that are no whole K blocks: the 32-value type of about the same precision */
   if (row % 256 != 0)
@@ -185,17 +213,38 @@ mix_type (AmkQuantizeMix mix, const char *name, guint64 row)
   return t;
 }
 
-/* Sets job->out_type: the mix's type for a matrix, F32 for anything else; the source's
- * own type where amk cannot decode it. */
+/* Sets every job's out_type: the mix's type for a matrix, F32 for anything else; the
+ * source's own type where amk cannot decode it. The layers are counted as the blk.N
+ * tensors name them; the output matrix is tied to the embedding where there is none. */
 static void
-choose_type (Job *job, AmkQuantizeMix mix)
+choose_types (GArray *jobs, AmkQuantizeMix mix)
 {
-  if (job->src_floats == NULL && job->src_type == AMK_MODEL_TENSOR_OTHER)
-    job->out_type = job->src_ggml;
-  else if (job->n_dims == 2)
-    job->out_type = (AmkGgmlType) ggml_type (mix_type (mix, job->name, job->dims[0]));
-  else
-    job->out_type = AMK_GGML_TYPE_F32;
+  guint n_layers = 0;
+  gboolean tied = TRUE;
+
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      const Job *job = &g_array_index (jobs, Job, i);
+      const gint layer = layer_of (job->name);
+
+      if (layer >= 0 && (guint) layer >= n_layers)
+        n_layers = (guint) layer + 1;
+      if (g_str_equal (job->name, "output.weight"))
+        tied = FALSE;
+    }
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      Job *job = &g_array_index (jobs, Job, i);
+
+      if (job->src_floats != NULL)
+        job->out_type = AMK_GGML_TYPE_F32;
+      else if (job->src_type == AMK_MODEL_TENSOR_OTHER)
+        job->out_type = job->src_ggml;
+      else if (job->n_dims == 2)
+        job->out_type = (AmkGgmlType) ggml_type (mix_type (mix, job->name, job->dims[0], n_layers, tied));
+      else
+        job->out_type = AMK_GGML_TYPE_F32;
+    }
 }
 
 /* Whether `a` and `b` are the same file (FALSE if either is not there). */
@@ -210,7 +259,7 @@ same_file (const char *a, const char *b)
 
 /* A GGUF input: its keys, in its order, and its tensors. */
 static gboolean
-plan_gguf (AmkGguf *gguf, AmkQuantizeMix mix, AmkGgufWriter *w, GArray *jobs, GError **error)
+plan_gguf (AmkGguf *gguf, AmkGgufWriter *w, GArray *jobs, GError **error)
 {
   for (gsize i = 0; i < amk_gguf_get_n_keys (gguf); i++)
     if (!amk_gguf_writer_copy_key (w, gguf, amk_gguf_get_key (gguf, i), error))
@@ -228,7 +277,6 @@ plan_gguf (AmkGguf *gguf, AmkQuantizeMix mix, AmkGgufWriter *w, GArray *jobs, GE
       job.src_ggml = t->type;
       job.src = t->data;
       job.src_bytes = t->n_bytes;
-      choose_type (&job, mix);
       g_array_append_val (jobs, job);
     }
   return TRUE;
@@ -237,7 +285,7 @@ plan_gguf (AmkGguf *gguf, AmkQuantizeMix mix, AmkGgufWriter *w, GArray *jobs, GE
 /* One weight of a checkpoint as a job: its GGUF name, its shape in ggml order. */
 static gboolean
 add_hf_job (AmkModelSpec *spec, AmkModelWeight weight, guint layer, gboolean permuted,
-            AmkQuantizeMix mix, GArray *jobs, GError **error)
+            GArray *jobs, GError **error)
 {
   const AmkModelParams *hp = &spec->params;
   const AmkModelTensor *t = amk_model_spec_tensor (spec, weight, layer);
@@ -269,14 +317,13 @@ add_hf_job (AmkModelSpec *spec, AmkModelWeight weight, guint layer, gboolean per
     job.permute_heads = hp->n_heads;
   else if (permuted && weight == AMK_MODEL_WEIGHT_ATTN_K)
     job.permute_heads = hp->n_kv_heads;
-  choose_type (&job, mix);
   g_array_append_val (jobs, job);
   return TRUE;
 }
 
 /* A checkpoint folder: llama.cpp's keys and tensor names, in llama.cpp's order. */
 static gboolean
-plan_hf (AmkModelSpec *spec, const char *dir, AmkQuantizeMix mix, AmkGgufWriter *w,
+plan_hf (AmkModelSpec *spec, const char *dir, AmkGgufWriter *w,
          GArray *jobs, float **rope_freqs, GError **error)
 {
   const AmkModelParams *hp = &spec->params;
@@ -300,7 +347,7 @@ plan_hf (AmkModelSpec *spec, const char *dir, AmkQuantizeMix mix, AmkGgufWriter 
   if (!amk_gguf_convert_tokenizer (w, spec->tokenizer, spec->source, error))
     return FALSE;
 
-  if (!add_hf_job (spec, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, permuted, mix, jobs, error))
+  if (!add_hf_job (spec, AMK_MODEL_WEIGHT_TOKEN_EMBD, 0, permuted, jobs, error))
     return FALSE;
   if (*rope_freqs != NULL)
     {
@@ -322,13 +369,13 @@ plan_hf (AmkModelSpec *spec, const char *dir, AmkQuantizeMix mix, AmkGgufWriter 
         if ((weight == AMK_MODEL_WEIGHT_ATTN_Q_NORM || weight == AMK_MODEL_WEIGHT_ATTN_K_NORM) &&
             !hp->qk_norm)
           continue;
-        if (!add_hf_job (spec, weight, layer, permuted, mix, jobs, error))
+        if (!add_hf_job (spec, weight, layer, permuted, jobs, error))
           return FALSE;
       }
-  if (!add_hf_job (spec, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, permuted, mix, jobs, error))
+  if (!add_hf_job (spec, AMK_MODEL_WEIGHT_OUTPUT_NORM, 0, permuted, jobs, error))
     return FALSE;
   if (!hp->tied_embeddings &&
-      !add_hf_job (spec, AMK_MODEL_WEIGHT_OUTPUT, 0, permuted, mix, jobs, error))
+      !add_hf_job (spec, AMK_MODEL_WEIGHT_OUTPUT, 0, permuted, jobs, error))
     return FALSE;
   return TRUE;
 }
@@ -492,15 +539,16 @@ amk_quantize_model (const char           *in,
   if (is_dir)
     {
       spec = amk_hf_model_read (in, error);
-      if (spec == NULL || !plan_hf (spec, in, mix, w, jobs, &rope_freqs, error))
+      if (spec == NULL || !plan_hf (spec, in, w, jobs, &rope_freqs, error))
         return FALSE;
     }
   else
     {
       gguf = amk_gguf_open (in, error);
-      if (gguf == NULL || !plan_gguf (gguf, mix, w, jobs, error))
+      if (gguf == NULL || !plan_gguf (gguf, w, jobs, error))
         return FALSE;
     }
+  choose_types (jobs, mix);
   amk_gguf_writer_set_u32 (w, "general.file_type", mixes[mix].file_type);
   if (mix != AMK_QUANTIZE_F16 && mix != AMK_QUANTIZE_BF16)
     amk_gguf_writer_set_u32 (w, "general.quantization_version", QUANTIZATION_VERSION);

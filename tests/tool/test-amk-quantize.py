@@ -60,12 +60,20 @@ def run(args, expect=0, **kwargs):
     return proc
 
 
-def mix_type(mix, name, row):
+def more_bits(layer, n_layers):
+    """llama.cpp's layers with more bits in the _M mixes, written out independently."""
+    eighth = n_layers // 8
+    middle = set(range(eighth, 7 * n_layers // 8))
+    return layer not in middle or (layer - eighth) % 3 == 2
+
+
+def mix_type(mix, name, row, n_layers, tied):
     """The documented type of a matrix (amk-quantize.c's table)."""
     kind = {'q8_0': 'Q8_0', 'q6_k': 'Q6_K', 'f16': 'F16', 'bf16': 'BF16'}.get(mix)
     if kind is None:
-        high = (name in ('token_embd.weight', 'output.weight') or
-                name.endswith('.attn_v.weight') or name.endswith('.ffn_down.weight'))
+        m = re.match(r'blk\.(\d+)\.(attn_v|ffn_down)\.weight$', name)
+        high = (name == 'output.weight' or (tied and name == 'token_embd.weight') or
+                (m is not None and more_bits(int(m.group(1)), n_layers)))
         kind = 'Q6_K' if high else {'q4_k_m': 'Q4_K', 'q5_k_m': 'Q5_K'}[mix]
     if row % 256:   # no whole K blocks: llama.cpp's types of 32-value blocks
         kind = {'Q4_K': 'Q5_0', 'Q5_K': 'Q5_1', 'Q6_K': 'Q8_0'}.get(kind, kind)
@@ -74,10 +82,13 @@ def mix_type(mix, name, row):
     return kind
 
 
-def expected_type(mix, tensor):
+def expected_type(mix, tensor, tensors):
+    """tensors: every tensor of the file (the layers and whether output is tied)."""
     if len(tensor.shape) != 2:
         return 'F32'
-    return mix_type(mix, tensor.name, int(tensor.shape[0]))
+    layers = [int(m.group(1)) for m in (re.match(r'blk\.(\d+)\.', t.name) for t in tensors) if m]
+    tied = not any(t.name == 'output.weight' for t in tensors)
+    return mix_type(mix, tensor.name, int(tensor.shape[0]), max(layers, default=-1) + 1, tied)
 
 
 def decoded(gguf, tensor):
@@ -162,7 +173,7 @@ def test_gguf(amk, model, tmp, gguf):
         for t in reader.tensors:
             s = src_tensors[t.name]
             check(list(t.shape) == list(s.shape), f'{mix}: {t.name} has the shape {t.shape}, not {s.shape}')
-            want = expected_type(mix, t)
+            want = expected_type(mix, t, reader.tensors)
             check(t.tensor_type.name == want, f'{mix}: {t.name} is {t.tensor_type.name}, not {want}')
             counts[want] = counts.get(want, 0) + 1
             err = check_errors_bounded(gguf, t, decoded(gguf, s), f'{mix}: {t.name}')
@@ -292,7 +303,7 @@ def check_hf_conversion(gguf, amk, folder, out, mix, weights, heads, kv_heads):
         name = gguf_name(hf)
         check(name in tensors, f'{out}: no tensor {name}')
         t = tensors[name]
-        want = expected_type(mix, t)
+        want = expected_type(mix, t, reader.tensors)
         check(t.tensor_type.name == want, f'{out}: {name} is {t.tensor_type.name}, not {want}')
         if name.endswith('attn_q.weight'):
             w = permute(w, heads)
@@ -349,7 +360,7 @@ def test_hf(amk, tmp, gguf):
             types, out_device, _ = info_types(amk, out)
             check(out_device == device, f'{out}: {out_device} device bytes, the folder {device}')
             for t in reader.tensors:
-                check(t.tensor_type.name == expected_type(mix, t), f'{out}: {t.name} is {t.tensor_type.name}')
+                check(t.tensor_type.name == expected_type(mix, t, reader.tensors), f'{out}: {t.name} is {t.tensor_type.name}')
 
     # rows of 256: the K-quants of q4_k_m and q5_k_m, within their bounds
     wide = os.path.join(tmp, 'wide')
