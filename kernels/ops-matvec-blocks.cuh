@@ -158,18 +158,20 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
     amk_mvq_copy_stage (st, k, c, qb, k, (uint32_t) tid & 31);
 }
 
-/* How x' is laid out for a pipeline: the ring's natural order, COLUMNS' for the K types
- * (16-byte chunks in amk_mvc_xchunk order), COLUMNS' for Q8_0 (the blocks' own layout,
- * 34 bytes per 32 columns with zeros where W has its scale, chunks in amk_mvc_qchunk
+/* How x' is laid out for a pipeline: the ring's natural order, COLUMNS' for Q4_K and
+ * Q5_K (16-byte chunks in amk_mvc_xchunk order), for Q6_K (chunks in amk_mvc_q6chunk
+ * order, and an integer sum of x' per 16 columns), for Q8_0 (the blocks' own layout, 34
+ * bytes per 32 columns with zeros where W has its scale, chunks in amk_mvc_qchunk
  * order). */
-enum amk_mvq_order { AMK_MVQ_X_RING, AMK_MVQ_X_CHUNKS, AMK_MVQ_X_Q8_0 };
+enum amk_mvq_order { AMK_MVQ_X_RING, AMK_MVQ_X_CHUNKS, AMK_MVQ_X_Q6_K, AMK_MVQ_X_Q8_0 };
 
 static __device__ __forceinline__ amk_mvq_order
 amk_mvq_order_of (const amk_op_ctx *ctx, uint32_t wdt)
 {
   if (!amk_mvc_takes (ctx, wdt))
     return AMK_MVQ_X_RING;
-  return wdt == AMK_ABI_DTYPE_Q8_0 ? AMK_MVQ_X_Q8_0 : AMK_MVQ_X_CHUNKS;
+  return wdt == AMK_ABI_DTYPE_Q8_0 ? AMK_MVQ_X_Q8_0 : wdt == AMK_ABI_DTYPE_Q6_K ? AMK_MVQ_X_Q6_K
+                                                                              : AMK_MVQ_X_CHUNKS;
 }
 
 /* Bytes of one limb of x' over kn columns in that order. */
@@ -188,7 +190,8 @@ amk_mvq_q8_at (uint32_t p)
 
 /* x' of the tile's kn columns staged for the ring or COLUMNS as int8 limbs
  * (amk_qb_dot16_limbs): at byte 0 the high limbs, at ls (amk_mvq_limb_bytes) the low ones,
- * at 2 ls a float scale per 32 columns, then a float sum of x' per 32 columns. x' is
+ * at 2 ls a float scale per 32 columns, then a float sum of x' per 32 columns (for Q6_K
+ * then an int sum of the integers per 16 columns, at 2 ls + kn / 4). x' is
  * x * norm weight (the RMS scale comes later: the row's sum is multiplied by it) or
  * silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group of 32 columns (four each), so the
  * group's maximum and sum are three shuffles. Returns this thread's share of sum(x^2) for
@@ -233,11 +236,19 @@ amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *
           amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
           sum += __shfl_xor_sync (0xffffffffu, sum, m);
         }
-      if (!live)
-        continue;
       const float inv = amax > 0.0f ? 16383.0f / amax : 0.0f;
       const int q[4] = { __float2int_rn (o.x * inv), __float2int_rn (o.y * inv),
                          __float2int_rn (o.z * inv), __float2int_rn (o.w * inv) };
+      if (order == AMK_MVQ_X_Q6_K) /* lanes 4 i .. 4 i + 3 hold 16 columns */
+        {
+          int q16 = (q[0] + q[1]) + (q[2] + q[3]);
+          q16 += __shfl_xor_sync (0xffffffffu, q16, 1);
+          q16 += __shfl_xor_sync (0xffffffffu, q16, 2);
+          if (live && (j & 3u) == 0)
+            reinterpret_cast<int *> (xs + 2 * ls + kn / 4)[j / 4] = q16;
+        }
+      if (!live)
+        continue;
       uint32_t hi = 0, lo = 0;
 #pragma unroll
       for (int e = 0; e < 4; e++)
@@ -258,7 +269,9 @@ amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *
         }
       else
         {
-          const uint32_t at = order == AMK_MVQ_X_CHUNKS ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u) : j;
+          const uint32_t at = order == AMK_MVQ_X_CHUNKS ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u)
+                            : order == AMK_MVQ_X_Q6_K   ? amk_mvc_q6chunk (j >> 2) * 4 + (j & 3u)
+                                                        : j;
           reinterpret_cast<uint32_t *> (xs)[at] = hi;
           reinterpret_cast<uint32_t *> (xs + kn)[at] = lo;
         }

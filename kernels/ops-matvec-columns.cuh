@@ -1,4 +1,4 @@
-/* ops-matvec-columns.cuh: MATVEC over Q4_K, Q5_K and Q8_0 weights with every lane owning
+/* ops-matvec-columns.cuh: MATVEC over Q4_K, Q5_K, Q6_K and Q8_0 weights with every lane owning
  * fixed columns (COLUMNS), the pipeline that ops-matvec-blocks.cuh runs for these types
  * instead of its ring (and includes after amk_mvq_stream_of, which gives the warp its rows).
  *
@@ -8,6 +8,10 @@
  *  - Q4_K and Q5_K, whose blocks are whole 16-byte words (144 and 176 bytes): chunk
  *    c = l % 4 of block l / 4 of the slice's 8, i.e. the 16-byte header (scales), Q5_K's
  *    32 bytes of fifth bits and the chunk's 32 bytes of nibbles;
+ *  - Q6_K (210-byte blocks, rows of whole groups of 8: 1680 bytes): block l / 4 of the
+ *    slice's 8, quarter c = l % 4 (half c / 2 of the block, low or high 32 bytes of that
+ *    half's nibbles, c % 2): 3 aligned words of nibbles, 3 of high bits and 2 of scales,
+ *    realigned in registers (block b starts 2 b bytes into a word);
  *  - Q8_0 (34-byte blocks): blocks 2 l and 2 l + 1 of the slice's 64, 68 bytes that start
  *    4 (l % 4) bytes into an aligned word (rows are whole groups of 8 blocks, 272 bytes),
  *    loaded as the 5 aligned words around them. x' is staged in the blocks' own byte
@@ -22,8 +26,8 @@
  *
  * The ring, by contrast, stages every block through shared memory and decodes 16 values
  * at a time from addresses it computes per stage: most of its instructions were that
- * bookkeeping, and each warp's chain of them, not memory, bounded it. Q6_K, Q5_0 and Q5_1
- * stay there, and Q8_0 where K is not a multiple of 256.
+ * bookkeeping, and each warp's chain of them, not memory, bounded it. Q5_0 and Q5_1 stay
+ * there, and Q8_0 where K is not a multiple of 256, Q6_K where it is not one of 2048.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -38,22 +42,27 @@ template <uint32_t DT>
 struct amk_mvc_type {
   static constexpr bool Q5 = DT == AMK_ABI_DTYPE_Q5_K;
   static constexpr bool Q8 = DT == AMK_ABI_DTYPE_Q8_0;
-  static constexpr uint32_t LOADS = Q5 || Q8 ? 5 : 3;
-  static constexpr uint32_t DEPTH = Q5 || Q8 ? 2 : 3; /* at most 3 */
+  static constexpr bool Q6 = DT == AMK_ABI_DTYPE_Q6_K;
+  static constexpr uint32_t LOADS = Q6 ? 8 : Q5 || Q8 ? 5 : 3;
+  static constexpr uint32_t DEPTH = Q6 ? 1 : Q5 || Q8 ? 2 : 3; /* at most 3 */
   static constexpr uint32_t BLOCKS = Q8 ? 64 : 8;
 };
 
 /* Whether COLUMNS takes the tile, of W's type dt (the prologue, the staging and the run
  * must agree: the ring's prologue copies stages only the ring reads). Every block it
  * reads is 16-byte aligned, or for Q8_0 every group of 8 blocks: W starts so
- * (amk_matvec_check), a K type's blocks are whole words, and a Q8_0 tile is taken only
- * where its first block and every row (K a multiple of 256) start on a word. */
+ * (amk_matvec_check), Q4_K's and Q5_K's blocks are whole words, and a Q8_0 (Q6_K) tile
+ * is taken only where its first block and every row (K a multiple of 256, 2048) start on
+ * a word. */
 static __device__ __forceinline__ bool
 amk_mvc_takes (const amk_op_ctx *ctx, uint32_t dt)
 {
-  if (dt == AMK_ABI_DTYPE_Q8_0)
-    return ctx->esize % 256 == 0 && ctx->pattern % 256 == 0 &&
-           (reinterpret_cast<uintptr_t> (ctx->ptr[1]) & 15u) == 0;
+  if (dt == AMK_ABI_DTYPE_Q8_0 || dt == AMK_ABI_DTYPE_Q6_K)
+    {
+      const uint32_t group = dt == AMK_ABI_DTYPE_Q8_0 ? 256 : 2048;
+      return ctx->esize % group == 0 && ctx->pattern % group == 0 &&
+             (reinterpret_cast<uintptr_t> (ctx->ptr[1]) & 15u) == 0;
+    }
   return dt == AMK_ABI_DTYPE_Q4_K || dt == AMK_ABI_DTYPE_Q5_K;
 }
 
@@ -76,6 +85,16 @@ amk_mvc_qchunk (uint32_t q)
   return q ^ (((q >> 2) & 3u) << 1);
 }
 
+/* The same for Q6_K's x' (natural order): lane (b, c) reads chunks 16 b + 8 (c / 2) +
+ * 2 (c % 2) + {0, 1, 4, 5}, which an XOR of the low 3 bits with 0, 1, 4 or 5 by the
+ * chunk's group of 8 (mod 4) spreads over all 8 bank groups in each phase. */
+static __device__ __forceinline__ uint32_t
+amk_mvc_q6chunk (uint32_t q)
+{
+  const uint32_t g = (q >> 3) & 3u;
+  return q ^ ((g & 1u) | ((g & 2u) << 1));
+}
+
 /* Bytes of one limb of Q8_0's x' over kn columns: 34 per 32, rounded up to whole groups
  * of 8 chunks so that amk_mvc_qchunk keeps a last partial group inside the limb. */
 static __device__ __forceinline__ uint32_t
@@ -93,7 +112,8 @@ amk_mvc_lane_block (uint32_t lane)
 }
 
 /* Lane's share of block `blk` (chunk c): header, (Q5_K: the fifth bits), nibbles; for
- * Q8_0, the 5 aligned words around its two blocks from `blk`. */
+ * Q8_0, the 5 aligned words around its two blocks from `blk`; for Q6_K, the aligned words
+ * around its nibbles (3), its high bits (3) and the scales and d (2). */
 template <uint32_t DT>
 static __device__ __forceinline__ void
 amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>::LOADS])
@@ -104,6 +124,20 @@ amk_mvc_load (const unsigned char *blk, uint32_t c, uint4 (&v)[amk_mvc_type<DT>:
 #pragma unroll
       for (uint32_t j = 0; j < 5; j++)
         v[j] = __ldcs (a + j);
+      return;
+    }
+  if constexpr (amk_mvc_type<DT>::Q6)
+    {
+      const unsigned char *a = reinterpret_cast<const unsigned char *> (reinterpret_cast<uintptr_t> (blk) & ~(uintptr_t) 15);
+      const uint32_t n = c >> 1, s = c & 1u;
+#pragma unroll
+      for (uint32_t j = 0; j < 3; j++)
+        {
+          v[j] = __ldcs (reinterpret_cast<const uint4 *> (a + 64 * n + 32 * s + 16 * j));
+          v[3 + j] = __ldcs (reinterpret_cast<const uint4 *> (a + 128 + 32 * n + 16 * j));
+        }
+      v[6] = __ldcs (reinterpret_cast<const uint4 *> (a + 192));
+      v[7] = __ldcs (reinterpret_cast<const uint4 *> (a + 208));
       return;
     }
   v[0] = __ldcs (reinterpret_cast<const uint4 *> (blk));
@@ -181,6 +215,91 @@ amk_mvc_dot_q8 (const uint4 (&v)[5], uint32_t e0, const unsigned char *xs, uint3
   const float2 sx = *reinterpret_cast<const float2 *> (xs + 2 * ls + 4 * b);
   acc = fmaf (da * sx.x, (float) (ha * 128 + la), acc);
   return fmaf (db * sx.y, (float) (hb * 128 + lb), acc);
+}
+
+/* Words o / 4 .. o / 4 + N - 1 of w shifted down by o % 4 bytes (o even, under 16): the
+ * N words that start o bytes into w, with two selects a word for o / 4 and a byte permute
+ * for the 2 bytes. */
+template <uint32_t N, uint32_t M>
+static __device__ __forceinline__ void
+amk_mvc_realign (const uint32_t (&w)[M], uint32_t o, uint32_t (&out)[N])
+{
+  static_assert (M >= N + 4, "room for the shift");
+  uint32_t t[N + 3], u[N + 1];
+  const bool s1 = (o & 4u) != 0, s2 = (o & 8u) != 0;
+  const uint32_t sel = (o & 2u) ? 0x5432u : 0x3210u;
+#pragma unroll
+  for (uint32_t i = 0; i < N + 3; i++)
+    t[i] = s1 ? w[i + 1] : w[i];
+#pragma unroll
+  for (uint32_t i = 0; i < N + 1; i++)
+    u[i] = s2 ? t[i + 2] : t[i];
+#pragma unroll
+  for (uint32_t i = 0; i < N; i++)
+    out[i] = __byte_perm (u[i], u[i + 1], sel);
+}
+
+/* acc + the lane's 64 values of Q6_K block b of the tile (quarter c: half n = c / 2,
+ * nibbles 32 (c % 2) .. of that half, for values 128 n + 32 (c % 2) + l and 64 more, l <
+ * 32) times x': the 6-bit values from the realigned nibbles and high bits, one dot per
+ * sub-block of 16 against x' limbs (amk_mvc_q6chunk order), less 32 times the
+ * sub-block's integer sum of x', times d and the sub-block's int8 scale. */
+static __device__ __forceinline__ float
+amk_mvc_dot_q6 (const uint4 (&v)[8], uint32_t c, const unsigned char *xs, uint32_t kn, uint32_t b,
+                float acc)
+{
+  const uint32_t o = 2 * (b & 7u), n = c >> 1, s = c & 1u;
+  const uint32_t wl[12] = { v[0].x, v[0].y, v[0].z, v[0].w, v[1].x, v[1].y, v[1].z, v[1].w,
+                            v[2].x, v[2].y, v[2].z, v[2].w };
+  const uint32_t wh[12] = { v[3].x, v[3].y, v[3].z, v[3].w, v[4].x, v[4].y, v[4].z, v[4].w,
+                            v[5].x, v[5].y, v[5].z, v[5].w };
+  const uint32_t ws[8] = { v[6].x, v[6].y, v[6].z, v[6].w, v[7].x, v[7].y, v[7].z, v[7].w };
+  uint32_t ql[8], qh[8], sw[5];
+  amk_mvc_realign (wl, o, ql);
+  amk_mvc_realign (wh, o, qh);
+  { /* the 16 scales and d: 18 bytes from o in the last two words */
+    const uint32_t wp[9] = { ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7], 0u };
+    amk_mvc_realign (wp, o, sw);
+  }
+  const uint32_t q0 = 16 * b + 8 * n + 2 * s; /* the lane's first x' chunk (low nibbles) */
+  const uint4 *xh = reinterpret_cast<const uint4 *> (xs), *xl = reinterpret_cast<const uint4 *> (xs + kn);
+  const uint32_t lsh = 4 - 2 * s, hsh = 2 * s; /* high bits to bits 4, 5 of each byte */
+  int h[4] = { 0, 0, 0, 0 }, l[4] = { 0, 0, 0, 0 }; /* sub-blocks: low 0, 1, high 0, 1 */
+
+#pragma unroll
+  for (uint32_t i = 0; i < 2; i++)
+    {
+      const uint32_t p0 = amk_mvc_q6chunk (q0 + i), p1 = amk_mvc_q6chunk (q0 + 4 + i);
+      const uint4 a0 = xh[p0], a1 = xh[p1], b0 = xl[p0], b1 = xl[p1];
+      const uint32_t xa0[4] = { a0.x, a0.y, a0.z, a0.w }, xa1[4] = { a1.x, a1.y, a1.z, a1.w };
+      const uint32_t xb0[4] = { b0.x, b0.y, b0.z, b0.w }, xb1[4] = { b1.x, b1.y, b1.z, b1.w };
+#pragma unroll
+      for (uint32_t e = 0; e < 4; e++)
+        {
+          const uint32_t k = 4 * i + e;
+          const uint32_t lo = (ql[k] & 0x0f0f0f0fu) | ((qh[k] << lsh) & 0x30303030u);
+          const uint32_t hi = ((ql[k] >> 4) & 0x0f0f0f0fu) | ((qh[k] >> hsh) & 0x30303030u);
+          h[i] = __dp4a ((int) lo, (int) xa0[e], h[i]);
+          l[i] = __dp4a ((int) lo, (int) xb0[e], l[i]);
+          h[2 + i] = __dp4a ((int) hi, (int) xa1[e], h[2 + i]);
+          l[2 + i] = __dp4a ((int) hi, (int) xb1[e], l[2 + i]);
+        }
+    }
+  /* scales 8 n + 2 s + {0, 1} (low) and + 4 (high): bytes 2 s, 2 s + 1 of words 2 n, 2 n + 1 */
+  const uint32_t scl = n ? sw[2] : sw[0], sch = n ? sw[3] : sw[1];
+  const float d = __half2float (__ushort_as_half ((unsigned short) (sw[4] & 0xffffu)));
+  const float *xsc = reinterpret_cast<const float *> (xs + 2 * kn); /* x' scale per 32 */
+  const int *sums = reinterpret_cast<const int *> (xs + 2 * kn + kn / 4);
+  const int2 ssl = *reinterpret_cast<const int2 *> (sums + q0), ssh = *reinterpret_cast<const int2 *> (sums + q0 + 4);
+  const int sc[4] = { (int) (int8_t) (scl >> (16 * s)), (int) (int8_t) (scl >> (16 * s + 8)),
+                      (int) (int8_t) (sch >> (16 * s)), (int) (int8_t) (sch >> (16 * s + 8)) };
+  const int ss[4] = { ssl.x, ssl.y, ssh.x, ssh.y };
+  const float sxl = xsc[q0 / 2], sxh = xsc[q0 / 2 + 2];
+  const float sx[4] = { sxl, sxl, sxh, sxh };
+#pragma unroll
+  for (uint32_t g = 0; g < 4; g++)
+    acc = fmaf (d * sx[g] * (float) sc[g], (float) (h[g] * 128 + l[g] - 32 * ss[g]), acc);
+  return acc;
 }
 
 /* acc + the lane's 64 values of the block times x' (columns v0 .. v0 + 63 of the tile,
@@ -321,6 +440,8 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
           if (b < nb) /* nb is whole groups of 8: the lane has both blocks or neither */
             acc = amk_mvc_dot_q8 (cur, c, xs, amk_mvc_q8_limb_bytes (kn), b, acc);
         }
+      else if constexpr (amk_mvc_type<DT>::Q6)
+        acc = amk_mvc_dot_q6 (cur, c, xs, kn, b, acc); /* nb is whole groups of 8 */
       else if (b < nb)
         acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
       if (at.slice == S - 1)

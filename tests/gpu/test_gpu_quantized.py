@@ -171,6 +171,24 @@ def test_matvec_q8_0_columns_gpu_matches_cpu(rows, blocks, fused, tile, splits):
     assert np.all(np.isfinite(gpu)) and err <= 1e-5
 
 
+@pytest.mark.parametrize("rows,blocks,fused,tile,splits", [
+    (40, 8, "norm", 16, 1), (37, 16, "gate", 16, 1), (130, 32, "bias+residual", 65, 1),
+    (24, 56, "norm", 8, 1), (24, 24, "none", 8, 3), (24, 12, "norm+bias", 8, 3),
+])
+def test_matvec_q6_k_columns_gpu_matches_cpu(rows, blocks, fused, tile, splits):
+    """Q6_K tiles whose rows and first column are whole groups of 8 blocks (2048 columns)
+    run COLUMNS, four lanes a block, each block 2 b bytes into its aligned words: one slice,
+    two, many rows a warp at K = 8192, K = 14336, split columns of a slice each; 12 blocks
+    in three ranges start mid-group and run the ring."""
+    prog, y, inputs, size = matvec_case(make_rng(), Amk.DType.Q6_K, rows, blocks, fused,
+                                        tile=tile, splits=splits)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)})[y]
+    err = np.max(np.abs(gpu - cpu) / size)
+    print(f"# MATVEC q6_k {rows}x{blocks} blocks, tiles of {tile}, {splits} ranges, {fused}: "
+          f"max |gpu - cpu| / |terms| {err:.3g}")
+    assert np.all(np.isfinite(gpu)) and err <= 1e-5
+
+
 @pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("m,n,blocks,fused", [
     (1, 40, 2, "none"), (7, 136, 3, "bias"), (37, 200, 2, "residual"),
