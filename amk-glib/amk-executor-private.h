@@ -49,12 +49,6 @@ amk_executor_block_dtypes (AmkExecutor *self)
   return mask;
 }
 
-/* The block types a GPU's MATVEC streams faster as stored than as bf16 (each lane's
- * columns loaded straight into registers, kernels/ops-matvec-columns.cuh): a model keeps
- * them even where bf16 would fit. The other types' pipeline is bound by its arithmetic,
- * not by memory, so they are expanded where they fit. */
-#define AMK_GPU_NATIVE_FASTER_DTYPES ((1u << AMK_DTYPE_Q4_K) | (1u << AMK_DTYPE_Q5_K))
-
 /* amk_executor_load_shared(): for each buffer of program, the index of the buffer of
  * the owner's loaded program whose memory it uses (same name, dtype and size, neither in
  * the scratch arena), or -1. A name match of another dtype or size is an error. */

@@ -159,8 +159,16 @@ GBytes               *amk_model_spec_load_bf16    (AmkModelSpec        *spec,
                                                    const char         **name,
                                                    GError             **error);
 
+/* Set in a keep mask: a matrix stays in its block type only where a GPU's MATVEC streams
+ * it faster as stored than as bf16, i.e. where COLUMNS takes it (each lane's columns
+ * loaded straight into registers, kernels/ops-matvec-columns.cuh): Q4_K and Q5_K, Q8_0
+ * with rows of a multiple of 256, Q6_K of 2048. Elsewhere the ring's arithmetic, not
+ * memory, bounds it, so bf16 is faster. */
+#define AMK_KEEP_WHERE_GPU_FASTER (1u << 31)
+
 /* The block-quantized AmkDType a matrix stored in one stays in when `keep` has its bit
- * (1 << AmkDType) and its rows are whole blocks, or -1: it becomes bf16. */
+ * (1 << AmkDType) and its rows are whole blocks (and, with AMK_KEEP_WHERE_GPU_FASTER,
+ * COLUMNS takes them), or -1: it becomes bf16. */
 gint                  amk_model_tensor_kept_dtype (const AmkModelTensor *t,
                                                    guint32               keep);
 /* amk_model_spec_load_bf16(), except that a matrix (rows > 0) stored in a block-quantized

@@ -358,6 +358,11 @@ amk_model_tensor_kept_dtype (const AmkModelTensor *t,
   /* a matrix whose rows are whole blocks (a GGUF file's always are) */
   if (t->n_dims != 2 || !((keep >> dtype) & 1u) || t->shape[1] % amk_dtype_row_step ((AmkDType) dtype) != 0)
     return -1;
+  if ((keep & AMK_KEEP_WHERE_GPU_FASTER) &&
+      !(dtype == AMK_DTYPE_Q4_K || dtype == AMK_DTYPE_Q5_K ||
+        (dtype == AMK_DTYPE_Q8_0 && t->shape[1] % 256 == 0) ||
+        (dtype == AMK_DTYPE_Q6_K && t->shape[1] % 2048 == 0)))
+    return -1;
   return dtype;
 }
 

@@ -39,8 +39,9 @@
  * model.safetensors or its shards with the index, tokenizer.json; bf16, f16 or f32).
  *
  * The weights are converted to bf16 at load, except for the matrices stored as Q8_0,
- * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K where they run faster as stored (Q4_K and Q5_K on a
- * GPU, all of them on the CPU executor), where bf16 would not fit, or when asked
+ * Q5_0, Q5_1, Q4_K, Q5_K or Q6_K where they run faster as stored (on a GPU Q4_K, Q5_K,
+ * Q8_0 with rows of a multiple of 256 and Q6_K of 2048; all of them on the CPU
+ * executor), where bf16 would not fit, or when asked
  * ([property@Amk.Model:keep-quantized]): they stay as stored and each block is decoded
  * as it is read. The q, k and v matrices
  * of a layer are stacked into one, kept so only when all three have the same type.
@@ -285,10 +286,11 @@ amk_model_class_init (AmkModelClass *klass)
    *
    * Whether the matrices a file stores as Q8_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K stay so
    * on every executor. %FALSE (the default) lets the executor choose what runs faster:
-   * the CPU executor keeps them; a GPU keeps Q4_K and Q5_K (its MATVEC streams them
-   * faster than their bf16 expansion) and expands the others to bf16 when all the
-   * weights then fit in seven tenths of its free memory (it streams bf16 faster than it
-   * decodes those blocks), and keeps them otherwise. %TRUE keeps them everywhere, for
+   * the CPU executor keeps them; a GPU keeps Q4_K, Q5_K, and Q8_0 and Q6_K matrices
+   * whose rows are a multiple of 256 and 2048 values (its MATVEC streams them faster
+   * than their bf16 expansion) and expands the others to bf16 when all the weights then
+   * fit in seven tenths of its free memory (it streams bf16 faster than it decodes those
+   * blocks), and keeps them otherwise. %TRUE keeps them everywhere, for
    * less memory ([property@Amk.Model:weight-bytes] says how much).
    */
   properties[PROP_KEEP_QUANTIZED] =
@@ -452,7 +454,7 @@ bf16_room (AmkExecutor *executor)
  * its prompts go through the decode step. The matrices stored in a block-quantized type
  * that `keep` has (1 << AmkDType) stay in it, the others become bf16; but with
  * `bf16_room` > 0, when all the weights would fit in that many bytes as bf16, only the
- * types of AMK_GPU_NATIVE_FASTER_DTYPES stay. With
+ * matrices AMK_KEEP_WHERE_GPU_FASTER names stay. With
  * `head`, the chunk also computes the logits of the prompt's last token
  * (amk_model_build_prefill()). */
 static AmkModelBuild *
@@ -474,7 +476,7 @@ build_model (const char    *path,
   if (spec == NULL || g_cancellable_set_error_if_cancelled (cancellable, error))
     return NULL;
   if (bf16_room > 0 && amk_model_spec_bf16_bytes (spec) <= bf16_room)
-    keep &= AMK_GPU_NATIVE_FASTER_DTYPES;
+    keep |= AMK_KEEP_WHERE_GPU_FASTER;
   if (context == 0)
     {
       context = DEFAULT_CONTEXT;

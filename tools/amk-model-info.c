@@ -151,7 +151,7 @@ weight_bytes (AmkModelSpec *spec, WeightBytes *wb)
         if (!amk_model_spec_holds (spec, w, layer))
           continue;
         const guint64 cpu = kept_as_stored (spec, w, layer, t, keep) ? stored : 2 * t->n_elements;
-        const guint64 gpu = kept_as_stored (spec, w, layer, t, keep & AMK_GPU_NATIVE_FASTER_DTYPES)
+        const guint64 gpu = kept_as_stored (spec, w, layer, t, keep | AMK_KEEP_WHERE_GPU_FASTER)
                               ? stored : 2 * t->n_elements;
 
         wb->elements += t->n_elements;

@@ -251,9 +251,10 @@ GGUF = os.environ.get('AMK_TEST_GGUF', '')
 
 @pytest.mark.skipif(not os.path.isfile(GGUF), reason="set AMK_TEST_GGUF to SmolLM2-135M-Instruct's GGUF")
 def test_model_expands_them_where_bf16_fits():
-    """The GPU's MATVEC streams bf16 faster than it decodes Q8_0 (or Q4_1) blocks: a
-    model that fits in bf16 is expanded (SmolLM2's Q8_0 token embedding too), unless
-    keep-quantized. (Q4_K and Q5_K stay: tool-quantize-hf checks `amk info`'s count.)"""
+    """The GPU's MATVEC streams bf16 faster than it decodes blocks on the ring: a model
+    that fits in bf16 is expanded (SmolLM2's Q4_1 matrices, and its Q8_0 token embedding,
+    whose rows of 576 COLUMNS does not take), unless keep-quantized. (Q4_K, Q5_K and
+    Q8_0 of rows of 256 stay: tool-quantize-hf checks `amk info`'s count.)"""
     sizes = {}
     for keep in (False, True):
         m = Amk.Model(path=GGUF, keep_quantized=keep)

@@ -374,9 +374,10 @@ def test_hf(amk, tmp, gguf):
         for t in reader.tensors:
             types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
         print(f'wide {mix}: {line}; types {types}')
-        # a GPU keeps Q4_K and Q5_K as stored even where bf16 fits, expands the others
+        # a GPU keeps Q4_K, Q5_K, Q8_0 of rows of 256 and Q6_K of rows of 2048 as stored
+        # even where bf16 fits, expands the others (here Q6_K, rows of 256 and 512)
         _, device, _ = info_types(amk, out)
-        if mix in ('q4_k_m', 'q5_k_m'):
+        if mix in ('q4_k_m', 'q5_k_m', 'q8_0'):
             check(device < wide_device, f'{out}: {device} bytes on a GPU, as many as bf16 ({wide_device})')
         else:
             check(device == wide_device, f'{out}: {device} bytes on a GPU, bf16 takes {wide_device}')
