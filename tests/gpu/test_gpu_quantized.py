@@ -153,39 +153,29 @@ def test_matvec_split_k_gpu_matches_cpu(dtype, fused, smem):
     assert np.all(np.isfinite(gpu)) and np.max(np.abs(gpu - cpu) / size) <= 1e-5
 
 
-@pytest.mark.parametrize("rows,blocks,fused,tile,splits", [
-    (40, 64, "norm", 16, 1), (37, 72, "gate", 16, 1), (130, 136, "bias+residual", 65, 1),
-    (24, 256, "norm", 8, 1), (24, 48, "none", 8, 3), (24, 16, "norm+bias", 8, 3),
-])
-def test_matvec_q8_0_columns_gpu_matches_cpu(rows, blocks, fused, tile, splits):
-    """Q8_0 tiles whose rows and first column are whole groups of 8 blocks (256 columns)
-    run COLUMNS, lanes owning two blocks each: one slice of 64 blocks, a last slice of 8,
-    many rows a warp, K = 8192, split columns; 16 blocks in three ranges start mid-group
-    and run the ring."""
-    prog, y, inputs, size = matvec_case(make_rng(), Amk.DType.Q8_0, rows, blocks, fused,
+Q8_0, Q6_K = Amk.DType.Q8_0, Amk.DType.Q6_K
+
+
+@pytest.mark.parametrize("dtype,rows,blocks,fused,tile,splits", [
+    (Q8_0, 40, 64, "norm", 16, 1), (Q8_0, 37, 72, "gate", 16, 1),
+    (Q8_0, 130, 136, "bias+residual", 65, 1), (Q8_0, 24, 256, "norm", 8, 1),
+    (Q8_0, 24, 48, "none", 8, 3), (Q8_0, 24, 16, "norm+bias", 8, 3),
+    (Q6_K, 40, 8, "norm", 16, 1), (Q6_K, 37, 16, "gate", 16, 1),
+    (Q6_K, 130, 32, "bias+residual", 65, 1), (Q6_K, 24, 56, "norm", 8, 1),
+    (Q6_K, 24, 24, "none", 8, 3), (Q6_K, 24, 12, "norm+bias", 8, 3),
+], ids=lambda v: v.value_nick if isinstance(v, Amk.DType) else None)
+def test_matvec_unaligned_columns_gpu_matches_cpu(dtype, rows, blocks, fused, tile, splits):
+    """The 2-byte aligned blocks run COLUMNS where the tile's rows and first column are
+    whole groups of 8 blocks (Q8_0: 256 columns, lanes owning two blocks; Q6_K: 2048, four
+    lanes a block, block b 2 b bytes into its words): one slice, a last short slice (Q8_0)
+    or two slices (Q6_K), many rows a warp, K = 8192 (Q6_K also 14336), split columns of
+    whole groups; the last case's ranges start mid-group and run the ring."""
+    prog, y, inputs, size = matvec_case(make_rng(), dtype, rows, blocks, fused,
                                         tile=tile, splits=splits)
     cpu, gpu = run_both(prog, inputs, {y: (F32, rows)})[y]
     err = np.max(np.abs(gpu - cpu) / size)
-    print(f"# MATVEC q8_0 {rows}x{blocks} blocks, tiles of {tile}, {splits} ranges, {fused}: "
-          f"max |gpu - cpu| / |terms| {err:.3g}")
-    assert np.all(np.isfinite(gpu)) and err <= 1e-5
-
-
-@pytest.mark.parametrize("rows,blocks,fused,tile,splits", [
-    (40, 8, "norm", 16, 1), (37, 16, "gate", 16, 1), (130, 32, "bias+residual", 65, 1),
-    (24, 56, "norm", 8, 1), (24, 24, "none", 8, 3), (24, 12, "norm+bias", 8, 3),
-])
-def test_matvec_q6_k_columns_gpu_matches_cpu(rows, blocks, fused, tile, splits):
-    """Q6_K tiles whose rows and first column are whole groups of 8 blocks (2048 columns)
-    run COLUMNS, four lanes a block, each block 2 b bytes into its aligned words: one slice,
-    two, many rows a warp at K = 8192, K = 14336, split columns of a slice each; 12 blocks
-    in three ranges start mid-group and run the ring."""
-    prog, y, inputs, size = matvec_case(make_rng(), Amk.DType.Q6_K, rows, blocks, fused,
-                                        tile=tile, splits=splits)
-    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)})[y]
-    err = np.max(np.abs(gpu - cpu) / size)
-    print(f"# MATVEC q6_k {rows}x{blocks} blocks, tiles of {tile}, {splits} ranges, {fused}: "
-          f"max |gpu - cpu| / |terms| {err:.3g}")
+    print(f"# MATVEC {dtype.value_nick} {rows}x{blocks} blocks, tiles of {tile}, {splits} ranges, "
+          f"{fused}: max |gpu - cpu| / |terms| {err:.3g}")
     assert np.all(np.isfinite(gpu)) and err <= 1e-5
 
 
