@@ -253,14 +253,12 @@ amk_mvc_dot_q6 (const uint4 (&v)[8], uint32_t c, const unsigned char *xs, uint32
                             v[2].x, v[2].y, v[2].z, v[2].w };
   const uint32_t wh[12] = { v[3].x, v[3].y, v[3].z, v[3].w, v[4].x, v[4].y, v[4].z, v[4].w,
                             v[5].x, v[5].y, v[5].z, v[5].w };
-  const uint32_t ws[8] = { v[6].x, v[6].y, v[6].z, v[6].w, v[7].x, v[7].y, v[7].z, v[7].w };
+  /* the 16 scales and d: 18 bytes from o in the last two words (the zero: room to shift) */
+  const uint32_t ws[9] = { v[6].x, v[6].y, v[6].z, v[6].w, v[7].x, v[7].y, v[7].z, v[7].w, 0u };
   uint32_t ql[8], qh[8], sw[5];
   amk_mvc_realign (wl, o, ql);
   amk_mvc_realign (wh, o, qh);
-  { /* the 16 scales and d: 18 bytes from o in the last two words */
-    const uint32_t wp[9] = { ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7], 0u };
-    amk_mvc_realign (wp, o, sw);
-  }
+  amk_mvc_realign (ws, o, sw);
   const uint32_t q0 = 16 * b + 8 * n + 2 * s; /* the lane's first x' chunk (low nibbles) */
   const uint4 *xh = reinterpret_cast<const uint4 *> (xs), *xl = reinterpret_cast<const uint4 *> (xs + kn);
   const uint32_t lsh = 4 - 2 * s, hsh = 2 * s; /* high bits to bits 4, 5 of each byte */

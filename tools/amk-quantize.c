@@ -155,7 +155,7 @@ ggml_type (AmkModelTensorType type)
 static gboolean
 more_bits (guint i, guint n)
 {
-  return i < n / 8 || i >= 7 * n / 8 || (i >= n / 8 && (i - n / 8) % 3 == 2);
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
 /* The layer of a tensor named blk.N.*, or -1. */
