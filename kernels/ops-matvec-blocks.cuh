@@ -159,7 +159,7 @@ amk_mvq_prologue (const amk_op_ctx *ctx, int tid, int nt)
 }
 
 /* How x' is laid out for a pipeline: the ring's natural order, COLUMNS' for Q4_K and
- * Q5_K (16-byte chunks in amk_mvc_xchunk order), for Q6_K (chunks in amk_mvc_q6chunk
+ * Q5_K (records of 512 columns, amk_mvc_rec_at), for Q6_K (chunks in amk_mvc_q6chunk
  * order, and an integer sum of x' per 16 columns), for Q8_0 (the blocks' own layout, 34
  * bytes per 32 columns with zeros where W has its scale, chunks in amk_mvc_qchunk
  * order). */
@@ -191,7 +191,8 @@ amk_mvq_q8_at (uint32_t p)
 /* x' of the tile's kn columns staged for the ring or COLUMNS as int8 limbs
  * (amk_qb_dot16_limbs): at byte 0 the high limbs, at ls (amk_mvq_limb_bytes) the low ones,
  * at 2 ls a float scale per 32 columns, then a float sum of x' per 32 columns (for Q6_K
- * then an int sum of the integers per 16 columns, at 2 ls + kn / 4). x' is
+ * then an int sum of the integers per 16 columns, at 2 ls + kn / 4; for Q4_K and Q5_K
+ * the same in records of 512 columns, amk_mvc_rec_at). x' is
  * x * norm weight (the RMS scale comes later: the row's sum is multiplied by it) or
  * silu(x) * up or x. Lanes 8 i .. 8 i + 7 hold a group of 32 columns (four each), so the
  * group's maximum and sum are three shuffles. Returns this thread's share of sum(x^2) for
@@ -267,11 +268,22 @@ amk_mvq_stage_limbs (const unsigned char *x, uint32_t xdt, const unsigned char *
           if ((j & 7u) == 0)
             h[amk_mvq_q8_at (p - 2) / 2] = l[amk_mvq_q8_at (p - 2) / 2] = 0;
         }
+      else if (order == AMK_MVQ_X_CHUNKS)
+        {
+          const uint32_t at = amk_mvc_rec_at (j);
+          *reinterpret_cast<uint32_t *> (xs + at) = hi;
+          *reinterpret_cast<uint32_t *> (xs + at + AMK_MVC_REC_LIMB) = lo;
+          if ((j & 7u) == 0)
+            {
+              const uint32_t g = (j / 8) & 15u, rec = (j / 128) * AMK_MVC_REC_BYTES;
+              reinterpret_cast<float *> (xs + rec + AMK_MVC_REC_SCALES)[g] = amax / 16383.0f;
+              reinterpret_cast<float *> (xs + rec + AMK_MVC_REC_SUMS)[g] = sum;
+            }
+          continue;
+        }
       else
         {
-          const uint32_t at = order == AMK_MVQ_X_CHUNKS ? amk_mvc_xchunk (j >> 2) * 4 + (j & 3u)
-                            : order == AMK_MVQ_X_Q6_K   ? amk_mvc_q6chunk (j >> 2) * 4 + (j & 3u)
-                                                        : j;
+          const uint32_t at = order == AMK_MVQ_X_Q6_K ? amk_mvc_q6chunk (j >> 2) * 4 + (j & 3u) : j;
           reinterpret_cast<uint32_t *> (xs)[at] = hi;
           reinterpret_cast<uint32_t *> (xs + kn)[at] = lo;
         }

@@ -19,10 +19,10 @@
  *    the same offset, and no 4 bytes of W hold quants of two blocks (34 = 2 mod 4): the
  *    lane masks the words that are its neighbours' and sums each word into its block.
  * Items run row by row (slices of a row in order, then the next row); the loads of the
- * next D items are in flight while one is summed against x' (int8 limbs in shared memory,
- * staged by amk_mvq_stage_limbs in the order of amk_mvc_xchunk), and a row's last slice
- * ends it (warp sum, lane 0 stores). There is no prologue: W's first loads leave after
- * the waits.
+ * next D - 1 items are in flight while one is summed against x' (int8 limbs in shared
+ * memory, staged by amk_mvq_stage_limbs, for Q4_K and Q5_K in records of 512 columns),
+ * and a row's last slice ends it (warp sum, lane 0 stores). There is no prologue: W's
+ * first loads leave after the waits.
  *
  * The ring, by contrast, stages every block through shared memory and decodes 16 values
  * at a time from addresses it computes per stage: most of its instructions were that
@@ -36,15 +36,17 @@
 
 #include "quant-blocks.cuh"
 
-/* Per type: 16-byte loads per lane and item, items in flight per warp (the most that
- * fit the scheduler's 128 registers without spilling), blocks per item. */
+/* Per type: 16-byte loads per lane and item, slots of loads per warp (D - 1 items stay in
+ * flight while one is summed; one slot more, which still fits the scheduler's 128
+ * registers, was slower for every type on the short rows of Llama-3.2-1B), blocks per
+ * item. */
 template <uint32_t DT>
 struct amk_mvc_type {
   static constexpr bool Q5 = DT == AMK_ABI_DTYPE_Q5_K;
   static constexpr bool Q8 = DT == AMK_ABI_DTYPE_Q8_0;
   static constexpr bool Q6 = DT == AMK_ABI_DTYPE_Q6_K;
   static constexpr uint32_t LOADS = Q6 ? 8 : Q5 || Q8 ? 5 : 3;
-  static constexpr uint32_t DEPTH = Q6 ? 1 : Q5 || Q8 ? 2 : 3; /* at most 3 */
+  static constexpr uint32_t DEPTH = Q6 ? 2 : Q5 || Q8 ? 2 : 3;
   static constexpr uint32_t BLOCKS = Q8 ? 64 : 8;
 };
 
@@ -53,7 +55,8 @@ struct amk_mvc_type {
  * reads is 16-byte aligned, or for Q8_0 every group of 8 blocks: W starts so
  * (amk_matvec_check), Q4_K's and Q5_K's blocks are whole words, and a Q8_0 (Q6_K) tile
  * is taken only where its first block and every row (K a multiple of 256, 2048) start on
- * a word. */
+ * a word. Q4_K and Q5_K tiles of one block (256 columns) stay with the ring: their x'
+ * record would not fit (amk_mvc_rec_at). */
 static __device__ __forceinline__ bool
 amk_mvc_takes (const amk_op_ctx *ctx, uint32_t dt)
 {
@@ -63,17 +66,26 @@ amk_mvc_takes (const amk_op_ctx *ctx, uint32_t dt)
       return ctx->esize % group == 0 && ctx->pattern % group == 0 &&
              (reinterpret_cast<uintptr_t> (ctx->ptr[1]) & 15u) == 0;
     }
-  return dt == AMK_ABI_DTYPE_Q4_K || dt == AMK_ABI_DTYPE_Q5_K;
+  return (dt == AMK_ABI_DTYPE_Q4_K || dt == AMK_ABI_DTYPE_Q5_K) && ctx->esize >= 512;
 }
 
-/* Where x' chunk q (16 bytes of a limb) is staged for COLUMNS: lane l reads chunks
- * 4 l .. 4 l + 3, so in the natural order the 8 lanes of a 16-byte load's phase would hit
- * 2 of 8 bank groups; the XOR with l spreads them over all 8. It permutes each aligned
- * group of 8 chunks (K is a multiple of 256 here: whole groups). */
+/* Q4_K's and Q5_K's x' is staged as one record per 512 columns (the 8 lanes of a phase,
+ * two blocks): the high limbs, the low ones, a float scale and a float sum per 32 columns.
+ * Lane l' of the 8 reads 16-byte chunk j (columns 64 l' + 16 j ..) of a limb at
+ * 128 j + 16 l', so that a 16-byte load's phase reads 128 contiguous bytes, and every read
+ * is the lane's own base plus a constant. A record takes 2.25 bytes a column: within the
+ * 4 bytes a column of the launch's x' room from K = 512 on (amk_mvc_takes). */
+#define AMK_MVC_REC_LIMB 512u
+#define AMK_MVC_REC_SCALES (2u * AMK_MVC_REC_LIMB)
+#define AMK_MVC_REC_SUMS (AMK_MVC_REC_SCALES + 64u)
+#define AMK_MVC_REC_BYTES (AMK_MVC_REC_SUMS + 64u)
+
+/* Where the high limb's column group j (columns 4 j .. 4 j + 3) is staged. */
 static __device__ __forceinline__ uint32_t
-amk_mvc_xchunk (uint32_t q)
+amk_mvc_rec_at (uint32_t j)
 {
-  return q ^ ((q >> 2) & 7u);
+  return (j >> 7) * AMK_MVC_REC_BYTES + 128u * ((j >> 2) & 3u) + 16u * ((j >> 4) & 7u) +
+         4u * (j & 3u);
 }
 
 /* The same for Q8_0's x', staged in the blocks' layout: lane l reads chunks
@@ -300,15 +312,14 @@ amk_mvc_dot_q6 (const uint4 (&v)[8], uint32_t c, const unsigned char *xs, uint32
   return acc;
 }
 
-/* acc + the lane's 64 values of the block times x' (columns v0 .. v0 + 63 of the tile,
- * read from shared memory per item: held in registers across items, they spilled):
- * sub-blocks 2c (the low nibbles) and 2c + 1 (the high ones), each
- * ds sum(q x') - dm sum(x'). The 6-bit scales and minimums of sub-blocks 0..3 and 4..7
- * are unpacked four at a time, as whole words. */
+/* acc + the lane's 64 values of the block times x' (sub-blocks 2c, the low nibbles, and
+ * 2c + 1, the high ones; each ds sum(q x') - dm sum(x')): xq is the lane's first chunk
+ * of its record's high limb, xf its scales (amk_mvc_rec_at). The 6-bit scales and
+ * minimums of sub-blocks 0..3 and 4..7 are unpacked four at a time, as whole words. */
 template <uint32_t DT>
 static __device__ __forceinline__ float
-amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsigned char *xs,
-             uint32_t kn, uint32_t v0, float acc)
+amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsigned char *xq,
+             const unsigned char *xf, float acc)
 {
   constexpr uint32_t L = amk_mvc_type<DT>::LOADS;
   const uint4 h = v[0];
@@ -317,18 +328,18 @@ amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsign
   const uint32_t sh = 16 * (c & 1u); /* sub-block 2c's byte in the word */
   const float d = __half2float (__ushort_as_half ((unsigned short) (h.x & 0xffffu)));
   const float dmin = __half2float (__ushort_as_half ((unsigned short) (h.x >> 16)));
-  const uint4 *xh = reinterpret_cast<const uint4 *> (xs), *xl = reinterpret_cast<const uint4 *> (xs + kn);
-  const uint32_t q0 = v0 / 16; /* the lane's first x' chunk */
-  const float2 sx = *reinterpret_cast<const float2 *> (xs + 2 * kn + v0 / 8);
-  const float2 sum = *reinterpret_cast<const float2 *> (xs + 2 * kn + kn / 8 + v0 / 8);
+  const float2 sx = *reinterpret_cast<const float2 *> (xf);
+  const float2 sum = *reinterpret_cast<const float2 *> (xf + AMK_MVC_REC_SUMS - AMK_MVC_REC_SCALES);
   int h0 = 0, l0 = 0, h1 = 0, l1 = 0;
 
 #pragma unroll
   for (uint32_t i = 0; i < 2; i++)
     {
       const uint4 qv = v[L - 2 + i];
-      const uint32_t p0 = amk_mvc_xchunk (q0 + i), p1 = amk_mvc_xchunk (q0 + 2 + i);
-      const uint4 a0 = xh[p0], a1 = xh[p1], b0 = xl[p0], b1 = xl[p1];
+      const uint4 *x0 = reinterpret_cast<const uint4 *> (xq + 128 * i);
+      const uint4 *x1 = reinterpret_cast<const uint4 *> (xq + 128 * (2 + i));
+      const uint4 a0 = x0[0], a1 = x1[0];
+      const uint4 b0 = x0[AMK_MVC_REC_LIMB / 16], b1 = x1[AMK_MVC_REC_LIMB / 16];
       const uint32_t q[4] = { qv.x, qv.y, qv.z, qv.w };
       const uint32_t xa0[4] = { a0.x, a0.y, a0.z, a0.w }, xa1[4] = { a1.x, a1.y, a1.z, a1.w };
       const uint32_t xb0[4] = { b0.x, b0.y, b0.z, b0.w }, xb1[4] = { b1.x, b1.y, b1.z, b1.w };
@@ -361,39 +372,43 @@ amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const unsign
   return fmaf (-dmin * mn1, sum.y, acc);
 }
 
-/* An item of the warp: slice `slice` (of S) of the warp's row `row`. */
-struct amk_mvc_item {
+/* Where the lane's next load is: item (row, slice) of the warp and its block's address. */
+struct amk_mvc_walk {
+  const unsigned char *p;
   uint32_t row, slice;
 };
 
-static __device__ __forceinline__ void
-amk_mvc_advance (amk_mvc_item &it, uint32_t S)
-{
-  if (++it.slice == S)
-    {
-      it.slice = 0;
-      it.row++;
-    }
-}
-
-/* The lane's loads of item `it` into v, then `it` moves to the next item. Always
- * issued: a lane with no block there (past the warp's rows, or past the row's blocks in a
- * last slice) loads the warp's first block instead and does not use it. */
+/* The lane's loads of the walk's item into v, then the walk moves to the next item (the
+ * next slice: BLOCKS blocks on; past a row's last slice, `back` bytes more, to the next
+ * row's first). Always issued: a lane with no block there (past the warp's rows, or past
+ * the row's blocks in a last slice) loads the warp's first block instead and does not
+ * use it. */
 template <uint32_t DT>
 static __device__ __forceinline__ void
-amk_mvc_issue (const unsigned char *w0, uint64_t step, uint32_t qb, uint32_t rows, uint32_t nb,
-               uint32_t lb, uint32_t c, uint32_t S, amk_mvc_item &it,
-               uint4 (&v)[amk_mvc_type<DT>::LOADS])
+amk_mvc_issue (const unsigned char *w0, uint32_t rows, uint32_t nb, uint32_t lb, uint32_t c,
+               uint32_t S, int64_t back, amk_mvc_walk &nx, uint4 (&v)[amk_mvc_type<DT>::LOADS])
 {
-  const uint32_t b = it.slice * amk_mvc_type<DT>::BLOCKS + lb;
+  constexpr uint32_t BLOCKS = amk_mvc_type<DT>::BLOCKS;
+  const bool live = nx.row < rows && nx.slice * BLOCKS + lb < nb;
 
-  amk_mvc_load<DT> (it.row < rows && b < nb ? w0 + (uint64_t) it.row * step + (uint64_t) b * qb : w0, c, v);
-  amk_mvc_advance (it, S);
+  amk_mvc_load<DT> (live ? nx.p : w0, c, v);
+  nx.p += BLOCKS * amk_qb_bytes (DT);
+  if (++nx.slice == S)
+    {
+      nx.slice = 0;
+      nx.row++;
+      nx.p += back;
+    }
 }
 
 /* Not inlined: its registers allocated apart from the ring pipelines beside it in
  * amk_mvq_run (the form measured; inlined into the scheduler, its loads in flight made
- * the scheduler spill). */
+ * the scheduler spill).
+ *
+ * D slots of loads, unrolled by D: item t is summed from slot t % D, and that slot then
+ * takes item t + D's loads. A slot is never copied: a copy of a register waits for its
+ * load to land, and copying the slots along (a shift register) had been a third of the
+ * loop's instructions. */
 template <uint32_t DT, bool SPLIT>
 static __device__ __noinline__ void
 amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
@@ -409,45 +424,48 @@ amk_mvc_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
   /* the warp's rows as the ring sees them (its stages aside) */
   const amk_mvq_stream st = amk_mvq_stream_of (ctx, DT, tid, nt);
   const uint32_t nb = st.nb, rows = st.rows, S = (nb + BLOCKS - 1) / BLOCKS, items = rows * S;
+  const int64_t back = (int64_t) st.step - (int64_t) S * BLOCKS * qb;
+  /* the lane's record in the first slice, and its place there */
+  const unsigned char *xr = xs + (lane >> 3) * AMK_MVC_REC_BYTES;
+  const unsigned char *xq = xr + 16 * (lane & 7u), *xf = xr + AMK_MVC_REC_SCALES + 8 * (lane & 7u);
 
-  /* the loads of items t + 1 .. t + D in slots 0 .. D - 1, shifted down every item (an
-   * array indexed by the item, or loads under a condition, would put the slots in local
-   * memory); `next` is item t + D */
   uint4 slot[D][L];
-  amk_mvc_item next = { 0, 0 }, at = { 0, 0 };
+  amk_mvc_walk next = { st.w + (uint64_t) lb * qb, 0, 0 };
 #pragma unroll
   for (uint32_t d = 0; d < D; d++)
-    amk_mvc_issue<DT> (st.w, st.step, qb, rows, nb, lb, c, S, next, slot[d]);
+    amk_mvc_issue<DT> (st.w, rows, nb, lb, c, S, back, next, slot[d]);
 
   float acc = 0.0f;
-  for (uint32_t t = 0; t < items; t++)
+  uint32_t row = 0, slice = 0;
+  for (uint32_t t = 0; t < items; t += D)
     {
-      uint4 cur[L];
 #pragma unroll
-      for (uint32_t j = 0; j < L; j++)
+      for (uint32_t d = 0; d < D; d++)
         {
-          cur[j] = slot[0][j];
-#pragma unroll
-          for (uint32_t d = 0; d + 1 < D; d++)
-            slot[d][j] = slot[d + 1][j];
+          if (t + d >= items)
+            break;
+          const uint32_t b = slice * BLOCKS + lb;
+          if constexpr (amk_mvc_type<DT>::Q8)
+            {
+              if (b < nb) /* nb is whole groups of 8: the lane has both blocks or neither */
+                acc = amk_mvc_dot_q8 (slot[d], c, xs, amk_mvc_q8_limb_bytes (kn), b, acc);
+            }
+          else if constexpr (amk_mvc_type<DT>::Q6)
+            acc = amk_mvc_dot_q6 (slot[d], c, xs, kn, b, acc); /* nb is whole groups of 8 */
+          else if (b < nb)
+            {
+              const uint32_t xo = slice * (4 * AMK_MVC_REC_BYTES);
+              acc = amk_mvc_dot<DT> (slot[d], c, xq + xo, xf + xo, acc);
+            }
+          amk_mvc_issue<DT> (st.w, rows, nb, lb, c, S, back, next, slot[d]);
+          if (++slice == S)
+            {
+              amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + row * nw, acc * scale, lane);
+              acc = 0.0f;
+              slice = 0;
+              row++;
+            }
         }
-      amk_mvc_issue<DT> (st.w, st.step, qb, rows, nb, lb, c, S, next, slot[D - 1]);
-      const uint32_t b = at.slice * BLOCKS + lb;
-      if constexpr (amk_mvc_type<DT>::Q8)
-        {
-          if (b < nb) /* nb is whole groups of 8: the lane has both blocks or neither */
-            acc = amk_mvc_dot_q8 (cur, c, xs, amk_mvc_q8_limb_bytes (kn), b, acc);
-        }
-      else if constexpr (amk_mvc_type<DT>::Q6)
-        acc = amk_mvc_dot_q6 (cur, c, xs, kn, b, acc); /* nb is whole groups of 8 */
-      else if (b < nb)
-        acc = amk_mvc_dot<DT> (cur, c, xs, kn, 256 * b + 64 * c, acc);
-      if (at.slice == S - 1)
-        {
-          amk_mv_end_row<SPLIT> (ctx, ins, buffers, w + at.row * nw, acc * scale, lane);
-          acc = 0.0f;
-        }
-      amk_mvc_advance (at, S);
     }
 }
 
