@@ -422,8 +422,10 @@ amk_mvq_run (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buff
 {
 #define AMK_MVQ_CASE(DT) \
   case DT: \
-    if (ring && amk_mvc_takes (ctx, DT)) \
-      amk_mvc_run<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
+    if (ring && amk_mvc_takes (ctx, DT) && amk_mvc_type<DT>::PAIRS && ctx->count >= 2u * (nt >> 5)) \
+      amk_mvc_run<DT, SPLIT, 2> (ctx, ins, buffers, scale, tid, nt); \
+    else if (ring && amk_mvc_takes (ctx, DT)) \
+      amk_mvc_run<DT, SPLIT, 1> (ctx, ins, buffers, scale, tid, nt); \
     else if (ring) \
       amk_mvq_run_ring<DT, SPLIT> (ctx, ins, buffers, scale, tid, nt); \
     else \
