@@ -314,10 +314,8 @@ amk_mvc_dot_q6 (const uint4 (&v)[8], uint32_t c, const unsigned char *xs, uint32
   return acc;
 }
 
-/* acc + the lane's 64 values of the block times x' (sub-blocks 2c, the low nibbles, and
- * 2c + 1, the high ones; each ds sum(q x') - dm sum(x')): xq is the lane's first chunk
- * of its record's high limb, xf its scales (amk_mvc_rec_at). The 6-bit scales and
- * minimums of sub-blocks 0..3 and 4..7 are unpacked four at a time, as whole words. */
+/* The lane's x' of a Q4_K or Q5_K item, which every row of the item uses: from xq, its
+ * first chunk of its record's high limb, and xf, its scales (amk_mvc_rec_at). */
 struct amk_mvc_x {
   uint4 a[2][2], b[2][2]; /* [i][half]: high and low limbs of chunks i and 2 + i */
   float2 sx, sum;
@@ -341,6 +339,9 @@ amk_mvc_load_x (const unsigned char *xq, const unsigned char *xf)
   return x;
 }
 
+/* acc + the lane's 64 values of the block times x' (sub-blocks 2c, the low nibbles, and
+ * 2c + 1, the high ones; each ds sum(q x') - dm sum(x')). The 6-bit scales and minimums
+ * of sub-blocks 0..3 and 4..7 are unpacked four at a time, as whole words. */
 template <uint32_t DT>
 static __device__ __forceinline__ float
 amk_mvc_dot (const uint4 (&v)[amk_mvc_type<DT>::LOADS], uint32_t c, const amk_mvc_x &x, float acc)
