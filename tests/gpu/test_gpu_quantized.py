@@ -179,6 +179,19 @@ def test_matvec_unaligned_columns_gpu_matches_cpu(dtype, rows, blocks, fused, ti
     assert np.all(np.isfinite(gpu)) and err <= 1e-5
 
 
+@pytest.mark.parametrize("dtype", [Amk.DType.Q4_K, Amk.DType.Q5_K], ids=lambda v: v.value_nick)
+@pytest.mark.parametrize("rows,blocks,fused,tile,splits", [
+    (40, 1, "norm", 16, 1), (64, 1, "gate", 64, 1), (24, 3, "none", 8, 3),
+])
+def test_matvec_one_block_tiles_gpu_matches_cpu(dtype, rows, blocks, fused, tile, splits):
+    """Q4_K and Q5_K tiles of one block (256 columns, also as split ranges of a row) run
+    the ring: COLUMNS' x' record of 512 columns would not fit the room staged for them."""
+    prog, y, inputs, size = matvec_case(make_rng(), dtype, rows, blocks, fused,
+                                        tile=tile, splits=splits)
+    cpu, gpu = run_both(prog, inputs, {y: (F32, rows)})[y]
+    assert np.all(np.isfinite(gpu)) and np.max(np.abs(gpu - cpu) / size) <= 1e-5
+
+
 @pytest.mark.parametrize("dtype", list(BLOCK_TYPES), ids=IDS)
 @pytest.mark.parametrize("m,n,blocks,fused", [
     (1, 40, 2, "none"), (7, 136, 3, "bias"), (37, 200, 2, "residual"),
