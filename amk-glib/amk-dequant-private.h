@@ -29,4 +29,19 @@ gboolean amk_dequant_to_float   (AmkModelTensorType  type,
                                  gsize               n,
                                  float              *out);
 
+/* Q4_K and Q5_K's eight 6-bit scales and minimums (sub-blocks of 32) in 12 bytes:
+ * bytes 0..3 and 4..7 hold scales and minimums 0..3 in their low 6 bits and the top
+ * 2 bits of 4..7 in their high bits; bytes 8..11 hold the low nibbles of 4..7. */
+static inline void
+amk_scales_mins_k (const guint8 *b, guint8 sc[8], guint8 mn[8])
+{
+  for (guint i = 0; i < 4; i++)
+    {
+      sc[i] = b[i] & 0x3f;
+      mn[i] = b[4 + i] & 0x3f;
+      sc[4 + i] = (guint8) ((b[8 + i] & 0x0f) | ((b[i] >> 2) & 0x30));
+      mn[4 + i] = (guint8) ((b[8 + i] >> 4) | ((b[4 + i] >> 2) & 0x30));
+    }
+}
+
 G_END_DECLS

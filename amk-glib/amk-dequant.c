@@ -167,21 +167,6 @@ block_q3_k (const guint8 *p, float *out)
     }
 }
 
-/* Q4_K and Q5_K's eight 6-bit scales and minimums (sub-blocks of 32) in 12 bytes:
- * bytes 0..3 and 4..7 hold scales and minimums 0..3 in their low 6 bits and the top
- * 2 bits of 4..7 in their high bits; bytes 8..11 hold the low nibbles of 4..7. */
-static void
-scales_mins_k (const guint8 *b, guint8 sc[8], guint8 mn[8])
-{
-  for (guint i = 0; i < 4; i++)
-    {
-      sc[i] = b[i] & 0x3f;
-      mn[i] = b[4 + i] & 0x3f;
-      sc[4 + i] = (guint8) ((b[8 + i] & 0x0f) | ((b[i] >> 2) & 0x30));
-      mn[4 + i] = (guint8) ((b[8 + i] >> 4) | ((b[4 + i] >> 2) & 0x30));
-    }
-}
-
 /* 256 elements: f16 d, f16 dmin, 12 bytes of scales and minimums, 128 bytes of
  * nibbles (element c * 64 + s * 32 + j: nibble s of byte c * 32 + j);
  * x = (d sc) q - dmin m. */
@@ -192,7 +177,7 @@ block_q4_k_plain (const guint8 *p, float *out)
   const guint8 *qs = p + 16;
   guint8 sc[8], mn[8];
 
-  scales_mins_k (p + 4, sc, mn);
+  amk_scales_mins_k (p + 4, sc, mn);
   for (guint e = 0; e < 256; e++)
     {
       const guint c = e / 64, s = e % 64 / 32, j = e % 32, sub = e / 32;
@@ -211,7 +196,7 @@ block_q5_k_plain (const guint8 *p, float *out)
   const guint8 *qh = p + 16, *qs = p + 48;
   guint8 sc[8], mn[8];
 
-  scales_mins_k (p + 4, sc, mn);
+  amk_scales_mins_k (p + 4, sc, mn);
   for (guint e = 0; e < 256; e++)
     {
       const guint c = e / 64, s = e % 64 / 32, j = e % 32, sub = e / 32;
@@ -287,7 +272,7 @@ block_q4_k_avx2 (const guint8 *p, float *out)
   const guint8 *qs = p + 16;
   guint8 sc[8], mn[8];
 
-  scales_mins_k (p + 4, sc, mn);
+  amk_scales_mins_k (p + 4, sc, mn);
   for (guint sub = 0; sub < 8; sub++)
     {
       const float ds = d * (float) sc[sub], dm = dmin * (float) mn[sub];
@@ -305,7 +290,7 @@ block_q5_k_avx2 (const guint8 *p, float *out)
   const guint8 *qh = p + 16, *qs = p + 48;
   guint8 sc[8], mn[8];
 
-  scales_mins_k (p + 4, sc, mn);
+  amk_scales_mins_k (p + 4, sc, mn);
   for (guint sub = 0; sub < 8; sub++)
     {
       const float ds = d * (float) sc[sub], dm = dmin * (float) mn[sub];

@@ -1,6 +1,6 @@
 /* amk-op-quant-dot.c: the CPU executor's dot products of a block-quantized matrix's rows
- * (MATVEC, MATMUL): one order of sums for both ops, and Q8_0, Q5_0 and Q5_1 rows decoded
- * in registers.
+ * (MATVEC, MATMUL): one order of sums for both ops, and Q8_0, Q5_0, Q5_1, Q4_K, Q5_K and
+ * Q6_K rows decoded in registers.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -10,6 +10,7 @@
 
 #include "amk-op-private.h"
 #include "amk-dtype-private.h"
+#include "amk-dequant-private.h"
 #include "amk-dequant-x86-private.h"
 
 /* The dot products of a quantized matrix's decoded row: 32 partial sums, sum s over the
@@ -143,6 +144,58 @@ f16_scale (const guint8 *p)
 #define Q5_1_DECODE8(g) \
   _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (blocks + 4, blocks + 8, 8 * (g)))), m)
 
+/* The same for the K types' 256-value blocks, 32 columns (a sub-block) at a time: SETUP
+ * once per block, SUB (s) per sub-block, DECODE8 (s, g) its values 8 g .. 8 g + 8. */
+#define KBLOCK_DOT(BYTES, SETUP, SUB, DECODE8) \
+  G_STMT_START { \
+    __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () }; \
+    v8sf a0, a1, a2, a3; \
+    for (gint32 c = 0; c < n; c += 256, blocks += (BYTES)) \
+      { \
+        SETUP; \
+        for (guint s = 0; s < 8; s++) \
+          { \
+            SUB (s); \
+            for (guint g = 0; g < 4; g++) \
+              acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 32 * s + 8 * g), DECODE8 (s, g), acc[g]); \
+          } \
+      } \
+    memcpy (&a0, &acc[0], 32); \
+    memcpy (&a1, &acc[1], 32); \
+    memcpy (&a2, &acc[2], 32); \
+    memcpy (&a3, &acc[3], 32); \
+    QUANT_SUM (a0, a1, a2, a3, out); \
+  } G_STMT_END
+
+/* Q4_K and Q5_K: (d sc) q - dmin m per sub-block of 32; Q5_K's fifth bits (bit s of byte
+ * j) before the nibbles */
+#define K45_SETUP \
+  const float d = f16_scale (blocks), dmin = f16_scale (blocks + 2); \
+  guint8 sc[8], mn[8]; \
+  amk_scales_mins_k (blocks + 4, sc, mn)
+#define K45_SUB(s) \
+  const __m256 ds = _mm256_set1_ps (d * (float) sc[s]), dm = _mm256_set1_ps (dmin * (float) mn[s])
+#define Q4_K_DECODE8(s, g) \
+  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (amk_bits8_avx2 (blocks + 16 + (s) / 2 * 32 + 8 * (g), \
+                                                                        4 * ((s) % 2), 0x0f))), dm)
+#define Q5_K_DECODE8(s, g) \
+  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (_mm256_or_si256 ( \
+                   amk_bits8_avx2 (blocks + 48 + (s) / 2 * 32 + 8 * (g), 4 * ((s) % 2), 0x0f), \
+                   _mm256_slli_epi32 (amk_bits8_avx2 (blocks + 16 + 8 * (g), (int) (s), 1), 4)))), dm)
+/* Q6_K: (d sc) (q - 32), a scale per 16 values; values h * 128 + r: nibble r / 64 of
+ * byte h * 64 + r % 64, bits 2 (r / 32) of byte 128 + h * 32 + r % 32 */
+#define Q6_K_SETUP const float d = f16_scale (blocks + 208)
+#define Q6_K_SUB(s) \
+  const guint h_ = (s) / 4, r_ = (s) % 4 * 32; \
+  const float ds0 = d * (float) (gint8) blocks[192 + 2 * (s)], ds1 = d * (float) (gint8) blocks[193 + 2 * (s)]
+#define Q6_K_DECODE8(s, g) \
+  _mm256_mul_ps (_mm256_set1_ps ((g) < 2 ? ds0 : ds1), \
+                 _mm256_cvtepi32_ps (_mm256_sub_epi32 ( \
+                   _mm256_or_si256 (amk_bits8_avx2 (blocks + h_ * 64 + (r_ + 8 * (g)) % 64, (int) (4 * (r_ / 64)), 0x0f), \
+                                    _mm256_slli_epi32 (amk_bits8_avx2 (blocks + 128 + h_ * 32 + (r_ + 8 * (g)) % 32, \
+                                                                       (int) (2 * (r_ / 32)), 3), 4)), \
+                   _mm256_set1_epi32 (32))))
+
 /* FALSE for a type without a decoder here */
 __attribute__ ((target ("avx2,fma,f16c")))
 static gboolean
@@ -160,6 +213,15 @@ block_dot_x86 (AmkDType dtype, const guint8 *blocks, const float *x, gint32 n, f
       break;
     case AMK_DTYPE_Q5_1:
       BLOCK_DOT (24, Q5_1_SETUP, Q5_1_DECODE8);
+      break;
+    case AMK_DTYPE_Q4_K:
+      KBLOCK_DOT (144, K45_SETUP, K45_SUB, Q4_K_DECODE8);
+      break;
+    case AMK_DTYPE_Q5_K:
+      KBLOCK_DOT (176, K45_SETUP, K45_SUB, Q5_K_DECODE8);
+      break;
+    case AMK_DTYPE_Q6_K:
+      KBLOCK_DOT (210, Q6_K_SETUP, Q6_K_SUB, Q6_K_DECODE8);
       break;
     default:
       return FALSE;

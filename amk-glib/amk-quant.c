@@ -391,8 +391,8 @@ fit_signed (const float *x, guint n)
 
 /* ---- Q4_K and Q5_K ----------------------------------------------------------------- */
 
-/* The 6-bit scales and minimums of 8 sub-blocks in 12 bytes, as amk-dequant.c's
- * scales_mins_k() unpacks them. */
+/* The 6-bit scales and minimums of 8 sub-blocks in 12 bytes, as
+ * amk_scales_mins_k() (amk-dequant-private.h) unpacks them. */
 static void
 pack_scales_mins (const guint8 sc[8], const guint8 mn[8], guint8 *b)
 {
