@@ -126,7 +126,7 @@ def test_matmul(rng, dtype, m):
 def test_matvec_equals_matmul(rng, dtype):
     """A MATMUL row and a MATVEC of the same quantized weights give the same bits (a
     batch and a single sequence agree)."""
-    n, k = 24, TYPES[dtype][1]
+    n, k = 24, 3 * TYPES[dtype][1]
     raw, _ = blocks_and_reference(rng, dtype, n, k)
     x = rng.standard_normal(k).astype(np.float32)
     outs = []
