@@ -269,7 +269,6 @@ static void
 block_q4_k_avx2 (const guint8 *p, float *out)
 {
   const float d = f16_at (p), dmin = f16_at (p + 2);
-  const guint8 *qs = p + 16;
   guint8 sc[8], mn[8];
 
   amk_scales_mins_k (p + 4, sc, mn);
@@ -278,7 +277,7 @@ block_q4_k_avx2 (const guint8 *p, float *out)
       const float ds = d * (float) sc[sub], dm = dmin * (float) mn[sub];
 
       for (guint j = 0; j < 32; j += 8)
-        scale8_avx2 (amk_bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f), ds, &dm, out + sub * 32 + j);
+        scale8_avx2 (amk_q4_k_ints8_avx2 (p, sub * 32 + j), ds, &dm, out + sub * 32 + j);
     }
 }
 
@@ -287,7 +286,6 @@ static void
 block_q5_k_avx2 (const guint8 *p, float *out)
 {
   const float d = f16_at (p), dmin = f16_at (p + 2);
-  const guint8 *qh = p + 16, *qs = p + 48;
   guint8 sc[8], mn[8];
 
   amk_scales_mins_k (p + 4, sc, mn);
@@ -296,12 +294,7 @@ block_q5_k_avx2 (const guint8 *p, float *out)
       const float ds = d * (float) sc[sub], dm = dmin * (float) mn[sub];
 
       for (guint j = 0; j < 32; j += 8)
-        {
-          const __m256i low = amk_bits8_avx2 (qs + sub / 2 * 32 + j, 4 * (sub % 2), 0x0f);
-          const __m256i high = _mm256_slli_epi32 (amk_bits8_avx2 (qh + j, (int) sub, 1), 4);
-
-          scale8_avx2 (_mm256_or_si256 (low, high), ds, &dm, out + sub * 32 + j);
-        }
+        scale8_avx2 (amk_q5_k_ints8_avx2 (p, sub * 32 + j), ds, &dm, out + sub * 32 + j);
     }
 }
 
@@ -309,19 +302,11 @@ __attribute__ ((target ("avx2")))
 static void
 block_q6_k_avx2 (const guint8 *p, float *out)
 {
-  const guint8 *ql = p, *qh = p + 128;
   const gint8 *scales = (const gint8 *) (p + 192);
   const float d = f16_at (p + 208);
 
   for (guint e = 0; e < 256; e += 8)
-    {
-      const guint h = e / 128, r = e % 128;
-      const __m256i low = amk_bits8_avx2 (ql + h * 64 + r % 64, (int) (4 * (r / 64)), 0x0f);
-      const __m256i high = _mm256_slli_epi32 (amk_bits8_avx2 (qh + h * 32 + r % 32, (int) (2 * (r / 32)), 3), 4);
-      const __m256i q = _mm256_sub_epi32 (_mm256_or_si256 (low, high), _mm256_set1_epi32 (32));
-
-      scale8_avx2 (q, d * (float) scales[e / 16], NULL, out + e);
-    }
+    scale8_avx2 (amk_q6_k_ints8_avx2 (p, e), d * (float) scales[e / 16], NULL, out + e);
 }
 #endif
 

@@ -167,8 +167,8 @@ f16_scale (const guint8 *p)
     QUANT_SUM (a0, a1, a2, a3, out); \
   } G_STMT_END
 
-/* Q4_K and Q5_K: (d sc) q - dmin m per sub-block of 32; Q5_K's fifth bits (bit s of byte
- * j) before the nibbles */
+/* Q4_K and Q5_K: (d sc) q - dmin m per sub-block of 32; Q6_K: (d sc) (q - 32), a scale
+ * per 16 values */
 #define K45_SETUP \
   const float d = f16_scale (blocks), dmin = f16_scale (blocks + 2); \
   guint8 sc[8], mn[8]; \
@@ -176,25 +176,15 @@ f16_scale (const guint8 *p)
 #define K45_SUB(s) \
   const __m256 ds = _mm256_set1_ps (d * (float) sc[s]), dm = _mm256_set1_ps (dmin * (float) mn[s])
 #define Q4_K_DECODE8(s, g) \
-  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (amk_bits8_avx2 (blocks + 16 + (s) / 2 * 32 + 8 * (g), \
-                                                                        4 * ((s) % 2), 0x0f))), dm)
+  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (amk_q4_k_ints8_avx2 (blocks, 32 * (s) + 8 * (g)))), dm)
 #define Q5_K_DECODE8(s, g) \
-  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (_mm256_or_si256 ( \
-                   amk_bits8_avx2 (blocks + 48 + (s) / 2 * 32 + 8 * (g), 4 * ((s) % 2), 0x0f), \
-                   _mm256_slli_epi32 (amk_bits8_avx2 (blocks + 16 + 8 * (g), (int) (s), 1), 4)))), dm)
-/* Q6_K: (d sc) (q - 32), a scale per 16 values; values h * 128 + r: nibble r / 64 of
- * byte h * 64 + r % 64, bits 2 (r / 32) of byte 128 + h * 32 + r % 32 */
+  _mm256_sub_ps (_mm256_mul_ps (ds, _mm256_cvtepi32_ps (amk_q5_k_ints8_avx2 (blocks, 32 * (s) + 8 * (g)))), dm)
 #define Q6_K_SETUP const float d = f16_scale (blocks + 208)
 #define Q6_K_SUB(s) \
-  const guint h_ = (s) / 4, r_ = (s) % 4 * 32; \
-  const float ds0 = d * (float) (gint8) blocks[192 + 2 * (s)], ds1 = d * (float) (gint8) blocks[193 + 2 * (s)]
+  const __m256 ds0 = _mm256_set1_ps (d * (float) (gint8) blocks[192 + 2 * (s)]), \
+               ds1 = _mm256_set1_ps (d * (float) (gint8) blocks[193 + 2 * (s)])
 #define Q6_K_DECODE8(s, g) \
-  _mm256_mul_ps (_mm256_set1_ps ((g) < 2 ? ds0 : ds1), \
-                 _mm256_cvtepi32_ps (_mm256_sub_epi32 ( \
-                   _mm256_or_si256 (amk_bits8_avx2 (blocks + h_ * 64 + (r_ + 8 * (g)) % 64, (int) (4 * (r_ / 64)), 0x0f), \
-                                    _mm256_slli_epi32 (amk_bits8_avx2 (blocks + 128 + h_ * 32 + (r_ + 8 * (g)) % 32, \
-                                                                       (int) (2 * (r_ / 32)), 3), 4)), \
-                   _mm256_set1_epi32 (32))))
+  _mm256_mul_ps ((g) < 2 ? ds0 : ds1, _mm256_cvtepi32_ps (amk_q6_k_ints8_avx2 (blocks, 32 * (s) + 8 * (g))))
 
 /* FALSE for a type without a decoder here */
 __attribute__ ((target ("avx2,fma,f16c")))
