@@ -110,50 +110,18 @@ f16_scale (const guint8 *p)
   return (h & 0x7c00) != 0x7c00 ? _cvtsh_ss (h) : amk_f16_to_float (h);
 }
 
-/* A row's dot product of 32-value blocks without the decoded row in memory: DECODE8 (g)
- * gives the block's values 8 g .. 8 g + 8, each rounded as the decoder rounds it; then
- * the same four accumulators and order as QUANT_DOTS. */
-#define BLOCK_DOT(BYTES, SETUP, DECODE8) \
+/* A row's dot product without the decoded row in memory, over blocks of SUBS sub-blocks
+ * of 32 values: SETUP once per block, SUB (s) per sub-block, DECODE8 (s, g) its values
+ * 8 g .. 8 g + 8, each rounded as the decoder rounds it; then the same four accumulators
+ * and order as QUANT_DOTS. */
+#define BLOCK_DOT(BYTES, SUBS, SETUP, SUB, DECODE8) \
   G_STMT_START { \
     __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () }; \
     v8sf a0, a1, a2, a3; \
-    for (gint32 c = 0; c < n; c += 32, blocks += (BYTES)) \
+    for (gint32 c = 0; c < n; c += 32 * (SUBS), blocks += (BYTES)) \
       { \
         SETUP; \
-        for (guint g = 0; g < 4; g++) \
-          acc[g] = _mm256_fmadd_ps (_mm256_loadu_ps (x + c + 8 * g), DECODE8 (g), acc[g]); \
-      } \
-    memcpy (&a0, &acc[0], 32); \
-    memcpy (&a1, &acc[1], 32); \
-    memcpy (&a2, &acc[2], 32); \
-    memcpy (&a3, &acc[3], 32); \
-    QUANT_SUM (a0, a1, a2, a3, out); \
-  } G_STMT_END
-
-/* Q8_0: q d */
-#define Q8_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
-#define Q8_0_DECODE8(g) \
-  _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const __m128i *) (blocks + 2 + 8 * (g))))), d)
-/* Q5_0: d (q - 16) */
-#define Q5_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
-#define Q5_0_DECODE8(g) \
-  _mm256_mul_ps (d, _mm256_cvtepi32_ps (_mm256_sub_epi32 (amk_five_bits8_avx2 (blocks + 2, blocks + 6, 8 * (g)), \
-                                                          _mm256_set1_epi32 (16))))
-/* Q5_1: d q + m */
-#define Q5_1_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks)), m = _mm256_set1_ps (f16_scale (blocks + 2))
-#define Q5_1_DECODE8(g) \
-  _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (blocks + 4, blocks + 8, 8 * (g)))), m)
-
-/* The same for the K types' 256-value blocks, 32 columns (a sub-block) at a time: SETUP
- * once per block, SUB (s) per sub-block, DECODE8 (s, g) its values 8 g .. 8 g + 8. */
-#define KBLOCK_DOT(BYTES, SETUP, SUB, DECODE8) \
-  G_STMT_START { \
-    __m256 acc[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps (), _mm256_setzero_ps () }; \
-    v8sf a0, a1, a2, a3; \
-    for (gint32 c = 0; c < n; c += 256, blocks += (BYTES)) \
-      { \
-        SETUP; \
-        for (guint s = 0; s < 8; s++) \
+        for (guint s = 0; s < (SUBS); s++) \
           { \
             SUB (s); \
             for (guint g = 0; g < 4; g++) \
@@ -166,6 +134,22 @@ f16_scale (const guint8 *p)
     memcpy (&a3, &acc[3], 32); \
     QUANT_SUM (a0, a1, a2, a3, out); \
   } G_STMT_END
+/* blocks of one sub-block (32 values) */
+#define NO_SUB(s) (void) (s)
+
+/* Q8_0: q d */
+#define Q8_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
+#define Q8_0_DECODE8(s, g) \
+  _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const __m128i *) (blocks + 2 + 8 * (g))))), d)
+/* Q5_0: d (q - 16) */
+#define Q5_0_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks))
+#define Q5_0_DECODE8(s, g) \
+  _mm256_mul_ps (d, _mm256_cvtepi32_ps (_mm256_sub_epi32 (amk_five_bits8_avx2 (blocks + 2, blocks + 6, 8 * (g)), \
+                                                          _mm256_set1_epi32 (16))))
+/* Q5_1: d q + m */
+#define Q5_1_SETUP const __m256 d = _mm256_set1_ps (f16_scale (blocks)), m = _mm256_set1_ps (f16_scale (blocks + 2))
+#define Q5_1_DECODE8(s, g) \
+  _mm256_add_ps (_mm256_mul_ps (d, _mm256_cvtepi32_ps (amk_five_bits8_avx2 (blocks + 4, blocks + 8, 8 * (g)))), m)
 
 /* Q4_K and Q5_K: (d sc) q - dmin m per sub-block of 32; Q6_K: (d sc) (q - 32), a scale
  * per 16 values */
@@ -196,22 +180,22 @@ block_dot_x86 (AmkDType dtype, const guint8 *blocks, const float *x, gint32 n, f
   switch (dtype)
     {
     case AMK_DTYPE_Q8_0:
-      BLOCK_DOT (34, Q8_0_SETUP, Q8_0_DECODE8);
+      BLOCK_DOT (34, 1, Q8_0_SETUP, NO_SUB, Q8_0_DECODE8);
       break;
     case AMK_DTYPE_Q5_0:
-      BLOCK_DOT (22, Q5_0_SETUP, Q5_0_DECODE8);
+      BLOCK_DOT (22, 1, Q5_0_SETUP, NO_SUB, Q5_0_DECODE8);
       break;
     case AMK_DTYPE_Q5_1:
-      BLOCK_DOT (24, Q5_1_SETUP, Q5_1_DECODE8);
+      BLOCK_DOT (24, 1, Q5_1_SETUP, NO_SUB, Q5_1_DECODE8);
       break;
     case AMK_DTYPE_Q4_K:
-      KBLOCK_DOT (144, K45_SETUP, K45_SUB, Q4_K_DECODE8);
+      BLOCK_DOT (144, 8, K45_SETUP, K45_SUB, Q4_K_DECODE8);
       break;
     case AMK_DTYPE_Q5_K:
-      KBLOCK_DOT (176, K45_SETUP, K45_SUB, Q5_K_DECODE8);
+      BLOCK_DOT (176, 8, K45_SETUP, K45_SUB, Q5_K_DECODE8);
       break;
     case AMK_DTYPE_Q6_K:
-      KBLOCK_DOT (210, Q6_K_SETUP, Q6_K_SUB, Q6_K_DECODE8);
+      BLOCK_DOT (210, 8, Q6_K_SETUP, Q6_K_SUB, Q6_K_DECODE8);
       break;
     default:
       return FALSE;
