@@ -18,6 +18,11 @@
  *   PAGED, quiet attention: as PAGED, but the loader of an attention block issues
  *             nothing of the stages after the attention until it has finished (does the
  *             weight traffic slow the attention's round trips?).
+ *   ..., bulk-store signal: LOCKSTEP or PAGED with each stage's output kept in shared
+ *             memory and written by one storer thread with a bulk copy; once that copy has
+ *             completed the storer adds to the counter without a fence. A gpu-scope
+ *             release waits for the loads the whole SM has in flight
+ *             (amk-release-probe), so with pages always streaming it costs microseconds.
  *
  * For each it prints the step time against the floor (bytes of W at the copy rate of a
  * device-to-device copy measured in the same run), each stage's span (from the end of the
@@ -54,7 +59,10 @@
 #define WATCHDOG_NS 2000000000ull
 
 enum { MATVEC = 0, ATTENTION = 1 };
-enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3 };
+enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5 };
+#define IS_LOCK(M) ((M) == LOCKSTEP || (M) == LOCKSTEP_BULK)
+#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK)
+#define STORER ((NCW - 1) * 32)
 
 struct Stage {
   int kind, n, k;
@@ -92,7 +100,7 @@ __device__ __forceinline__ uint64_t evict_first (void)
 template <int MODE>
 __device__ __forceinline__ void cbar (void)
 {
-  if (MODE == LOCKSTEP)
+  if (IS_LOCK (MODE))
     __syncthreads ();
   else
     asm volatile ("bar.sync 1, %0;" : : "n"(NCT) : "memory");
@@ -132,8 +140,9 @@ __device__ __forceinline__ void bulk_load (void *dst, const void *src, uint32_t 
 
 __device__ __forceinline__ void tile_of (int n, int &r0, int &rows)
 {
-  r0 = (int) ((int64_t) blockIdx.x * n / gridDim.x);
-  rows = (int) ((int64_t) (blockIdx.x + 1) * n / gridDim.x) - r0;
+  r0 = (int) ((int64_t) blockIdx.x * n / gridDim.x) & ~3; /* 16-byte aligned rows of y */
+  const int r1 = blockIdx.x + 1 == gridDim.x ? n : (int) ((int64_t) (blockIdx.x + 1) * n / gridDim.x) & ~3;
+  rows = r1 - r0;
 }
 
 /* attention block index of this block, or -1: blocks spread over the device */
@@ -165,7 +174,7 @@ __device__ float norm_scale (const float *x, int k, float *red)
 /* the attention stand-in: `chain` rounds of an L2 load per thread whose address depends on
  * the last round's block-wide sum, then the block's share of q copied to the output */
 template <int MODE>
-__device__ void attention (const Probe &p, const Stage &st, int a, float *red)
+__device__ void attention (const Probe &p, const Stage &st, int a, float *red, float *out_sm)
 {
   const int t = threadIdx.x;
   uint32_t v = (uint32_t) a * 977u;
@@ -182,7 +191,13 @@ __device__ void attention (const Probe &p, const Stage &st, int a, float *red)
       v = (uint32_t) tot;
     }
   for (int c = t; c < ATT_COLS; c += NCT)
-    st.y[a * ATT_COLS + c] = st.x[a * ATT_COLS + c] + (v == 0xffffffffu ? 1.0f : 0.0f);
+    {
+      const float o = st.x[a * ATT_COLS + c] + (v == 0xffffffffu ? 1.0f : 0.0f);
+      if (IS_BULK (MODE))
+        out_sm[c] = o;
+      else
+        st.y[a * ATT_COLS + c] = o;
+    }
 }
 
 /* after the stage's writes: every consumer done, then thread 0 signals (release: the
@@ -197,6 +212,30 @@ __device__ __forceinline__ void finish (const Probe &p, int s, uint64_t t_go)
       unsigned long long *tm = p.times + ((size_t) s * gridDim.x + blockIdx.x) * 2;
       tm[0] = t_go;
       tm[1] = now_ns ();
+    }
+}
+
+/* BULK: the stage's output is in shared memory; one storer thread (not thread 0, which
+ * polls next) writes it with a bulk copy, waits for that copy to complete and then adds
+ * to the counter without a fence: a gpu-scope fence waits for every load the SM has in
+ * flight (scratch/release-probe), a bulk group's completion only for its own writes */
+template <int MODE>
+__device__ __forceinline__ void finish_bulk (const Probe &p, int s, uint64_t t_go, const float *src, float *dst, int n)
+{
+  asm volatile ("fence.proxy.async.shared::cta;" : : : "memory");
+  cbar<MODE> ();
+  if (threadIdx.x == 0)
+    p.times[((size_t) s * gridDim.x + blockIdx.x) * 2] = t_go;
+  if (threadIdx.x == STORER)
+    {
+      if (n > 0)
+        {
+          asm volatile ("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                        : : "l"(dst), "r"(sa (src)), "r"(n * 4) : "memory");
+          asm volatile ("cp.async.bulk.commit_group;\n cp.async.bulk.wait_group 0;" : : : "memory");
+        }
+      asm volatile ("red.relaxed.gpu.global.add.u32 [%0], 1;" : : "l"(p.counters + s) : "memory");
+      p.times[((size_t) s * gridDim.x + blockIdx.x) * 2 + 1] = now_ns ();
     }
 }
 
@@ -220,8 +259,10 @@ __device__ __forceinline__ uint64_t wait_stage (const Probe &p, int s)
 
 /* ---- LOCKSTEP ------------------------------------------------------------------------------ */
 
+template <int MODE>
 __global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
 {
+  __shared__ __align__ (16) float ys[2048];
   extern __shared__ __align__ (1024) unsigned char sm[];
   float *xs = reinterpret_cast<float *> (sm + NCT * RD * 16);
   __shared__ float red[2 * NCW];
@@ -237,9 +278,12 @@ __global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
         {
           if (a < 0)
             continue;
-          const uint64_t t = wait_stage<LOCKSTEP> (p, s);
-          attention<LOCKSTEP> (p, st, a, red);
-          finish<LOCKSTEP> (p, s, t);
+          const uint64_t t = wait_stage<MODE> (p, s);
+          attention<MODE> (p, st, a, red, ys);
+          if (IS_BULK (MODE))
+            finish_bulk<MODE> (p, s, t, ys, st.y + a * ATT_COLS, ATT_COLS);
+          else
+            finish<MODE> (p, s, t);
           continue;
         }
       int r0, n;
@@ -259,8 +303,8 @@ __global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
       };
       for (int tt = 0; tt < RD - 1; tt++) /* W is constant: before the wait */
         issue (tt);
-      const uint64_t t = wait_stage<LOCKSTEP> (p, s);
-      const float sc = norm_scale<LOCKSTEP> (st.x, st.k, red);
+      const uint64_t t = wait_stage<MODE> (p, s);
+      const float sc = norm_scale<MODE> (st.x, st.k, red);
       for (int i = threadIdx.x; i < st.k; i += NCT)
         xs[i] = st.x[i] * sc * p.nw[i];
       __syncthreads ();
@@ -275,13 +319,18 @@ __global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
           if (tt % J == J - 1)
             {
               acc = warp_sum (acc);
-              if (lane == 0)
+              if (lane == 0 && IS_BULK (MODE))
+                ys[warp + NCW * (tt / J)] = acc;
+              else if (lane == 0)
                 st.y[r0 + warp + NCW * (tt / J)] = acc;
               acc = 0.0f;
             }
         }
       asm volatile ("cp.async.wait_all;" : : : "memory");
-      finish<LOCKSTEP> (p, s, t);
+      if (IS_BULK (MODE))
+        finish_bulk<MODE> (p, s, t, ys, st.y + r0, n);
+      else
+        finish<MODE> (p, s, t);
     }
 }
 
@@ -297,7 +346,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
   extern __shared__ __align__ (1024) unsigned char sm[];
   __shared__ uint64_t full[32], empty[32];
   __shared__ float red[2 * NCW];
-  __shared__ float rowacc[2048];
+  __shared__ __align__ (16) float rowacc[2048];
   __shared__ volatile int s_done; /* stages the consumers have finished */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int a = att_index (p.n_att);
@@ -357,8 +406,11 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
           if (a >= 0)
             {
               const uint64_t t = wait_stage<MODE> (p, s);
-              attention<MODE> (p, st, a, red);
-              finish<MODE> (p, s, t);
+              attention<MODE> (p, st, a, red, rowacc);
+              if (IS_BULK (MODE))
+                finish_bulk<MODE> (p, s, t, rowacc, st.y + a * ATT_COLS, ATT_COLS);
+              else
+                finish<MODE> (p, s, t);
             }
           if (threadIdx.x == 0)
             s_done = s + 1;
@@ -409,10 +461,15 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
           if (lane == 0)
             mb_arrive (&empty[slot]);
         }
-      cbar<MODE> ();
-      for (int i = threadIdx.x; i < n; i += NCT)
-        st.y[r0 + i] = rowacc[i];
-      finish<MODE> (p, s, t);
+      if (IS_BULK (MODE))
+        finish_bulk<MODE> (p, s, t, rowacc, st.y + r0, n);
+      else
+        {
+          cbar<MODE> ();
+          for (int i = threadIdx.x; i < n; i += NCT)
+            st.y[r0 + i] = rowacc[i];
+          finish<MODE> (p, s, t);
+        }
       if (threadIdx.x == 0)
         s_done = s + 1;
     }
@@ -563,19 +620,23 @@ int main (int argc, char **argv)
 
   const int smem_lock = NCT * RD * 16 + MAX_K * 4;
   const int smem_paged = np * PAGE;
-  CK (cudaFuncSetAttribute (layer_lockstep, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
+  CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
+  CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
 
   auto run = [&] (int mode, const char *name) {
     void *args[] = { &p };
-    const void *fn = mode == LOCKSTEP ? (const void *) layer_lockstep
+    const void *fn = mode == LOCKSTEP ? (const void *) layer_lockstep<LOCKSTEP>
+                     : mode == LOCKSTEP_BULK ? (const void *) layer_lockstep<LOCKSTEP_BULK>
+                     : mode == PAGED_BULK ? (const void *) layer_paged<PAGED_BULK>
                      : mode == PAGED ? (const void *) layer_paged<PAGED>
                      : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
                      : (const void *) layer_paged<PAGED_NO_WAITS>;
-    const int nt = mode == LOCKSTEP ? NCT : NT_PAGED;
-    const int smem = mode == LOCKSTEP ? smem_lock : smem_paged;
+    const int nt = IS_LOCK (mode) ? NCT : NT_PAGED;
+    const int smem = IS_LOCK (mode) ? smem_lock : smem_paged;
     cudaEvent_t e0, e1;
     CK (cudaEventCreate (&e0));
     CK (cudaEventCreate (&e1));
@@ -660,8 +721,13 @@ int main (int argc, char **argv)
     return ms;
   };
 
-  run (LOCKSTEP, "lockstep (first VM)");
-  run (PAGED, "paged (loader warp, pages)");
+  for (int round = 0; round < 2; round++)
+    {
+      run (LOCKSTEP, "lockstep (first VM)");
+      run (LOCKSTEP_BULK, "lockstep, bulk-store signal");
+      run (PAGED, "paged (loader warp, pages)");
+      run (PAGED_BULK, "paged, bulk-store signal");
+    }
   run (PAGED_QUIET, "paged, quiet attention");
   run (PAGED_NO_WAITS, "paged, no waits (streaming alone)");
   const int saved = p.chain;
