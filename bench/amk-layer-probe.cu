@@ -23,6 +23,8 @@
  *             completed the storer adds to the counter without a fence. A gpu-scope
  *             release waits for the loads the whole SM has in flight
  *             (amk-release-probe), so with pages always streaming it costs microseconds.
+ *   ..., no products: paged with the storer's signal, the consumers only waiting for
+ *             each page and handing it back (the loader, the pages and the signals alone).
  *
  * For each it prints the step time against the floor (bytes of W at the copy rate of a
  * device-to-device copy measured in the same run), each stage's span (from the end of the
@@ -59,9 +61,10 @@
 #define WATCHDOG_NS 2000000000ull
 
 enum { MATVEC = 0, ATTENTION = 1 };
-enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5 };
+enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5,
+       PAGED_BULK_IDLE = 6 };
 #define IS_LOCK(M) ((M) == LOCKSTEP || (M) == LOCKSTEP_BULK)
-#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK)
+#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE)
 #define STORER ((NCW - 1) * 32)
 
 struct Stage {
@@ -447,7 +450,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
             cbar<MODE> (); /* rowacc zeroed */
           const uint32_t slot = g % np;
           mb_wait (&full[slot], (g / np) & 1, "full page", s);
-          if (row < n && (rpp == 0 || warp / segs < rpp))
+          if (MODE != PAGED_BULK_IDLE && row < n && (rpp == 0 || warp / segs < rpp))
             {
               const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE +
                                                                 (rpp ? (warp / segs) * R + seg * 1024 : warp * 1024));
@@ -623,6 +626,7 @@ int main (int argc, char **argv)
   CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
   CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK_IDLE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
@@ -632,6 +636,7 @@ int main (int argc, char **argv)
     const void *fn = mode == LOCKSTEP ? (const void *) layer_lockstep<LOCKSTEP>
                      : mode == LOCKSTEP_BULK ? (const void *) layer_lockstep<LOCKSTEP_BULK>
                      : mode == PAGED_BULK ? (const void *) layer_paged<PAGED_BULK>
+                     : mode == PAGED_BULK_IDLE ? (const void *) layer_paged<PAGED_BULK_IDLE>
                      : mode == PAGED ? (const void *) layer_paged<PAGED>
                      : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
                      : (const void *) layer_paged<PAGED_NO_WAITS>;
@@ -685,6 +690,12 @@ int main (int argc, char **argv)
 
     /* every matvec of the last layer against the host, from the device's inputs */
     bool ok = true;
+    if (mode == PAGED_BULK_IDLE) /* computes nothing */
+      {
+        CK (cudaEventDestroy (e0));
+        CK (cudaEventDestroy (e1));
+        return ms;
+      }
     for (int j = 0; j < 5; j++)
       {
         const Stage &s = st[(layers - 1) * 5 + j];
@@ -732,8 +743,11 @@ int main (int argc, char **argv)
   run (PAGED_NO_WAITS, "paged, no waits (streaming alone)");
   const int saved = p.chain;
   p.chain = 0;
+  run (PAGED_BULK_IDLE, "paged, bulk-store, no products");
   run (LOCKSTEP, "lockstep, no attention chain");
   run (PAGED, "paged, no attention chain");
+  run (PAGED_BULK, "paged, bulk-store, no attention chain");
+  run (PAGED_BULK_IDLE, "paged, bulk-store, no chain, no products");
   p.chain = saved;
   return 0;
 }
