@@ -88,8 +88,6 @@ __constant__ Stage c_st[MAX_ST];
 
 /* ---- primitives --------------------------------------------------------------------------- */
 
-__device__ __forceinline__ uint64_t now_ns (void)
-{ uint64_t t; asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ uint32_t ld_acquire (const uint32_t *p)
 { uint32_t v; asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory"); return v; }
 __device__ __forceinline__ void red_release (uint32_t *p, uint32_t v)

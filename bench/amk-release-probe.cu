@@ -32,9 +32,6 @@
 #define SLICE (8u << 20)
 #define WATCHDOG_NS 2000000000ull
 
-__device__ __forceinline__ uint64_t now_ns (void)
-{ uint64_t t; asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
-
 /* a page's copy landed; a copy that never lands traps instead of hanging the GPU */
 __device__ __forceinline__ void page_wait (uint64_t *b, uint32_t parity)
 {

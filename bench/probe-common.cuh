@@ -1,5 +1,6 @@
-/* probe-common.cuh: what the plain-CUDA probes (amk-matvec-probe.cu, amk-layer-probe.cu)
- * share: the error check, bf16 products, a warp's sum, mbarriers by address.
+/* probe-common.cuh: what the plain-CUDA probes (amk-matvec-probe.cu, amk-layer-probe.cu,
+ * amk-release-probe.cu)
+ * share: the error check, bf16 products, a warp's sum, the global timer, mbarriers by address.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
@@ -38,6 +39,10 @@ __device__ __forceinline__ float warp_sum (float v)
     v += __shfl_xor_sync (0xffffffffu, v, o);
   return v;
 }
+
+/* the global timer in ns (coarse; watchdogs and stage times) */
+__device__ __forceinline__ uint64_t now_ns (void)
+{ uint64_t t; asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
 /* a shared-memory address */
 __device__ __forceinline__ uint32_t sa (const void *p) { return (uint32_t) __cvta_generic_to_shared (p); }
