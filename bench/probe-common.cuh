@@ -1,6 +1,6 @@
 /* probe-common.cuh: what the plain-CUDA probes (amk-matvec-probe.cu, amk-layer-probe.cu,
- * amk-release-probe.cu)
- * share: the error check, bf16 products, a warp's sum, the global timer, mbarriers by address.
+ * amk-release-probe.cu) share: the error check, bf16 products, a warp's sum, the global
+ * timer, mbarriers by address.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
