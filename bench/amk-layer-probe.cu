@@ -258,6 +258,19 @@ __device__ __forceinline__ uint64_t wait_stage (const Probe &p, int s)
   return t;
 }
 
+/* an attention block's stage: its waits, the chain, its output and signal (BULK: the
+ * output goes through out_sm and the storer) */
+template <int MODE>
+__device__ __forceinline__ void attention_stage (const Probe &p, const Stage &st, int s, int a, float *red, float *out_sm)
+{
+  const uint64_t t = wait_stage<MODE> (p, s);
+  attention<MODE> (p, st, a, red, out_sm);
+  if (IS_BULK (MODE))
+    finish_bulk<MODE> (p, s, t, out_sm, st.y + a * ATT_COLS, ATT_COLS);
+  else
+    finish<MODE> (p, s, t);
+}
+
 /* ---- LOCKSTEP ------------------------------------------------------------------------------ */
 
 template <int MODE>
@@ -279,12 +292,7 @@ __global__ void __launch_bounds__ (NCT, 1) layer_lockstep (Probe p)
         {
           if (a < 0)
             continue;
-          const uint64_t t = wait_stage<MODE> (p, s);
-          attention<MODE> (p, st, a, red, ys);
-          if (IS_BULK (MODE))
-            finish_bulk<MODE> (p, s, t, ys, st.y + a * ATT_COLS, ATT_COLS);
-          else
-            finish<MODE> (p, s, t);
+          attention_stage<MODE> (p, st, s, a, red, ys);
           continue;
         }
       int r0, n;
@@ -406,12 +414,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
         {
           if (a >= 0)
             {
-              const uint64_t t = wait_stage<MODE> (p, s);
-              attention<MODE> (p, st, a, red, rowacc);
-              if (IS_BULK (MODE))
-                finish_bulk<MODE> (p, s, t, rowacc, st.y + a * ATT_COLS, ATT_COLS);
-              else
-                finish<MODE> (p, s, t);
+              attention_stage<MODE> (p, st, s, a, red, rowacc);
             }
           if (threadIdx.x == 0)
             s_done = s + 1;
