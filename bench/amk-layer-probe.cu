@@ -25,12 +25,22 @@
  *             (amk-release-probe), so with pages always streaming it costs microseconds.
  *   ..., no products: paged with the storer's signal, the consumers only waiting for
  *             each page and handing it back (the loader, the pages and the signals alone).
+ *   ..., lanes' cp.async: the loader's 32 lanes fill each page with 16-byte cp.async
+ *             (the path LOCKSTEP's loads take) instead of one bulk copy; "4 copies a page":
+ *             each page as four bulk copies; "no reduction", "page reads only" (timing
+ *             only, wrong results): the consumers without the per-page warp sum and
+ *             shared atomic, or without the arithmetic. For PAGED the line also gives a
+ *             launch's time the loader waited for empty pages and consumer warp 0 for
+ *             full ones: which side bounds the page stream?
+ *   ..., G groups: the consumer warps in G groups that take turns, page q going to
+ *             group q % G, each warp reading consecutive segments of its page against x'
+ *             in shared memory (G = 4: a warp a row of the 2048-column matvecs).
  *
  * For each it prints the step time against the floor (bytes of W at the copy rate of a
  * device-to-device copy measured in the same run), each stage's span (from the end of the
  * stage before to its own end, mean over layers 1..L-1) and the attention chain's time;
  * then checks every matvec of the last layer against the host (from the device's own
- * inputs to that layer). Arguments: [chain round trips (16)] [pages (11)] [layers (16)].
+ * inputs to that layer). Arguments: [chain round trips (16)] [pages (11, at most)] [layers (16)].
  *
  *   built as build/bench/amk-layer-probe (or: nvcc -O3 -std=c++17
  *   -gencode=arch=compute_90a,code=sm_90a bench/amk-layer-probe.cu -o amk-layer-probe)
@@ -62,9 +72,9 @@
 
 enum { MATVEC = 0, ATTENTION = 1 };
 enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5,
-       PAGED_BULK_IDLE = 6 };
+       PAGED_BULK_IDLE = 6, PAGED_LSU = 7 };
 #define IS_LOCK(M) ((M) == LOCKSTEP || (M) == LOCKSTEP_BULK)
-#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE)
+#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE || (M) == PAGED_LSU)
 #define STORER ((NCW - 1) * 32)
 
 struct Stage {
@@ -82,6 +92,13 @@ struct Probe {
   uint32_t *counters;       /* one per stage */
   unsigned long long *times;/* per stage and block: wait done, signal */
   int chain, pages;
+  int pieces;               /* bulk copies per page (PAGED modes but LSU) */
+  int groups;               /* PAGED: 0 every consumer warp on every page; G: G groups of
+                               warps take turns, x' in shared memory after the pages */
+  int consume;              /* PAGED: 0 the products; timing only: 1 without the reduction
+                               per page, 2 the page's reads alone */
+  unsigned long long *stalls; /* PAGED, per block: cycles the loader waited for empty
+                                 pages, and consumer warp 0 for full ones */
 };
 
 __constant__ Stage c_st[MAX_ST];
@@ -123,18 +140,21 @@ __device__ __forceinline__ void wait_counter (const uint32_t *c, uint32_t target
       stuck ("counter", s, v, target);
 }
 
-__device__ __forceinline__ void mb_wait (uint64_t *b, uint32_t parity, const char *what, int s)
+/* returns the cycles it waited */
+__device__ __forceinline__ uint64_t mb_wait (uint64_t *b, uint32_t parity, const char *what, int s)
 {
   if (mb_try (b, parity))
-    return;
+    return 0;
+  const uint64_t c0 = clock64 ();
   const uint64_t t0 = now_ns ();
   while (!mb_try (b, parity))
     if (now_ns () - t0 > WATCHDOG_NS)
       stuck (what, s, parity, 0);
+  return clock64 () - c0;
 }
-__device__ __forceinline__ void bulk_load (void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t pol)
+/* one bulk copy onto a page's full barrier, whose expected bytes the caller has set */
+__device__ __forceinline__ void bulk_copy (void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t pol)
 {
-  asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(sa (bar)), "r"(bytes) : "memory");
   asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
                 : : "r"(sa (dst)), "l"(src), "r"(bytes), "r"(sa (bar)), "l"(pol) : "memory");
 }
@@ -364,7 +384,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
   if (threadIdx.x == 0)
     {
       for (int i = 0; i < np; i++)
-        mb_init (&full[i], 1), mb_init (&empty[i], NCW);
+        mb_init (&full[i], MODE == PAGED_LSU ? 32 : 1), mb_init (&empty[i], p.groups > 0 ? NCW / p.groups : NCW);
       s_done = 0;
       asm volatile ("fence.mbarrier_init.release.cluster;" : : : "memory");
     }
@@ -373,10 +393,11 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
   if (warp == NCW)
     {
       /* the loader: every matvec tile of the block, in stage order */
-      if (lane != 0)
+      if (lane != 0 && MODE != PAGED_LSU)
         return;
       const uint64_t pol = evict_first ();
       uint32_t g = 0;
+      uint64_t stall = 0;
       for (int s = 0; s < p.n_stages; s++)
         {
           const Stage &st = c_st[s];
@@ -398,15 +419,36 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
             {
               const uint32_t slot = g % np;
               if (g >= (uint32_t) np)
-                mb_wait (&empty[slot], ((g / np) - 1) & 1, "empty page", s);
-              bulk_load (sm + slot * PAGE, src + off, min ((uint32_t) PAGE, bytes - off), &full[slot], pol);
+                stall += mb_wait (&empty[slot], ((g / np) - 1) & 1, "empty page", s);
+              const uint32_t len = min ((uint32_t) PAGE, bytes - off);
+              if (MODE == PAGED_LSU)
+                {
+                  /* every lane copies its 16-byte chunks; the page is full once each
+                   * lane's copies have landed (one no-increment arrive per lane) */
+                  for (uint32_t c = lane * 16; c < len; c += 32 * 16)
+                    asm volatile ("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;"
+                                  : : "r"(sa (sm + slot * PAGE + c)), "l"(src + off + c), "l"(pol) : "memory");
+                  asm volatile ("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" : : "r"(sa (&full[slot])) : "memory");
+                }
+              else
+                {
+                  asm volatile ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                                : : "r"(sa (&full[slot])), "r"(len) : "memory");
+                  const uint32_t piece = len / p.pieces;
+                  for (int i = 0; i < p.pieces; i++)
+                    bulk_copy (sm + slot * PAGE + i * piece, src + off + i * piece,
+                               i + 1 == p.pieces ? len - i * piece : piece, &full[slot], pol);
+                }
             }
         }
+      if (lane == 0)
+        p.stalls[blockIdx.x * 2] = stall;
       return;
     }
 
   /* the consumers */
   uint32_t g = 0;
+  uint64_t stall = 0;
   for (int s = 0; s < p.n_stages; s++)
     {
       const Stage &st = c_st[s];
@@ -431,9 +473,58 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
 
       const uint64_t t = wait_stage<MODE> (p, s);
       const float sc = norm_scale<MODE> (st.x, st.k, red);
-      float xv[16];
+      float xv[16], lacc = 0.0f;
+      uint32_t xsum = 0;
       for (int i = threadIdx.x; i < n; i += NCT)
         rowacc[i] = 0.0f;
+      if (p.groups > 0)
+        {
+          /* groups of WG warps take turns, page q going to group q % G; each warp
+           * reads 16 / WG consecutive 1 KiB segments of its page (a whole row of the
+           * 2048-column matvecs at four warps) against x' staged in shared memory */
+          const int G = p.groups, WG = NCW / G, spw = 16 / WG, grp = warp / WG, wi = warp % WG;
+          float *xs = reinterpret_cast<float *> (sm + np * PAGE);
+          for (int i = threadIdx.x; i < st.k; i += NCT)
+            xs[i] = st.x[i] * sc * p.nw[i];
+          cbar<MODE> ();
+          for (uint32_t q = grp; q < pages; q += G)
+            {
+              const uint32_t gq = g + q, slot = gq % np;
+              stall += mb_wait (&full[slot], (gq / np) & 1, "full page", s);
+              float acc = 0.0f;
+              int cur = -1;
+              for (int j = 0; j < spw; j++)
+                {
+                  const int sg = wi * spw + j;
+                  const int row = rpp ? (int) q * rpp + sg / segs : (int) (q / ppr);
+                  const int col = rpp ? (sg % segs) * 512 : (int) (q % ppr) * (PAGE / 2) + sg * 512;
+                  if (row >= n)
+                    break;
+                  if (row != cur && cur >= 0)
+                    {
+                      acc = warp_sum (acc);
+                      if (lane == 0)
+                        atomicAdd (&rowacc[cur], acc);
+                      acc = 0.0f;
+                    }
+                  cur = row;
+                  const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE + sg * 1024);
+                  acc = dot8 (pg[lane], xs + col + lane * 8, acc);
+                  acc = dot8 (pg[lane + 32], xs + col + (lane + 32) * 8, acc);
+                }
+              if (cur >= 0)
+                {
+                  acc = warp_sum (acc);
+                  if (lane == 0)
+                    atomicAdd (&rowacc[cur], acc);
+                }
+              __syncwarp ();
+              if (lane == 0)
+                mb_arrive (&empty[slot]);
+            }
+          g += pages;
+        }
+      else
       for (uint32_t q = 0; q < pages; q++, g++)
         {
           /* page q: rows q rpp .. (whole rows), or piece q % ppr of row q / ppr */
@@ -450,21 +541,36 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
           if (q == 0)
             cbar<MODE> (); /* rowacc zeroed */
           const uint32_t slot = g % np;
-          mb_wait (&full[slot], (g / np) & 1, "full page", s);
+          stall += mb_wait (&full[slot], (g / np) & 1, "full page", s);
           if (MODE != PAGED_BULK_IDLE && row < n && (rpp == 0 || warp / segs < rpp))
             {
               const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE +
                                                                 (rpp ? (warp / segs) * R + seg * 1024 : warp * 1024));
-              float acc = dot8 (pg[lane], xv, 0.0f);
-              acc = dot8 (pg[lane + 32], xv + 8, acc);
-              acc = warp_sum (acc);
-              if (lane == 0)
-                atomicAdd (&rowacc[row], acc);
+              if (p.consume == 2)
+                {
+                  const uint4 u = pg[lane], v = pg[lane + 32];
+                  xsum ^= u.x ^ u.y ^ u.z ^ u.w ^ v.x ^ v.y ^ v.z ^ v.w;
+                }
+              else
+                {
+                  float acc = dot8 (pg[lane], xv, 0.0f);
+                  acc = dot8 (pg[lane + 32], xv + 8, acc);
+                  if (p.consume == 1)
+                    lacc += acc;
+                  else
+                    {
+                      acc = warp_sum (acc);
+                      if (lane == 0)
+                        atomicAdd (&rowacc[row], acc);
+                    }
+                }
             }
           __syncwarp ();
           if (lane == 0)
             mb_arrive (&empty[slot]);
         }
+      if (p.consume) /* keep the timing-only work live */
+        atomicAdd (&rowacc[0], lacc + (float) (xsum & 1u));
       if (IS_BULK (MODE))
         finish_bulk<MODE> (p, s, t, rowacc, st.y + r0, n);
       else
@@ -477,6 +583,8 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
       if (threadIdx.x == 0)
         s_done = s + 1;
     }
+  if (threadIdx.x == 0)
+    p.stalls[blockIdx.x * 2 + 1] = stall;
 }
 
 /* ---- host ------------------------------------------------------------------------------------ */
@@ -507,9 +615,9 @@ int main (int argc, char **argv)
   int sms, coop;
   CK (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0));
   CK (cudaDeviceGetAttribute (&coop, cudaDevAttrCooperativeLaunch, 0));
-  if (np < 2 || np > 32 || layers < 2 || layers * 5 > MAX_ST || !coop)
+  if (np < 2 || np > 11 || layers < 2 || layers * 5 > MAX_ST || !coop)
     {
-      fprintf (stderr, "usage: amk-layer-probe [chain] [pages 2..32] [layers 2..64]\n");
+      fprintf (stderr, "usage: amk-layer-probe [chain] [pages 2..11] [layers 2..64]\n");
       return 2;
     }
 
@@ -598,6 +706,7 @@ int main (int argc, char **argv)
   p.n_att = n_att;
   p.chain = chain;
   p.pages = np;
+  p.pieces = 1;
   {
     std::vector<float> hn (MAX_K);
     std::vector<uint32_t> hc (CHASE);
@@ -616,6 +725,7 @@ int main (int argc, char **argv)
   }
   CK (cudaMalloc (&p.counters, MAX_ST * 4));
   CK (cudaMalloc (&p.times, (size_t) MAX_ST * sms * 2 * 8));
+  CK (cudaMalloc (&p.stalls, (size_t) sms * 2 * 8));
 
   const double floor_ms = wbytes / (copy_tbs * 1e12) * 1e3;
   printf ("%d layers, %.1f MB of weights: floor %.3f ms at the copy rate; attention chain %d "
@@ -623,11 +733,12 @@ int main (int argc, char **argv)
           n_att, np);
 
   const int smem_lock = NCT * RD * 16 + MAX_K * 4;
-  const int smem_paged = np * PAGE;
+  const int smem_paged = np * PAGE + MAX_K * 4;
   CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
   CK (cudaFuncSetAttribute (layer_lockstep<LOCKSTEP_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_lock));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK_IDLE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_LSU>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
@@ -638,6 +749,7 @@ int main (int argc, char **argv)
                      : mode == LOCKSTEP_BULK ? (const void *) layer_lockstep<LOCKSTEP_BULK>
                      : mode == PAGED_BULK ? (const void *) layer_paged<PAGED_BULK>
                      : mode == PAGED_BULK_IDLE ? (const void *) layer_paged<PAGED_BULK_IDLE>
+                     : mode == PAGED_LSU ? (const void *) layer_paged<PAGED_LSU>
                      : mode == PAGED ? (const void *) layer_paged<PAGED>
                      : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
                      : (const void *) layer_paged<PAGED_NO_WAITS>;
@@ -648,11 +760,13 @@ int main (int argc, char **argv)
     CK (cudaEventCreate (&e1));
     std::vector<float> ts;
     std::vector<double> span (5, 0.0), chain_us;
-    std::vector<unsigned long long> tm ((size_t) p.n_stages * sms * 2);
+    std::vector<unsigned long long> tm ((size_t) p.n_stages * sms * 2), stl ((size_t) sms * 2);
+    double stall_l = 0, stall_c = 0;
     for (int i = 0; i < 10; i++)
       {
         CK (cudaMemset (p.counters, 0, MAX_ST * 4));
         CK (cudaMemset (p.times, 0, (size_t) MAX_ST * sms * 2 * 8));
+        CK (cudaMemset (p.stalls, 0, (size_t) sms * 2 * 8));
         CK (cudaEventRecord (e0));
         CK (cudaLaunchCooperativeKernel (fn, sms, nt, args, smem));
         CK (cudaEventRecord (e1));
@@ -664,6 +778,9 @@ int main (int argc, char **argv)
         ts.push_back (ms);
         /* stage spans and the attention's own time, from the last launches' records */
         CK (cudaMemcpy (tm.data (), p.times, tm.size () * 8, cudaMemcpyDeviceToHost));
+        CK (cudaMemcpy (stl.data (), p.stalls, stl.size () * 8, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < sms; b++)
+          stall_l += stl[b * 2] / 1980.0 / sms, stall_c += stl[b * 2 + 1] / 1980.0 / sms;
         auto end_of = [&] (int s) {
           unsigned long long e = 0;
           for (int b = 0; b < sms; b++)
@@ -684,14 +801,17 @@ int main (int argc, char **argv)
     for (double c : chain_us)
       att += c;
     printf ("%-34s %7.3f ms  %.2f of floor  %.1f us/layer | spans us: qkv %.1f attention %.1f o %.1f "
-            "gate/up %.1f down %.1f | attention alone %.2f us\n",
+            "gate/up %.1f down %.1f | attention alone %.2f us",
             name, ms, floor_ms / ms, ms * 1e3 / layers, span[0] / nl, span[1] / nl, span[2] / nl,
             span[3] / nl, span[4] / nl, chain_us.empty () ? 0.0 : att / chain_us.size ());
+    if (!IS_LOCK (mode)) /* a launch's waits, mean over blocks, at 1.98 GHz */
+      printf (" | waits us: loader %.0f, consumers %.0f", stall_l / ts.size (), stall_c / ts.size ());
+    printf ("\n");
     fflush (stdout);
 
     /* every matvec of the last layer against the host, from the device's inputs */
     bool ok = true;
-    if (mode == PAGED_BULK_IDLE) /* computes nothing */
+    if (mode == PAGED_BULK_IDLE || p.consume != 0) /* computes nothing, or timing only */
       {
         CK (cudaEventDestroy (e0));
         CK (cudaEventDestroy (e1));
@@ -737,17 +857,35 @@ int main (int argc, char **argv)
     {
       run (LOCKSTEP, "lockstep (first VM)");
       run (LOCKSTEP_BULK, "lockstep, bulk-store signal");
-      run (PAGED, "paged (loader warp, pages)");
       run (PAGED_BULK, "paged, bulk-store signal");
+      run (PAGED_LSU, "paged, lanes' cp.async, bulk-store");
+      p.consume = 1;
+      run (PAGED_BULK, "paged, bulk-store, no reduction");
+      p.consume = 2;
+      run (PAGED_BULK, "paged, bulk-store, page reads only");
+      p.consume = 0;
     }
+  for (int round = 0; round < 2; round++)
+    for (int G : { 1, 2, 4, 8 })
+      {
+        char name[64];
+        snprintf (name, sizeof name, "paged, bulk-store, %d groups", G);
+        p.groups = G;
+        run (PAGED_BULK, name);
+      }
+  p.groups = 0;
+  p.pieces = 4;
+  run (PAGED_BULK, "paged, 4 copies a page, bulk-store");
+  p.pieces = 1;
+  run (PAGED, "paged (loader warp, pages)");
   run (PAGED_QUIET, "paged, quiet attention");
   run (PAGED_NO_WAITS, "paged, no waits (streaming alone)");
+  run (PAGED_BULK_IDLE, "paged, bulk-store, no products");
   const int saved = p.chain;
   p.chain = 0;
-  run (PAGED_BULK_IDLE, "paged, bulk-store, no products");
   run (LOCKSTEP, "lockstep, no attention chain");
-  run (PAGED, "paged, no attention chain");
   run (PAGED_BULK, "paged, bulk-store, no attention chain");
+  run (PAGED_LSU, "paged, lanes' cp.async, no chain");
   run (PAGED_BULK_IDLE, "paged, bulk-store, no chain, no products");
   p.chain = saved;
   return 0;
