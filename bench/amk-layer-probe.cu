@@ -34,7 +34,9 @@
  *             full ones: which side bounds the page stream?
  *   ..., G groups: the consumer warps in G groups that take turns, page q going to
  *             group q % G, each warp reading consecutive segments of its page against x'
- *             in shared memory (G = 4: a warp a row of the 2048-column matvecs).
+ *             in shared memory (G = 4: a warp a row of the 2048-column matvecs);
+ *             "x' in registers": the same with each warp's x' in registers (a warp reads
+ *             the same columns of every page).
  *
  * For each it prints the step time against the floor (bytes of W at the copy rate of a
  * device-to-device copy measured in the same run), each stage's span (from the end of the
@@ -72,9 +74,12 @@
 
 enum { MATVEC = 0, ATTENTION = 1 };
 enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5,
-       PAGED_BULK_IDLE = 6, PAGED_LSU = 7 };
+       PAGED_BULK_IDLE = 6, PAGED_LSU = 7, PAGED_XR2 = 8, PAGED_XR4 = 9 };
 #define IS_LOCK(M) ((M) == LOCKSTEP || (M) == LOCKSTEP_BULK)
-#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE || (M) == PAGED_LSU)
+#define IS_XR(M) ((M) == PAGED_XR2 || (M) == PAGED_XR4)
+#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE || (M) == PAGED_LSU || IS_XR (M))
+/* the consumer groups of the XR modes */
+#define XR_GROUPS(M) ((M) == PAGED_XR2 ? 2 : (M) == PAGED_XR4 ? 4 : 1)
 #define STORER ((NCW - 1) * 32)
 
 struct Stage {
@@ -384,7 +389,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
   if (threadIdx.x == 0)
     {
       for (int i = 0; i < np; i++)
-        mb_init (&full[i], MODE == PAGED_LSU ? 32 : 1), mb_init (&empty[i], p.groups > 0 ? NCW / p.groups : NCW);
+        mb_init (&full[i], MODE == PAGED_LSU ? 32 : 1), mb_init (&empty[i], IS_XR (MODE) ? NCW / XR_GROUPS (MODE) : p.groups > 0 ? NCW / p.groups : NCW);
       s_done = 0;
       asm volatile ("fence.mbarrier_init.release.cluster;" : : : "memory");
     }
@@ -477,7 +482,65 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
       uint32_t xsum = 0;
       for (int i = threadIdx.x; i < n; i += NCT)
         rowacc[i] = 0.0f;
-      if (p.groups > 0)
+      if (IS_XR (MODE))
+        {
+          /* the groups of G warps as below, with each warp's x' in registers: a warp
+           * reads the same columns of every page while rows fit a page (k <= MAX_K),
+           * G segments of 512 */
+          constexpr int G = XR_GROUPS (MODE), WG = NCW / G;
+          const int grp = warp / WG, wi = warp % WG;
+          float xr[16 * G];
+#pragma unroll
+          for (int j = 0; j < G; j++)
+            {
+              const int col = ((wi * G + j) % segs) * 512;
+#pragma unroll
+              for (int e = 0; e < 8; e++)
+                {
+                  const int c0 = col + lane * 8 + e, c1 = col + (lane + 32) * 8 + e;
+                  xr[16 * j + e] = st.x[c0] * sc * p.nw[c0];
+                  xr[16 * j + 8 + e] = st.x[c1] * sc * p.nw[c1];
+                }
+            }
+          cbar<MODE> (); /* rowacc zeroed */
+          for (uint32_t q = grp; q < pages; q += G)
+            {
+              const uint32_t gq = g + q, slot = gq % np;
+              stall += mb_wait (&full[slot], (gq / np) & 1, "full page", s);
+              float acc = 0.0f;
+              int cur = -1;
+#pragma unroll
+              for (int j = 0; j < G; j++)
+                {
+                  const int sg = wi * G + j;
+                  const int row = (int) q * rpp + sg / segs;
+                  if (row >= n)
+                    break;
+                  if (row != cur && cur >= 0)
+                    {
+                      acc = warp_sum (acc);
+                      if (lane == 0)
+                        atomicAdd (&rowacc[cur], acc);
+                      acc = 0.0f;
+                    }
+                  cur = row;
+                  const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE + sg * 1024);
+                  acc = dot8 (pg[lane], xr + 16 * j, acc);
+                  acc = dot8 (pg[lane + 32], xr + 16 * j + 8, acc);
+                }
+              if (cur >= 0)
+                {
+                  acc = warp_sum (acc);
+                  if (lane == 0)
+                    atomicAdd (&rowacc[cur], acc);
+                }
+              __syncwarp ();
+              if (lane == 0)
+                mb_arrive (&empty[slot]);
+            }
+          g += pages;
+        }
+      else if (p.groups > 0)
         {
           /* groups of WG warps take turns, page q going to group q % G; each warp
            * reads 16 / WG consecutive 1 KiB segments of its page (a whole row of the
@@ -569,8 +632,12 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
           if (lane == 0)
             mb_arrive (&empty[slot]);
         }
-      if (p.consume) /* keep the timing-only work live */
-        atomicAdd (&rowacc[0], lacc + (float) (xsum & 1u));
+      if (p.consume) /* keep the timing-only work live: one add a warp */
+        {
+          const float v = warp_sum (lacc + (float) (xsum & 1u));
+          if (lane == 0)
+            atomicAdd (&rowacc[0], v);
+        }
       if (IS_BULK (MODE))
         finish_bulk<MODE> (p, s, t, rowacc, st.y + r0, n);
       else
@@ -739,6 +806,8 @@ int main (int argc, char **argv)
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK_IDLE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_LSU>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_XR2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
+  CK (cudaFuncSetAttribute (layer_paged<PAGED_XR4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
@@ -750,6 +819,8 @@ int main (int argc, char **argv)
                      : mode == PAGED_BULK ? (const void *) layer_paged<PAGED_BULK>
                      : mode == PAGED_BULK_IDLE ? (const void *) layer_paged<PAGED_BULK_IDLE>
                      : mode == PAGED_LSU ? (const void *) layer_paged<PAGED_LSU>
+                     : mode == PAGED_XR2 ? (const void *) layer_paged<PAGED_XR2>
+                     : mode == PAGED_XR4 ? (const void *) layer_paged<PAGED_XR4>
                      : mode == PAGED ? (const void *) layer_paged<PAGED>
                      : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
                      : (const void *) layer_paged<PAGED_NO_WAITS>;
@@ -874,6 +945,11 @@ int main (int argc, char **argv)
         run (PAGED_BULK, name);
       }
   p.groups = 0;
+  for (int round = 0; round < 2; round++)
+    {
+      run (PAGED_XR2, "paged, 2 groups, x' in registers");
+      run (PAGED_XR4, "paged, 4 groups, x' in registers");
+    }
   p.pieces = 4;
   run (PAGED_BULK, "paged, 4 copies a page, bulk-store");
   p.pieces = 1;
@@ -887,6 +963,10 @@ int main (int argc, char **argv)
   run (PAGED_BULK, "paged, bulk-store, no attention chain");
   run (PAGED_LSU, "paged, lanes' cp.async, no chain");
   run (PAGED_BULK_IDLE, "paged, bulk-store, no chain, no products");
+  p.groups = 2;
+  run (PAGED_BULK, "paged, bulk-store, 2 groups, no chain");
+  p.groups = 0;
+  run (PAGED_XR2, "paged, 2 groups, x' in registers, no chain");
   p.chain = saved;
   return 0;
 }
