@@ -35,8 +35,7 @@
  *   ..., G groups: the consumer warps in G groups that take turns, page q going to
  *             group q % G, each warp reading consecutive segments of its page against x'
  *             in shared memory (G = 4: a warp a row of the 2048-column matvecs);
- *             "x' in registers": the same with each warp's x' in registers (a warp reads
- *             the same columns of every page).
+ *             "page back early": a warp hands its page back before its reduction.
  *
  * For each it prints the step time against the floor (bytes of W at the copy rate of a
  * device-to-device copy measured in the same run), each stage's span (from the end of the
@@ -74,12 +73,9 @@
 
 enum { MATVEC = 0, ATTENTION = 1 };
 enum { LOCKSTEP = 0, PAGED = 1, PAGED_QUIET = 2, PAGED_NO_WAITS = 3, LOCKSTEP_BULK = 4, PAGED_BULK = 5,
-       PAGED_BULK_IDLE = 6, PAGED_LSU = 7, PAGED_XR2 = 8, PAGED_XR4 = 9 };
+       PAGED_BULK_IDLE = 6, PAGED_LSU = 7 };
 #define IS_LOCK(M) ((M) == LOCKSTEP || (M) == LOCKSTEP_BULK)
-#define IS_XR(M) ((M) == PAGED_XR2 || (M) == PAGED_XR4)
-#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE || (M) == PAGED_LSU || IS_XR (M))
-/* the consumer groups of the XR modes */
-#define XR_GROUPS(M) ((M) == PAGED_XR2 ? 2 : (M) == PAGED_XR4 ? 4 : 1)
+#define IS_BULK(M) ((M) == LOCKSTEP_BULK || (M) == PAGED_BULK || (M) == PAGED_BULK_IDLE || (M) == PAGED_LSU)
 #define STORER ((NCW - 1) * 32)
 
 struct Stage {
@@ -100,6 +96,8 @@ struct Probe {
   int pieces;               /* bulk copies per page (PAGED modes but LSU) */
   int groups;               /* PAGED: 0 every consumer warp on every page; G: G groups of
                                warps take turns, x' in shared memory after the pages */
+  int early;                /* groups: a warp hands its page back before its last
+                               reduction of the page */
   int consume;              /* PAGED: 0 the products; timing only: 1 without the reduction
                                per page, 2 the page's reads alone */
   unsigned long long *stalls; /* PAGED, per block: cycles the loader waited for empty
@@ -389,7 +387,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
   if (threadIdx.x == 0)
     {
       for (int i = 0; i < np; i++)
-        mb_init (&full[i], MODE == PAGED_LSU ? 32 : 1), mb_init (&empty[i], IS_XR (MODE) ? NCW / XR_GROUPS (MODE) : p.groups > 0 ? NCW / p.groups : NCW);
+        mb_init (&full[i], MODE == PAGED_LSU ? 32 : 1), mb_init (&empty[i], p.groups > 0 ? NCW / p.groups : NCW);
       s_done = 0;
       asm volatile ("fence.mbarrier_init.release.cluster;" : : : "memory");
     }
@@ -482,65 +480,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
       uint32_t xsum = 0;
       for (int i = threadIdx.x; i < n; i += NCT)
         rowacc[i] = 0.0f;
-      if (IS_XR (MODE))
-        {
-          /* the groups of G warps as below, with each warp's x' in registers: a warp
-           * reads the same columns of every page while rows fit a page (k <= MAX_K),
-           * G segments of 512 */
-          constexpr int G = XR_GROUPS (MODE), WG = NCW / G;
-          const int grp = warp / WG, wi = warp % WG;
-          float xr[16 * G];
-#pragma unroll
-          for (int j = 0; j < G; j++)
-            {
-              const int col = ((wi * G + j) % segs) * 512;
-#pragma unroll
-              for (int e = 0; e < 8; e++)
-                {
-                  const int c0 = col + lane * 8 + e, c1 = col + (lane + 32) * 8 + e;
-                  xr[16 * j + e] = st.x[c0] * sc * p.nw[c0];
-                  xr[16 * j + 8 + e] = st.x[c1] * sc * p.nw[c1];
-                }
-            }
-          cbar<MODE> (); /* rowacc zeroed */
-          for (uint32_t q = grp; q < pages; q += G)
-            {
-              const uint32_t gq = g + q, slot = gq % np;
-              stall += mb_wait (&full[slot], (gq / np) & 1, "full page", s);
-              float acc = 0.0f;
-              int cur = -1;
-#pragma unroll
-              for (int j = 0; j < G; j++)
-                {
-                  const int sg = wi * G + j;
-                  const int row = (int) q * rpp + sg / segs;
-                  if (row >= n)
-                    break;
-                  if (row != cur && cur >= 0)
-                    {
-                      acc = warp_sum (acc);
-                      if (lane == 0)
-                        atomicAdd (&rowacc[cur], acc);
-                      acc = 0.0f;
-                    }
-                  cur = row;
-                  const uint4 *pg = reinterpret_cast<const uint4 *> (sm + slot * PAGE + sg * 1024);
-                  acc = dot8 (pg[lane], xr + 16 * j, acc);
-                  acc = dot8 (pg[lane + 32], xr + 16 * j + 8, acc);
-                }
-              if (cur >= 0)
-                {
-                  acc = warp_sum (acc);
-                  if (lane == 0)
-                    atomicAdd (&rowacc[cur], acc);
-                }
-              __syncwarp ();
-              if (lane == 0)
-                mb_arrive (&empty[slot]);
-            }
-          g += pages;
-        }
-      else if (p.groups > 0)
+      if (p.groups > 0)
         {
           /* groups of WG warps take turns, page q going to group q % G; each warp
            * reads 16 / WG consecutive 1 KiB segments of its page (a whole row of the
@@ -575,15 +515,24 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
                   acc = dot8 (pg[lane], xs + col + lane * 8, acc);
                   acc = dot8 (pg[lane + 32], xs + col + (lane + 32) * 8, acc);
                 }
+              if (p.early) /* the page back before the last row's reduction */
+                {
+                  __syncwarp ();
+                  if (lane == 0)
+                    mb_arrive (&empty[slot]);
+                }
               if (cur >= 0)
                 {
                   acc = warp_sum (acc);
                   if (lane == 0)
                     atomicAdd (&rowacc[cur], acc);
                 }
-              __syncwarp ();
-              if (lane == 0)
-                mb_arrive (&empty[slot]);
+              if (!p.early)
+                {
+                  __syncwarp ();
+                  if (lane == 0)
+                    mb_arrive (&empty[slot]);
+                }
             }
           g += pages;
         }
@@ -806,8 +755,6 @@ int main (int argc, char **argv)
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_BULK_IDLE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_LSU>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
-  CK (cudaFuncSetAttribute (layer_paged<PAGED_XR2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
-  CK (cudaFuncSetAttribute (layer_paged<PAGED_XR4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_QUIET>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
   CK (cudaFuncSetAttribute (layer_paged<PAGED_NO_WAITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_paged));
@@ -819,8 +766,6 @@ int main (int argc, char **argv)
                      : mode == PAGED_BULK ? (const void *) layer_paged<PAGED_BULK>
                      : mode == PAGED_BULK_IDLE ? (const void *) layer_paged<PAGED_BULK_IDLE>
                      : mode == PAGED_LSU ? (const void *) layer_paged<PAGED_LSU>
-                     : mode == PAGED_XR2 ? (const void *) layer_paged<PAGED_XR2>
-                     : mode == PAGED_XR4 ? (const void *) layer_paged<PAGED_XR4>
                      : mode == PAGED ? (const void *) layer_paged<PAGED>
                      : mode == PAGED_QUIET ? (const void *) layer_paged<PAGED_QUIET>
                      : (const void *) layer_paged<PAGED_NO_WAITS>;
@@ -936,20 +881,18 @@ int main (int argc, char **argv)
       run (PAGED_BULK, "paged, bulk-store, page reads only");
       p.consume = 0;
     }
+  const struct { int groups, early; } cfg[] = { { 1, 0 }, { 2, 0 }, { 4, 0 }, { 8, 0 }, { 2, 1 }, { 4, 1 } };
   for (int round = 0; round < 2; round++)
-    for (int G : { 1, 2, 4, 8 })
+    for (const auto &c : cfg)
       {
         char name[64];
-        snprintf (name, sizeof name, "paged, bulk-store, %d groups", G);
-        p.groups = G;
+        snprintf (name, sizeof name, "paged, bulk-store, %d groups%s", c.groups, c.early ? ", page back early" : "");
+        p.groups = c.groups;
+        p.early = c.early;
         run (PAGED_BULK, name);
       }
+  p.early = 0;
   p.groups = 0;
-  for (int round = 0; round < 2; round++)
-    {
-      run (PAGED_XR2, "paged, 2 groups, x' in registers");
-      run (PAGED_XR4, "paged, 4 groups, x' in registers");
-    }
   p.pieces = 4;
   run (PAGED_BULK, "paged, 4 copies a page, bulk-store");
   p.pieces = 1;
@@ -965,8 +908,10 @@ int main (int argc, char **argv)
   run (PAGED_BULK_IDLE, "paged, bulk-store, no chain, no products");
   p.groups = 2;
   run (PAGED_BULK, "paged, bulk-store, 2 groups, no chain");
+  p.early = 1;
+  run (PAGED_BULK, "paged, 2 groups, page back early, no chain");
+  p.early = 0;
   p.groups = 0;
-  run (PAGED_XR2, "paged, 2 groups, x' in registers, no chain");
   p.chain = saved;
   return 0;
 }
