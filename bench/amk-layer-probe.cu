@@ -490,6 +490,16 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
           for (int i = threadIdx.x; i < st.k; i += NCT)
             xs[i] = st.x[i] * sc * p.nw[i];
           cbar<MODE> ();
+          auto add_row = [&] (int r, float v) {
+            v = warp_sum (v);
+            if (lane == 0)
+              atomicAdd (&rowacc[r], v);
+          };
+          auto hand_back = [&] (uint32_t slot) {
+            __syncwarp ();
+            if (lane == 0)
+              mb_arrive (&empty[slot]);
+          };
           for (uint32_t q = grp; q < pages; q += G)
             {
               const uint32_t gq = g + q, slot = gq % np;
@@ -505,9 +515,7 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
                     break;
                   if (row != cur && cur >= 0)
                     {
-                      acc = warp_sum (acc);
-                      if (lane == 0)
-                        atomicAdd (&rowacc[cur], acc);
+                      add_row (cur, acc);
                       acc = 0.0f;
                     }
                   cur = row;
@@ -516,23 +524,11 @@ __global__ void __launch_bounds__ (NT_PAGED, 1) layer_paged (Probe p)
                   acc = dot8 (pg[lane + 32], xs + col + (lane + 32) * 8, acc);
                 }
               if (p.early) /* the page back before the last row's reduction */
-                {
-                  __syncwarp ();
-                  if (lane == 0)
-                    mb_arrive (&empty[slot]);
-                }
+                hand_back (slot);
               if (cur >= 0)
-                {
-                  acc = warp_sum (acc);
-                  if (lane == 0)
-                    atomicAdd (&rowacc[cur], acc);
-                }
+                add_row (cur, acc);
               if (!p.early)
-                {
-                  __syncwarp ();
-                  if (lane == 0)
-                    mb_arrive (&empty[slot]);
-                }
+                hand_back (slot);
             }
           g += pages;
         }
