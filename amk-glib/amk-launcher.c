@@ -100,6 +100,7 @@ struct _AmkLauncher
   gboolean    config_valid;    /* the two below were chosen for the loaded program */
   guint       threads_used, smem_used;
   guint       l2_prefetch;
+  gboolean    paged;
   guint       watchdog_ms;
   gboolean    trace;
 
@@ -124,6 +125,7 @@ enum {
   PROP_THREADS_PER_BLOCK,
   PROP_DYNAMIC_SHARED_MEMORY,
   PROP_L2_PREFETCH,
+  PROP_PAGED,
   PROP_WATCHDOG_MS,
   PROP_TRACE,
   PROP_PROGRAM,
@@ -172,6 +174,9 @@ amk_launcher_get_property (GObject    *object,
     case PROP_L2_PREFETCH:
       g_value_set_uint (value, self->l2_prefetch);
       break;
+    case PROP_PAGED:
+      g_value_set_boolean (value, self->paged);
+      break;
     case PROP_WATCHDOG_MS:
       g_value_set_uint (value, self->watchdog_ms);
       break;
@@ -207,6 +212,9 @@ amk_launcher_set_property (GObject      *object,
       break;
     case PROP_L2_PREFETCH:
       amk_launcher_set_l2_prefetch (self, g_value_get_uint (value));
+      break;
+    case PROP_PAGED:
+      amk_launcher_set_paged (self, g_value_get_boolean (value));
       break;
     case PROP_WATCHDOG_MS:
       amk_launcher_set_watchdog_ms (self, g_value_get_uint (value));
@@ -285,6 +293,22 @@ amk_launcher_class_init (AmkLauncherClass *klass)
     g_param_spec_uint ("l2-prefetch", NULL, NULL, 0, AMK_L2_PREFETCH_MAX, 0,
                        G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
                        G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
+
+  /**
+   * AmkLauncher:paged:
+   *
+   * Whether a decode program (one without MATMUL or ATTN_ROWS) runs on the second VM's
+   * paged build when the launch has 512 threads: a loader warp behind the 512 op threads
+   * walks the queue on its own and streams the bf16 weights of MATVEC tiles into 16 KiB
+   * pages of shared memory, in queue order, while the op threads wait for counters or
+   * compute (kernels/README.md). Results equal the other build's up to the order of the
+   * fp32 additions. Where the paged build cannot run (other threads, too little shared
+   * memory) the launch takes the decode build.
+   */
+  properties[PROP_PAGED] =
+    g_param_spec_boolean ("paged", NULL, NULL, FALSE,
+                          G_PARAM_READWRITE | G_PARAM_CONSTRUCT |
+                          G_PARAM_STATIC_STRINGS | G_PARAM_EXPLICIT_NOTIFY);
 
   /**
    * AmkLauncher:watchdog-ms:
@@ -517,6 +541,41 @@ amk_launcher_set_l2_prefetch (AmkLauncher *self,
     return;
   self->l2_prefetch = ahead;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_L2_PREFETCH]);
+}
+
+/**
+ * amk_launcher_get_paged:
+ * @self: a launcher
+ *
+ * Gets whether decode programs run on the paged build (see #AmkLauncher:paged).
+ *
+ * Returns: %TRUE when they do
+ */
+gboolean
+amk_launcher_get_paged (AmkLauncher *self)
+{
+  g_return_val_if_fail (AMK_IS_LAUNCHER (self), FALSE);
+  return self->paged;
+}
+
+/**
+ * amk_launcher_set_paged:
+ * @self: a launcher
+ * @paged: whether decode programs run on the paged build
+ *
+ * Sets whether the next launches of a decode program run on the paged build (see
+ * #AmkLauncher:paged).
+ */
+void
+amk_launcher_set_paged (AmkLauncher *self,
+                        gboolean     paged)
+{
+  g_return_if_fail (AMK_IS_LAUNCHER (self));
+  paged = paged != FALSE;
+  if (self->paged == paged)
+    return;
+  self->paged = paged;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PAGED]);
 }
 
 /**
@@ -1367,7 +1426,8 @@ amk_launcher_launch (AmkLauncher   *self,
   prog.n_instructions = (int32_t) self->loaded.n_instructions;
   prog.num_sms = (int32_t) program->num_queues;
   prog.l2_prefetch = self->l2_prefetch;
-  prog.flags = AMK_PROGRAM_TENSOR_MAPS | (self->many_tokens ? AMK_PROGRAM_MANY_TOKENS : 0u);
+  prog.flags = AMK_PROGRAM_TENSOR_MAPS | (self->many_tokens ? AMK_PROGRAM_MANY_TOKENS : 0u) |
+               (self->paged ? AMK_PROGRAM_PAGED : 0u);
   if (!self->checked)
     {
       /* the device-side checks and the tensor maps, once for this image and buffer table */

@@ -59,6 +59,11 @@ AMK_AVAILABLE_IN_1_0
 void                 amk_launcher_set_l2_prefetch       (AmkLauncher    *self,
                                                          guint           ahead);
 AMK_AVAILABLE_IN_1_0
+gboolean             amk_launcher_get_paged             (AmkLauncher    *self);
+AMK_AVAILABLE_IN_1_0
+void                 amk_launcher_set_paged             (AmkLauncher    *self,
+                                                         gboolean        paged);
+AMK_AVAILABLE_IN_1_0
 guint                amk_launcher_get_watchdog_ms       (AmkLauncher    *self);
 AMK_AVAILABLE_IN_1_0
 void                 amk_launcher_set_watchdog_ms       (AmkLauncher    *self,

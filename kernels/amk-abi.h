@@ -543,6 +543,11 @@ typedef struct {
  * the MATMULs whose two maps fit (AMK_MM_TMA in their resolved dtypes); those read X and W
  * with the tensor memory accelerator. */
 #define AMK_PROGRAM_TENSOR_MAPS  4u
+/* Run a program without MANY_TOKENS on the paged build when the launch has 512 threads:
+ * a loader warp behind them streams MATVEC weights into shared-memory pages ahead of
+ * their instructions (kernels/loader.cuh). */
+#define AMK_PROGRAM_PAGED        8u
+#define AMK_PAGED_OP_THREADS     512 /* the paged build's op threads, the loader warp behind them */
 /* Bytes from the instruction table's start (allocated 256-byte aligned) to the maps. */
 #define AMK_TENSOR_MAPS_OFFSET(n_instructions) \
   (((uint64_t) (n_instructions) * (128 + AMK_CHECKED_RECORD_BYTES) + 127) & ~(uint64_t) 127)

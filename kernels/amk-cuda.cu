@@ -23,6 +23,7 @@
 /* the kernel, defined in scheduler.cu */
 extern "C" __global__ void amk_megakernel (amk_device_program prog);
 extern "C" __global__ void amk_megakernel_many (amk_device_program prog);
+extern "C" __global__ void amk_megakernel_paged (amk_device_program prog);
 extern "C" __global__ void amk_check_program (amk_device_program prog);
 
 /* baseline for the launch-overhead bench */
@@ -138,6 +139,7 @@ typedef struct {
   bool          query_valid;
   int           query_threads, query_smem, coop;
   amk_cuda_attributes_t query;
+  int           query_paged_grid; /* blocks the paged build can run at that configuration */
 } amk_device_state;
 
 static amk_device_state amk_states[AMK_MAX_DEVICES];
@@ -333,6 +335,30 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
   out->blocks_per_sm = blocks_per_sm;
   out->max_grid = blocks_per_sm * sms;
   return AMK_CUDA_OK;
+}
+
+/* How many blocks of amk_megakernel_paged (threads op threads and the loader warp) can
+ * be co-resident at dyn_smem; 0 when it cannot run there (then the decode build runs). */
+static int
+amk_paged_grid (int threads, int dyn_smem, int sms)
+{
+  int n = 0;
+  if (threads != AMK_PAGED_OP_THREADS)
+    return 0;
+  if (dyn_smem > 0 &&
+      cudaFuncSetAttribute ((const void *) amk_megakernel_paged,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_smem) != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      return 0;
+    }
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, (const void *) amk_megakernel_paged,
+                                                     threads + 32, (size_t) dyn_smem) != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      return 0;
+    }
+  return n * sms;
 }
 
 extern "C" amk_cuda_status
@@ -584,6 +610,7 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
       st->query = at;
       st->query_threads = threads;
       st->query_smem = dyn_smem;
+      st->query_paged_grid = amk_paged_grid (threads, dyn_smem, at.num_sms);
       st->query_valid = true;
     }
   coop = st->coop;
@@ -672,8 +699,15 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
   void *args[] = { &copy };
   const void *kernel = (prog->flags & AMK_PROGRAM_MANY_TOKENS) != 0 ? (const void *) amk_megakernel_many
                                                                   : (const void *) amk_megakernel;
+  int block = threads;
+  if ((prog->flags & (AMK_PROGRAM_PAGED | AMK_PROGRAM_MANY_TOKENS)) == AMK_PROGRAM_PAGED &&
+      grid <= st->query_paged_grid)
+    {
+      kernel = (const void *) amk_megakernel_paged;
+      block = threads + 32; /* the loader warp */
+    }
   e = cudaLaunchCooperativeKernel (kernel, dim3 ((unsigned) grid),
-                                   dim3 ((unsigned) threads), args, (size_t) dyn_smem, st->stream);
+                                   dim3 ((unsigned) block), args, (size_t) dyn_smem, st->stream);
   if (e != cudaSuccess)
     {
       if (cleared != NULL)

@@ -172,8 +172,8 @@ amk_rows_validate (const amk_op_ctx *ctx, const amk_instruction_t *ins, const in
         if (p >= 0 && seq != nullptr)
           bad_seq |= seq[r] < 0 || (uint32_t) seq[r] >= ctx->esize;
       }
-  const int any_pos = __syncthreads_or (bad_pos);
-  const int any_seq = __syncthreads_or (bad_seq);
+  const int any_pos = amk_sync_or (bad_pos);
+  const int any_seq = amk_sync_or (bad_seq);
   if (any_pos || any_seq)
     {
       const bool rope = ins->opcode == AMK_ABI_OP_ROPE_ROWS;
@@ -215,7 +215,7 @@ amk_rope_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
                                           p.freq.high_freq_factor, p.freq.original_context);
   if (tid == 0)
     amk_rope_cs_pos = AMK_ATTN_NO_POS;
-  __syncthreads ();
+  amk_sync ();
 
   const uint32_t cdt = ctx->dtype & 0xfu;
   const uint32_t qn_dt = (ctx->dtype >> 12) & 0xfu, kn_dt = (ctx->dtype >> 16) & 0xfu;
@@ -478,10 +478,10 @@ amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float 
         wlast = max (wlast, __shfl_xor_sync (0xffffffffu, wlast, o));
       if (tid == 0)
         s_last = -1;
-      __syncthreads ();
+      amk_sync ();
       if (lane == 0)
         atomicMax (&s_last, wlast);
-      __syncthreads ();
+      amk_sync ();
       const int32_t last = s_last;
 
       /* Q (scaled, bf16) as A fragments: 4 k16 steps of d = 64 */
@@ -524,7 +524,7 @@ amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float 
             }
           else
             asm volatile ("cp.async.wait_group 0;" ::: "memory");
-          __syncthreads ();
+          amk_sync ();
 
           const int32_t p0 = b * AMK_ROWS_BKV;
           if (p0 <= wlast)
@@ -613,7 +613,7 @@ amk_attn_rows_tc (const amk_instruction_t *ins, const int32_t *pos, const float 
                     }
                 }
             }
-          __syncthreads (); /* buffer `buf` is refilled in step b + 2 */
+          amk_sync (); /* buffer `buf` is refilled in step b + 2 */
         }
 
       /* out = O / l; a padding row (l = 0) gets zeros */
@@ -662,12 +662,12 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
   const int lane = tid & 31, nw = nt / 32;
 
   /* the tensor-core path when every valid row is in one sequence */
-  if (d == 64 && cdt == AMK_ABI_DTYPE_BF16 && amk_mv_dyn_smem_bytes () >= AMK_ATTN_ROWS_SMEM_BYTES)
+  if (d == 64 && cdt == AMK_ABI_DTYPE_BF16 && amk_dyn_smem_size () >= AMK_ATTN_ROWS_SMEM_BYTES)
     {
       __shared__ int32_t s_seq[2];
       if (tid == 0)
         s_seq[0] = -1, s_seq[1] = 0;
-      __syncthreads ();
+      amk_sync ();
       for (int32_t r = p.row0 + tid; r < p.row0 + p.n_rows; r += nt)
         if (pos[r] >= 0)
           {
@@ -676,10 +676,10 @@ amk_attn_rows_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
             if (prev != -1 && prev != sr)
               s_seq[1] = 1;
           }
-      __syncthreads ();
+      amk_sync ();
       const bool one = s_seq[1] == 0;
       const int32_t sq = max (s_seq[0], 0);
-      __syncthreads ();
+      amk_sync ();
       if (one)
         {
           amk_attn_rows_tc (ins, pos, qkv, out, odt, ctx->ptr[1], ctx->ptr[2], sq, tid, nt);

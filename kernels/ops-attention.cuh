@@ -15,7 +15,7 @@
  *     (amk-glib/amk-verifier-attention.c). A failure is CHECK with the buffer's index.
  *   amk_attention_exec(): every thread of the block after the waits (run: this warp's
  *     waits held). ROPE_KV and ATTN_DECODE read the position from device memory: the
- *     warps that ran write it to shared memory and a __syncthreads_or hands every thread
+ *     warps that ran write it to shared memory and an amk_sync_or hands every thread
  *     the same value, so the verdict (CHECK with the pos buffer's index for a position
  *     outside [0, max_ctx)) and the number of barriers are uniform over the block even if
  *     a warp's wait failed. ATTN_DECODE has further block barriers; ATTN_REDUCE none.
@@ -295,7 +295,7 @@ amk_attn_read_pos (const int32_t *pos_ptr, int32_t early, bool run, int tid, int
 {
   if (run && (tid & 31) == 0)
     *s_pos = early != AMK_ATTN_NO_POS ? early : *reinterpret_cast<const volatile int32_t *> (pos_ptr);
-  const int any = __syncthreads_or (run ? 1 : 0);
+  const int any = amk_sync_or (run ? 1 : 0);
   *pos = *reinterpret_cast<volatile int32_t *> (s_pos);
   return any != 0;
 }
@@ -655,7 +655,7 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
 
       for (int i = tid; i < hc * d; i += nt)
         s_stage[i] = q[qh * d + i];
-      __syncthreads ();
+      amk_sync ();
 
 #pragma unroll
       for (int hh = 0; hh < HG; hh++)
@@ -752,7 +752,7 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
               s_ml[(w * HG + hh) * 2] = m[hh];
               s_ml[(w * HG + hh) * 2 + 1] = l[hh];
             }
-      __syncthreads ();
+      amk_sync ();
 
       float cw[HG];
 #pragma unroll
@@ -798,7 +798,7 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
                         if (x >= 0 && x < R)
                           s_stage[w * R + x] = acc[hh][j * VE + e] * cw[hh];
                       }
-          __syncthreads ();
+          amk_sync ();
           const int n = min (R, X - r0);
           for (int x = tid; x < n; x += nt)
             {
@@ -809,7 +809,7 @@ amk_attn_decode_run (const amk_instruction_t *ins, float *partial, const float *
               if (run)
                 partial[((uint64_t) (qh + hh) * n_splits + split) * (d + 2) + c] = sum;
             }
-          __syncthreads ();
+          amk_sync ();
         }
     }
 }
@@ -852,14 +852,14 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
   const int nc = d / VE;
   const bool chunked = d % VE == 0 && nc <= 32 && 32 % nc == 0; /* uniform */
 
-  /* (0) the split's V rows into dynamic shared memory (the MATVEC ring's, idle between
-   * matvecs) with cp.async: their round trip overlaps the K loads of (1) instead of
-   * following the softmax. Uniform over the block. */
+  /* (0) the split's V rows into the scratch shared memory (block-roles.cuh) with
+   * cp.async: their round trip overlaps the K loads of (1) instead of following the
+   * softmax. Uniform over the block. */
   const uint32_t vrow = (uint32_t) d * ES; /* bytes of this head's part of a row */
   const unsigned char *vsrc = vc + (uint64_t) start * rowb + (uint64_t) g * vrow;
   const bool vpre = chunked && vrow % 16 == 0 && rowb % 16 == 0 &&
                     (reinterpret_cast<uintptr_t> (vsrc) & 15) == 0 &&
-                    (uint64_t) n * vrow <= amk_mv_dyn_smem_bytes ();
+                    (uint64_t) n * vrow <= amk_scratch_bytes ();
 
   /* RoPE fused (q is qkv; only this path rotates, amk_abi_rope_attn_fits): the rotated
    * query heads in shared memory, indexed like q (the group's first head at qh0 D); the
@@ -878,12 +878,12 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
                              pos, holds, tid, nt);
       if (holds)
         __threadfence ();
-      __syncthreads ();
+      amk_sync ();
       q = amk_attn_q_rot () - (ptrdiff_t) qh0 * d;
     }
   if (vpre && run)
     {
-      const uint32_t per = vrow / 16, total = (uint32_t) n * per, dst = amk_mv_ring_base ();
+      const uint32_t per = vrow / 16, total = (uint32_t) n * per, dst = (uint32_t) __cvta_generic_to_shared (amk_scratch_smem ());
       for (uint32_t i = (uint32_t) tid; i < total; i += (uint32_t) nt)
         {
           const uint32_t t = i / per, c = i - t * per;
@@ -967,7 +967,7 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
               s_sc[h * n + t] = v[0] * scale;
           }
       }
-  __syncthreads ();
+  amk_sync ();
 
   /* (2) softmax statistics, a warp per head */
   if (run)
@@ -992,7 +992,7 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
       }
   if (vpre && run)
     asm volatile ("cp.async.wait_all;" : : : "memory"); /* (0)'s rows, published by the barrier */
-  __syncthreads ();
+  amk_sync ();
 
   /* (3) e^(s - m) V, in slices of the positions */
   const int G = group * d;
@@ -1008,7 +1008,7 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
           {
             const int h = task % group, sh = task / group;
             const int cc = lane % nc;
-            const unsigned char *vp = (vpre ? amk_dyn_smem : vsrc) + cc * VE * ES;
+            const unsigned char *vp = (vpre ? amk_scratch_smem () : vsrc) + cc * VE * ES;
             const uint64_t vstride = vpre ? vrow : rowb;
             float acc[VE] = {};
 #pragma unroll 8
@@ -1051,7 +1051,7 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
             s_sum[slice * G + j] = acc;
           }
     }
-  __syncthreads ();
+  amk_sync ();
 
   /* (4) the slices in order */
   if (run)
@@ -1267,7 +1267,7 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
 
   if (to_merge == 0)
     return; /* uniform: the result is written (or no warp ran); no arrival needed */
-  __syncthreads (); /* the whole partial is written */
+  amk_sync (); /* the whole partial is written */
   if (tid == 0)
     {
       int32_t last = 0;
@@ -1280,7 +1280,7 @@ amk_attn_arrive_and_merge (const amk_instruction_t *ins, const amk_device_progra
         }
       *s_last = last;
     }
-  __syncthreads ();
+  amk_sync ();
   if (*reinterpret_cast<volatile int32_t *> (s_last) && to_merge > 0)
     amk_attn_merge (reinterpret_cast<float *> (prog.buffers[ins->buffers[5]].addr),
                     reinterpret_cast<const float *> (prog.buffers[ins->buffers[0]].addr),

@@ -24,6 +24,7 @@
 #include <cuda_bf16.h>
 
 #include "amk-abi.h"
+#include "block-roles.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define AMK_MM_HAVE_WGMMA 1
@@ -229,7 +230,7 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
       asm volatile ("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" : : "l"(xm) : "memory");
       asm volatile ("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" : : "l"(wm) : "memory");
     }
-  __syncthreads ();
+  amk_sync ();
   if (tid == 0)
     for (uint32_t s = 0; s < AMK_MATMUL_STAGES && s < steps; s++)
       amk_mmw_load_step (xm, wm, t, s, s_base + s * AMK_MMW_STAGE, bars + 8 * s);
@@ -306,7 +307,7 @@ amk_mmw_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins, const a
               amk_vec_st (y + (o + (uint64_t) e) * amk_dtype_size (ydt), ydt, 0, x);
             }
         }
-  __syncthreads (); /* every load has landed and been read: the stages and barriers go */
+  amk_sync (); /* every load has landed and been read: the stages and barriers go */
   if (tid == 0)
     for (uint32_t s = 0; s < 2 * AMK_MATMUL_STAGES; s++)
       amk_mbar_inval (bars + 8 * s);
@@ -321,7 +322,7 @@ amk_mmw_takes (const amk_op_ctx *ctx, const amk_instruction_t *ins, int nt)
   return ins->params.matmul.m_count > AMK_MM_FEW_ROWS && (ctx->dtype & AMK_MM_TMA) != 0 &&
          amk_mm_dt (ctx->dtype, 5) == AMK_MM_ABSENT && amk_mm_dt (ctx->dtype, 1) == AMK_ABI_DTYPE_BF16 &&
          amk_mm_dt (ctx->dtype, 2) == AMK_ABI_DTYPE_BF16 && nt == AMK_MMW_THREADS &&
-         amk_mv_dyn_smem_bytes () >= AMK_MATMUL_SMEM_BYTES (nt);
+         amk_dyn_smem_size () >= AMK_MATMUL_SMEM_BYTES (nt);
 }
 
 /* The instruction's block tiles, after the waits. The scheduler calls this inline: ptxas

@@ -344,7 +344,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
           if (lane == 0)
             s_rs[r] = rsqrtf (ss / (float) K + eps);
         }
-      __syncthreads ();
+      amk_sync ();
     }
 
   const uint32_t steps = (K + AMK_MM_BK - 1) / AMK_MM_BK;
@@ -378,7 +378,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
     {
       const uint32_t st = s_base + (kt % AMK_MM_SYNC_STAGES) * stage;
       asm volatile ("cp.async.wait_group %0;" : : "n"(AMK_MM_SYNC_STAGES - 2) : "memory");
-      __syncthreads ();
+      amk_sync ();
       /* the stage of step kt - 1 is free for step kt + STAGES - 1 */
       const uint32_t next = kt + AMK_MM_SYNC_STAGES - 1;
       if (next < steps)
@@ -399,7 +399,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
         {
           amk_mm_convert_x<F16> (amk_dyn_smem + (kt % AMK_MM_SYNC_STAGES) * stage + w_bytes, xdt, xbuf, norm,
                                  ndt, s_rs, K, BM, kt, tid, nt);
-          __syncthreads ();
+          amk_sync ();
         }
 
       const uint32_t ws = st, xs = x_direct ? st + w_bytes : s_base + AMK_MM_SYNC_STAGES * stage;
@@ -448,7 +448,7 @@ amk_mm_block_tile (const amk_op_ctx *ctx, const amk_instruction_t *ins,
             v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
           amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
         }
-  __syncthreads (); /* the next block tile reuses the shared memory */
+  amk_sync (); /* the next block tile reuses the shared memory */
 }
 
 /* ---- few rows: W streamed like a matrix-vector product ------------------------------ */
@@ -633,7 +633,7 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
 #pragma unroll
       for (int e = 0; e < 4; e++)
         part[(((s * groups + g) * NF + (uint32_t) f) * 32 + (uint32_t) lane) * 4 + (uint32_t) e] = acc[f][e];
-  __syncthreads ();
+  amk_sync ();
   for (uint32_t i = (uint32_t) tid; i < groups * NF * 128; i += (uint32_t) nt)
     {
       const uint32_t gi = i / (NF * 128), f = i / 128 % NF, l = i / 4 % 32, e = i % 4;
@@ -652,7 +652,7 @@ amk_mm_few_rows (const amk_op_ctx *ctx, const amk_instruction_t *ins,
         v += amk_vec_ld (res + o * amk_dtype_size (rdt), rdt, 0);
       amk_vec_st (y + o * amk_dtype_size (ydt), ydt, 0, v);
     }
-  __syncthreads (); /* the next tile reuses the shared memory */
+  amk_sync (); /* the next tile reuses the shared memory */
 }
 
 /* amk_mm_few_rows() for the tile's row count. */
@@ -683,7 +683,7 @@ static __device__ __noinline__ int
 amk_matmul_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
                  bool run, int tid, int nt)
 {
-  if (nt % 128 != 0 || amk_mv_dyn_smem_bytes () < AMK_MATMUL_SMEM_BYTES (nt))
+  if (nt % 128 != 0 || amk_dyn_smem_size () < AMK_MATMUL_SMEM_BYTES (nt))
     return AMK_ABORT_CHECK;
   if (!run)
     return AMK_ABORT_NONE;

@@ -483,7 +483,7 @@ amk_mvq_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buf
       scale = amk_mv_norm_scale (ss, ctx, ins, tid, nt); /* the row's sum takes it */
     }
   if (ring)
-    __syncthreads ();
+    amk_sync ();
 
   if (work)
     {

@@ -63,12 +63,6 @@
 #define AMK_MV_WCONST  0x80000000u           /* packed flag: W is CONSTANT */
 #define AMK_MV_SPLIT   0x40000000u           /* packed flag: a split-K tile (atomic adds) */
 
-/* The block's dynamic shared memory: [ring: nt * AMK_MATVEC_RING_BYTES_PER_THREAD bytes]
- * [x': 4 K bytes]. It starts behind the static shared memory, whose size moves with the
- * code, hence the 128-byte alignment: copies of W are fastest when W's 128-byte lines
- * land on 128-byte lines of shared memory. */
-extern __shared__ __align__ (128) unsigned char amk_dyn_smem[];
-
 /* amk_op_ctx for MATVEC, whose tile covers columns k0 .. k0 + kn of its rows (k0 = 0,
  * kn = K unless split-K):
  *   ptr[0] = y + r0, ptr[1] = W + r0 K + k0 (16-byte aligned), ptr[2] = x + k0,
@@ -86,19 +80,11 @@ amk_mv_dt (uint32_t packed, int slot)
   return (packed >> (4 * slot)) & 0xfu;
 }
 
-static __device__ __forceinline__ uint32_t
-amk_mv_dyn_smem_bytes (void)
-{
-  uint32_t r;
-  asm ("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-  return r;
-}
-
 /* The pipeline: uniform over the block (it depends on the launch and on K only). */
 static __device__ __forceinline__ bool
 amk_mv_use_ring (uint32_t k, int nt)
 {
-  return (uint64_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD + 4ull * k <= amk_mv_dyn_smem_bytes ();
+  return (uint64_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD + 4ull * k <= amk_dyn_smem_size ();
 }
 
 /* ---- check ------------------------------------------------------------------------- */
@@ -859,7 +845,7 @@ amk_mv_norm_scale (float ss, const amk_op_ctx *ctx, const amk_instruction_t *ins
   ss = amk_mv_warp_sum (ss);
   if ((tid & 31) == 0)
     red[tid >> 5] = ss;
-  __syncthreads ();
+  amk_sync ();
   float total = 0.0f;
   for (int w = 0; w < (nt >> 5); w++)
     total += red[w];
@@ -869,13 +855,19 @@ amk_mv_norm_scale (float ss, const amk_op_ctx *ctx, const amk_instruction_t *ins
 /* The block-quantized W's pipelines and their exec (they use the helpers above). */
 #include "ops-matvec-blocks.cuh"
 
+/* MATVEC on the pages (the paged build) */
+#include "ops-matvec-pages.cuh"
+
 /* The whole block, after the waits. run: this warp's waits succeeded (otherwise it only
  * joins the barriers and drains its prefetched loads; the block leaves afterwards).
  * Block-quantized W goes to amk_mvq_exec, out of line: its pipelines' registers here made
- * this function's own loops spill. */
-static __device__ __forceinline__ void
+ * this function's own loops spill. page_bytes (amk_mv_page_bytes, 0 in the builds without
+ * a loader): W is in the pages from page_seq on. Returns false when a page did not come
+ * within the watchdog. */
+static __device__ __forceinline__ bool
 amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_buffer_t *buffers,
-                 bool run, int tid, int nt)
+                 bool run, int tid, int nt, amk_page_barriers *pb, uint32_t page_seq,
+                 uint32_t page_bytes, uint64_t watchdog_ns)
 {
   const uint32_t k = ctx->esize;   /* the tile's columns: all K unless split */
   const uint32_t g0 = amk_mv_first_column (ctx, ins) / 4; /* in groups of four elements */
@@ -886,10 +878,12 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   if (amk_qb_is_block (wdt))
     {
       amk_mvq_exec (ctx, ins, buffers, run, tid, nt);
-      return;
+      return true;
     }
 
-  const bool ring = amk_mv_use_ring (k, nt);
+  /* the pages take the ring's place: x' is staged where the ring pipeline stages it */
+  const bool paged = page_bytes != 0;
+  const bool ring = paged || amk_mv_use_ring (k, nt);
   const bool norm = ndt != AMK_MV_ABSENT;
   const uint32_t E = wdt == AMK_ABI_DTYPE_F32 ? 4 : 8;
   float *xs = reinterpret_cast<float *> (amk_dyn_smem + (uint32_t) nt * AMK_MATVEC_RING_BYTES_PER_THREAD);
@@ -901,7 +895,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
   if (!run)
     g.T = 0;
   /* W that may depend on the waits starts streaming only now */
-  if (ring && work && !amk_matvec_early (ctx))
+  if (ring && !paged && work && !amk_matvec_early (ctx))
     amk_mv_prologue (ctx, g, tid, nt);
 
   /* x' (RING: staged as fp32; x'[i] at float (i & 4 ? 4 C : 0) + 4 (i / 8) + i % 4 for
@@ -972,9 +966,12 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
               }
         }
       if (ring)
-        __syncthreads ();
+        amk_sync ();
     }
 
+  if (paged)
+    return !run || amk_mv_run_paged (ctx, ins, buffers, pb, page_seq, page_bytes,
+                                     reinterpret_cast<const float4 *> (xs), watchdog_ns, tid, nt);
   if (g.T != 0)
     {
       if (packed & AMK_MV_SPLIT)
@@ -987,6 +984,7 @@ amk_matvec_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_
    * land before the slots are reused. Elsewhere only empty groups remain. */
   if (ring && !run)
     asm volatile ("cp.async.wait_all;" : : : "memory");
+  return true;
 }
 
 #endif /* AMK_OPS_MATVEC_CUH */

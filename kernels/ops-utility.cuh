@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 
 #include "amk-abi.h"
+#include "block-roles.cuh"
 
 /* What every thread resolved for the block. MATVEC (ops-matvec.cuh) reuses the same
  * fields with its own meaning, so the context stays this small across the waits. */

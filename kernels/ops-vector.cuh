@@ -464,7 +464,7 @@ amk_rmsnorm_exec (const amk_op_ctx *ctx, bool run, int tid, int nt)
       ss = amk_vec_warp_sum (ss);
       if (lane == 0)
         s_rms[v & 1][warp] = ss;
-      __syncthreads ();
+      amk_sync ();
       float total = 0.0f;
       for (uint32_t k = 0; k < nw; k++)
         total += s_rms[v & 1][k];
@@ -537,7 +537,7 @@ amk_embed_exec (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk_d
           bad |= t < 0 || ((uint64_t) t + 1) * ctx->esize > n_table;
         }
     }
-  if (__syncthreads_or (bad))
+  if (amk_sync_or (bad))
     {
       *detail = ins->buffers[2];
       return AMK_ABORT_CHECK;
@@ -722,7 +722,7 @@ amk_argmax_exec (const amk_op_ctx *ctx, bool final_step, bool run, int tid, int 
     }
   if ((tid & 31) == 0)
     s_best[tid >> 5] = best;
-  __syncthreads ();
+  amk_sync ();
   if (tid != 0 || !run)
     return;
   for (int k = 1; k < (nt >> 5); k++)

@@ -32,14 +32,6 @@
 
 /* ---- PTX primitives ----------------------------------------------------------------- */
 
-static __device__ __forceinline__ uint64_t
-amk_globaltimer (void)
-{
-  uint64_t t;
-  asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 static __device__ __forceinline__ uint32_t
 amk_smid (void)
 {
@@ -412,6 +404,8 @@ amk_check (const amk_device_program &prog, const amk_instruction_t *ins, int32_t
   return amk_utility_check (ins, prog.buffers, prog.n_buffers, ctx, detail, many);
 }
 
+#include "loader.cuh"
+
 /* ---- the check kernel ------------------------------------------------------------------- */
 
 /* One thread per instruction, once per loaded program and buffer table: amk_check's
@@ -436,12 +430,13 @@ amk_check_program (amk_device_program prog)
 
 /* ---- the kernel ----------------------------------------------------------------------- */
 
-/* The kernel's body, in two builds: MANY runs MATMUL and ATTN_ROWS as well. Their
+/* The kernel's body, in three builds: MANY runs MATMUL and ATTN_ROWS as well. Their
  * out-of-line call makes the loop keep fewer registers, which slowed the decode step, so
- * a program without them runs the build without it (the launcher chooses:
- * AMK_PROGRAM_MANY_TOKENS). ROPE_ROWS, small and inline, runs in both (Qwen3's decode
- * step has one). */
-template <bool MANY>
+ * a program without them runs a build without it (the launcher chooses:
+ * AMK_PROGRAM_MANY_TOKENS). ROPE_ROWS, small and inline, runs in all (Qwen3's decode
+ * step has one). PAGED (a decode build, AMK_PROGRAM_PAGED) has a loader warp behind its
+ * op threads that streams MATVEC weights into pages (loader.cuh). */
+template <bool MANY, bool PAGED>
 static __device__ __forceinline__ void
 amk_megakernel_run (const amk_device_program &launched)
 {
@@ -452,6 +447,9 @@ amk_megakernel_run (const amk_device_program &launched)
   __shared__ int32_t s_qidx[2 * AMK_CHUNK];                    /* ring of queue entries */
   __shared__ int s_go;
   __shared__ int s_abort;
+  __shared__ amk_page_barriers s_pages;
+  __shared__ int32_t s_done; /* PAGED: instructions the op threads have finished */
+  __shared__ int32_t s_stop; /* PAGED: the op threads have left the queue */
 
   const int q = (int) blockIdx.x;
   if (q >= launched.num_sms)
@@ -472,9 +470,10 @@ amk_megakernel_run (const amk_device_program &launched)
     }
 
   const int tid = (int) threadIdx.x;
-  const int nt = (int) blockDim.x;
-  const int pf = tid - (nt - 32); /* lane in the fetch warp, or negative */
-  const bool fetching = pf >= 0;
+  /* the op threads: all but the loader warp */
+  const int nt = PAGED ? (int) blockDim.x - 32 : (int) blockDim.x;
+  const int pf = tid - (nt - 32); /* lane in the fetch warp (the last op warp), or negative */
+  const bool fetching = pf >= 0 && tid < nt;
   const int32_t qoff = prog.sm_queue_off[q];
   const int32_t qlen = prog.sm_queue_len[q];
   const uint32_t participants = min (gridDim.x, (unsigned) prog.num_sms);
@@ -488,7 +487,24 @@ amk_megakernel_run (const amk_device_program &launched)
     }
 
   if (tid == 0)
-    s_abort = 0;
+    {
+      s_abort = 0;
+      amk_s_roles.op_threads = (uint32_t) nt;
+      /* pages need the paged build's op threads and x' room behind them */
+      amk_s_roles.paged = PAGED && nt == AMK_PAGED_OP_THREADS && amk_dyn_smem_size () > AMK_PAGES_BYTES;
+      amk_s_roles.scratch = amk_s_roles.paged ? AMK_PAGES_BYTES : 0u;
+      if (PAGED)
+        {
+          s_done = 0;
+          s_stop = 0;
+          for (uint32_t i = 0; i < AMK_PAGES; i++)
+            {
+              amk_mbar_init (&s_pages.full[i], 1);
+              amk_mbar_init (&s_pages.empty[i], AMK_PAGE_READERS);
+            }
+          asm volatile ("fence.mbarrier_init.release.cluster;" : : : "memory");
+        }
+    }
 
   /* The first AMK_DEPTH instructions; afterwards iteration k fetches k + AMK_DEPTH, one
    * cp.async group per iteration, so the fetch latency hides behind AMK_DEPTH
@@ -505,7 +521,14 @@ amk_megakernel_run (const amk_device_program &launched)
       amk_fetch_commit ();
       amk_fetch_wait ();
     }
-  __syncthreads ();
+  __syncthreads (); /* the whole block, the loader warp too */
+
+  if (PAGED && tid >= nt)
+    {
+      amk_loader_run (prog, qoff, qlen, &s_pages, &s_done, &s_stop, tid & 31);
+      return;
+    }
+  uint32_t page_seq = 0; /* PAGED: the pages the op threads have read */
 
   /* The fast path of an instruction without waits is: read it from shared memory,
    * check it, run it, one barrier, signal. Only waits, GRID_SYNC and aborts need thread
@@ -539,8 +562,10 @@ amk_megakernel_run (const amk_device_program &launched)
       amk_op_ctx ctx;
       int32_t detail = 0;
       int code;
+      bool recorded = false; /* the loader sees the same record */
       if ((prog.flags & AMK_PROGRAM_CHECKED) != 0 && s_idx[cur] >= 0 && s_idx[cur] < prog.n_instructions)
         {
+          recorded = true;
           /* checked once at load: the same verdict, without the per-launch cost */
           ctx = s_chk[cur].ctx;
           code = s_chk[cur].code;
@@ -563,9 +588,13 @@ amk_megakernel_run (const amk_device_program &launched)
           break;
         }
 
+      /* PAGED: the loader streams this MATVEC's W into the pages */
+      const uint32_t page_bytes = PAGED && recorded && opcode == AMK_ABI_OP_MATVEC
+                                  ? amk_mv_page_bytes (&ctx) : 0u;
+
       /* MATVEC with a CONSTANT W: its first loads go out before the waits (W cannot
        * depend on a counter), so they overlap the waits and the staging of x. */
-      if (opcode == AMK_ABI_OP_MATVEC && amk_matvec_early (&ctx))
+      if (opcode == AMK_ABI_OP_MATVEC && page_bytes == 0 && amk_matvec_early (&ctx))
         amk_matvec_prefetch (&ctx, tid, nt);
 
       /* ROPE_KV, ATTN_DECODE: the position's load overlaps the waits when it can */
@@ -603,7 +632,7 @@ amk_megakernel_run (const amk_device_program &launched)
                                  observed, target, 0);
               s_go = r == AMK_ABORT_NONE;
             }
-          __syncthreads ();
+          amk_sync ();
           if (!s_go)
             break;
         }
@@ -622,7 +651,7 @@ amk_megakernel_run (const amk_device_program &launched)
               if (tid == 0)
                 s_waited = r0;
             }
-          __syncthreads ();
+          amk_sync ();
           const int r = *reinterpret_cast<volatile int *> (&s_waited);
           if (r != AMK_ABORT_NONE && (tid & 31) == 0)
             s_abort = 1;
@@ -633,7 +662,21 @@ amk_megakernel_run (const amk_device_program &launched)
         t_start = amk_globaltimer ();
 
       if (opcode == AMK_ABI_OP_MATVEC)
-        amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt); /* has barriers: every warp */
+        {
+          /* has barriers: every warp */
+          if (!amk_matvec_exec (&ctx, ins, prog.buffers, run, tid, nt, &s_pages, page_seq,
+                                page_bytes, prog.watchdog_ns))
+            {
+              /* a page did not come: the loader is stuck (a bug, never bad input) */
+              if ((tid & 31) == 0)
+                {
+                  amk_raise_abort (prog.abort_flag, prog.abort_record, AMK_ABORT_TIMEOUT, q, k,
+                                   -1, page_seq, amk_pages_of (page_bytes), 0);
+                  s_abort = 1;
+                }
+            }
+          page_seq += amk_pages_of (page_bytes);
+        }
 #ifdef AMK_MM_HAVE_WGMMA
       else if (MANY && opcode == AMK_ABI_OP_MATMUL && amk_mmw_takes (&ctx, ins, nt))
         {
@@ -672,9 +715,11 @@ amk_megakernel_run (const amk_device_program &launched)
 
       if (fetching)
         amk_fetch_wait_next ();
-      __syncthreads ();
+      amk_sync ();
       if (s_abort)
         break;
+      if (PAGED && tid == 0)
+        amk_st_release_shared (&s_done, k + 1);
 
       if (tid == 0)
         {
@@ -698,16 +743,26 @@ amk_megakernel_run (const amk_device_program &launched)
 
   if (fetching)
     amk_fetch_wait (); /* leave no copy in flight */
+  if (PAGED && tid == 0)
+    amk_st_release_shared (&s_stop, 1);
 }
 
 extern "C" __global__ void __launch_bounds__ (512)
 amk_megakernel (amk_device_program launched)
 {
-  amk_megakernel_run<false> (launched);
+  amk_megakernel_run<false, false> (launched);
 }
 
 extern "C" __global__ void __launch_bounds__ (512)
 amk_megakernel_many (amk_device_program launched)
 {
-  amk_megakernel_run<true> (launched);
+  amk_megakernel_run<true, false> (launched);
+}
+
+/* 120 registers: 17 warps of them fill the register file (launch bounds would give 96,
+ * counting warps in fours) */
+extern "C" __global__ void __maxnreg__ (120)
+amk_megakernel_paged (amk_device_program launched)
+{
+  amk_megakernel_run<false, true> (launched);
 }

@@ -3,7 +3,6 @@ the GPU against the CPU executor and numpy, then its time against the bytes it m
 Skips without a GPU."""
 import os
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -22,8 +21,9 @@ def layer(request):
     return Layer(make_rng(), LLAMA_1B, 132, LLAMA_1B["context"] - 1, request.param)
 
 
-def test_layer_gpu_matches_cpu_and_numpy(layer):
-    gpu = Amk.Launcher(device=0)
+@pytest.mark.parametrize("paged", [False, True], ids=["decode-build", "paged"])
+def test_layer_gpu_matches_cpu_and_numpy(layer, paged):
+    gpu = Amk.Launcher(device=0, paged=paged)
     gpu.load(layer.p)
     layer.load(gpu)
     gpu.launch(None)
@@ -35,25 +35,32 @@ def test_layer_gpu_matches_cpu_and_numpy(layer):
     want_cpu = layer.result(cpu)
     want = layer.reference()
     e_cpu, e_ref = rel_err(got, want_cpu), rel_err(got, want)
-    print(f"# PASS layer: GPU vs CPU executor {e_cpu:.2e}, vs numpy {e_ref:.2e}")
+    print(f"# PASS layer (paged {paged}): GPU vs CPU executor {e_cpu:.2e}, vs numpy {e_ref:.2e}")
     assert e_cpu < 1e-2 and e_ref < 1e-2
 
 
 def test_layer_time(layer):
-    gpu = Amk.Launcher(device=0)
-    gpu.load(layer.p)
-    times = []
+    """Both builds alternating (AmkLauncher:paged), so the ratio is of one run."""
+    gpus = {paged: Amk.Launcher(device=0, paged=paged) for paged in (False, True)}
+    times = {paged: [] for paged in gpus}
+    for gpu in gpus.values():
+        gpu.load(layer.p)
     for i in range(23):
-        layer.load(gpu)   # the same step again: position and caches restored
-        t0 = time.perf_counter()
-        gpu.launch(None)
-        times.append(time.perf_counter() - t0)
-    t = float(np.median(times[3:]))
-    tbps = layer.bytes_moved() / t / 1e12
+        for paged, gpu in gpus.items():
+            layer.load(gpu)   # the same step again: position and caches restored
+            gpu.launch(None)
+            times[paged].append(gpu.get_last_launch_time() * 1e-3)  # device time, ms -> s
     ok, makespan, total, path = layer.p.estimate_schedule()
-    print(f"# layer: {layer.bytes_moved() / 1e6:.1f} MB in {t * 1e6:.1f} us = {tbps:.2f} TB/s, "
-          f"{tbps / COPY_TBPS:.2f} x copy; estimated makespan {makespan / 1000:.1f} us, "
-          f"critical path {path / 1000:.1f} us")
+    for paged in gpus:
+        t = float(np.median(times[paged][3:]))
+        tbps = layer.bytes_moved() / t / 1e12
+        print(f"# layer (paged {paged}): {layer.bytes_moved() / 1e6:.1f} MB in {t * 1e6:.1f} us "
+              f"(device time) = "
+              f"{tbps:.2f} TB/s, {tbps / COPY_TBPS:.2f} x copy; estimated makespan "
+              f"{makespan / 1000:.1f} us, critical path {path / 1000:.1f} us")
+    print(f"# layer: paged / decode build "
+          f"{np.median(times[True][3:]) / np.median(times[False][3:]):.3f}")
+    gpu = gpus[False]
     attr = gpu.kernel_attributes(gpu.props.threads_per_block, 0)
     print(f"# megakernel: {attr.num_regs} registers, {attr.static_smem_bytes} B static smem, "
           f"{attr.local_bytes} B local, {attr.blocks_per_sm} blocks/SM")

@@ -185,6 +185,13 @@ def test_valid_values_still_set():
     assert (launcher.get_threads_per_block(), launcher.get_l2_prefetch()) == (64, 2)
     launcher.set_threads_per_block(0)
     assert launcher.get_threads_per_block() == 0
+    assert not launcher.get_paged()
+    notified = []
+    launcher.connect('notify::paged', lambda *a: notified.append(launcher.props.paged))
+    launcher.set_paged(True)
+    launcher.set_paged(True)  # no change, no second notification
+    launcher.props.paged = False
+    assert notified == [True, False]
     generator = Amk.Generator()
     generator.set_max_tokens(1)
     generator.add_stop_token(0)

@@ -98,10 +98,13 @@ class MatvecCase:
             y += to_f32(self.dt["y"], y_before)
         return y
 
-    def run(self, rng, seed=0, threads=1):
-        ex = Amk.CpuExecutor.new(self.program)
-        ex.props.seed = seed
-        ex.props.threads = threads
+    def y_before(self, rng):
+        """y's contents before the run: random for an in-place residual, else poison."""
+        return values(rng, self.dt["y"], self.rows) if self.residual == "in-place" \
+            else poison(self.dt["y"], self.rows)
+
+    def upload(self, ex, y_before):
+        """The inputs into an executor (a CpuExecutor or a Launcher)."""
         ex.upload(self.x, to_bytes(self.data["x"]))
         if self.b != NONE:
             ex.upload(self.b, to_bytes(self.data["bias"]))
@@ -109,12 +112,19 @@ class MatvecCase:
             ex.upload(self.r, to_bytes(self.data["res"]))
         if self.u != NONE:
             ex.upload(self.u, to_bytes(self.data["up"]))
-        y_before = values(rng, self.dt["y"], self.rows) if self.residual == "in-place" \
-            else poison(self.dt["y"], self.rows)
         ex.upload(self.y, to_bytes(y_before))
+
+    def output(self, ex):
+        return to_f32(self.dt["y"], from_bytes(self.dt["y"], ex.download(self.y))).astype(np.float64)
+
+    def run(self, rng, seed=0, threads=1):
+        ex = Amk.CpuExecutor.new(self.program)
+        ex.props.seed = seed
+        ex.props.threads = threads
+        y_before = self.y_before(rng)
+        self.upload(ex, y_before)
         ex.run()
-        got = to_f32(self.dt["y"], from_bytes(self.dt["y"], ex.download(self.y))).astype(np.float64)
-        return got, self.expected(y_before)
+        return self.output(ex), self.expected(y_before)
 
 
 @pytest.mark.parametrize("wdt", [Amk.DType.BF16, Amk.DType.F16, Amk.DType.F32])
