@@ -10,7 +10,8 @@ between them), and a profile of that layer: per 1 us bin, how many SMs run which
 OUTDIR/step-<bytes>-<lookahead>.json (tools/amk-trace-to-png.py draws them).
 
 With L2 (a comma-separated list of AmkLauncher:l2-prefetch lookaheads, default 0) the ring
-runs once per lookahead. MODEL_STEP_RING_ONLY=1 in the environment skips the direct loads.
+runs once per lookahead. MODEL_STEP_RING_ONLY=1 in the environment skips the direct loads;
+MODEL_STEP_PAGED=1 runs the ring's configurations on the paged build (AmkLauncher:paged).
 
 With --compare-default it only compares the launcher's own configuration (Amk.Launcher with
 nothing set: it chooses threads and shared memory when it loads the program) with the
@@ -134,9 +135,10 @@ def main(model_path, outdir, tokens, l2_lookaheads):
         launcher.props.threads_per_block = 512
         launcher.props.dynamic_shared_memory = smem
         launcher.props.l2_prefetch = l2
+        launcher.props.paged = smem > 0 and os.environ.get("MODEL_STEP_PAGED") == "1"
         ms, device_ms, n, text = step_ms(model, launcher, tokens)
         floor_ms = model.props.weight_bytes / 4.16e12 * 1e3
-        print(f"STEP smem {smem:6d} l2-prefetch {l2}: {ms:.3f} ms per decode step ({n} tokens), "
+        print(f"STEP smem {smem:6d} l2-prefetch {l2} paged {launcher.props.paged}: {ms:.3f} ms per decode step ({n} tokens), "
               f"{floor_ms / ms * 100:.0f} % of the copy-bandwidth floor {floor_ms:.3f} ms; "
               f"device time {device_ms:.3f} ms (median); text {text[:40]!r}")
         launcher.props.trace = True
