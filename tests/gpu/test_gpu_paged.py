@@ -26,7 +26,7 @@ CASES = {
     "k1024-short-last-page-bf16-y": dict(rows=50, k=1024, tile=13, ydt=BF16),
     "k14336-up-f32": dict(rows=24, k=14336, tile=3, up=F32),
     "k2304-not-paged": dict(rows=40, k=2304, tile=8),
-    "k2048-split-k": dict(rows=64, k=2048, tile=16, splits=3),
+    "k2048-split-k": dict(rows=64, k=2048, tile=16, splits=3, residual="in-place"),
 }
 
 
