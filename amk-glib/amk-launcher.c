@@ -298,8 +298,8 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * AmkLauncher:paged:
    *
    * Whether a decode program (one without MATMUL or ATTN_ROWS) runs on the second VM's
-   * paged build when the launch has 512 threads: a loader warp behind the 512 op threads
-   * walks the queue on its own and streams the bf16 weights of MATVEC tiles into 16 KiB
+   * paged build when the launch has 512 threads: a loader warp behind 448 op threads
+   * walks the queue on its own and streams the bf16 weights of MATVEC tiles into 14 KiB
    * pages of shared memory, in queue order, while the op threads wait for counters or
    * compute (kernels/README.md). Results equal the other build's up to the order of the
    * fp32 additions. Where the paged build cannot run (other threads, too little shared

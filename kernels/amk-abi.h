@@ -547,7 +547,11 @@ typedef struct {
  * a loader warp behind them streams MATVEC weights into shared-memory pages ahead of
  * their instructions (kernels/loader.cuh). */
 #define AMK_PROGRAM_PAGED        8u
-#define AMK_PAGED_OP_THREADS     512 /* the paged build's op threads, the loader warp behind them */
+/* A launch of AMK_PAGED_LAUNCH_THREADS runs the paged build as AMK_PAGED_OP_THREADS op
+ * threads and the loader warp: 15 warps of 128 registers fill the register file (17 warps
+ * would get 96 each, the register file being handed out to warps in fours). */
+#define AMK_PAGED_LAUNCH_THREADS 512
+#define AMK_PAGED_OP_THREADS     448
 /* Bytes from the instruction table's start (allocated 256-byte aligned) to the maps. */
 #define AMK_TENSOR_MAPS_OFFSET(n_instructions) \
   (((uint64_t) (n_instructions) * (128 + AMK_CHECKED_RECORD_BYTES) + 127) & ~(uint64_t) 127)

@@ -337,13 +337,14 @@ amk_query (int device, int threads, int dyn_smem, amk_cuda_attributes_t *out,
   return AMK_CUDA_OK;
 }
 
-/* How many blocks of amk_megakernel_paged (threads op threads and the loader warp) can
- * be co-resident at dyn_smem; 0 when it cannot run there (then the decode build runs). */
+/* How many blocks of amk_megakernel_paged (AMK_PAGED_OP_THREADS op threads and the
+ * loader warp, in place of a launch of AMK_PAGED_LAUNCH_THREADS) can be co-resident at
+ * dyn_smem; 0 when it cannot run there (then the decode build runs). */
 static int
 amk_paged_grid (int threads, int dyn_smem, int sms)
 {
   int n = 0;
-  if (threads != AMK_PAGED_OP_THREADS)
+  if (threads != AMK_PAGED_LAUNCH_THREADS)
     return 0;
   if (dyn_smem > 0 &&
       cudaFuncSetAttribute ((const void *) amk_megakernel_paged,
@@ -353,7 +354,7 @@ amk_paged_grid (int threads, int dyn_smem, int sms)
       return 0;
     }
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, (const void *) amk_megakernel_paged,
-                                                     threads + 32, (size_t) dyn_smem) != cudaSuccess)
+                                                     AMK_PAGED_OP_THREADS + 32, (size_t) dyn_smem) != cudaSuccess)
     {
       (void) cudaGetLastError ();
       return 0;
@@ -704,7 +705,7 @@ amk_cuda_launch (int device, const amk_device_program *prog, int grid, int threa
       grid <= st->query_paged_grid)
     {
       kernel = (const void *) amk_megakernel_paged;
-      block = threads + 32; /* the loader warp */
+      block = AMK_PAGED_OP_THREADS + 32; /* the op threads and the loader warp */
     }
   e = cudaLaunchCooperativeKernel (kernel, dim3 ((unsigned) grid),
                                    dim3 ((unsigned) block), args, (size_t) dyn_smem, st->stream);

@@ -18,7 +18,7 @@
 
 #include "pages.cuh"
 
-#define AMK_MV_SPAN (AMK_PAGE_BYTES / AMK_PAGE_READERS) /* bytes of a page one warp reads */
+#define AMK_MV_SPAN AMK_PAGE_SPAN
 
 static_assert (AMK_MV_SPAN == 2048, "a warp's span is 2 KiB: rows of K % 1024 == 0 hold whole spans");
 

@@ -1,5 +1,6 @@
 /* pages.cuh: the second VM's weight pages. The loader warp of amk_megakernel_paged
- * (loader.cuh) fills a ring of AMK_PAGES pages of AMK_PAGE_BYTES in dynamic shared memory
+ * (loader.cuh) fills a ring of AMK_PAGES pages of AMK_PAGE_BYTES (a 2 KiB span for each warp
+ * of a group) in dynamic shared memory
  * with one bulk copy each, in queue order, as soon as a page is empty; the op threads
  * (ops-matvec-pages.cuh) read them. Page sequence number s (counted over the whole
  * launch, the same on both sides) lives in slot s % AMK_PAGES; each slot has a full
@@ -17,11 +18,12 @@
 #include "amk-abi.h"
 #include "block-roles.cuh"
 
-#define AMK_PAGE_BYTES      16384u
-#define AMK_PAGES           8u
-#define AMK_PAGES_BYTES     (AMK_PAGES * AMK_PAGE_BYTES)
 #define AMK_PAGE_GROUPS     2u   /* op warp groups taking turns on the pages */
 #define AMK_PAGE_READERS    (AMK_PAGED_OP_THREADS / 32 / AMK_PAGE_GROUPS) /* warps reading each page */
+#define AMK_PAGE_SPAN       2048u /* bytes of a page one warp reads */
+#define AMK_PAGE_BYTES      (AMK_PAGE_READERS * AMK_PAGE_SPAN)
+#define AMK_PAGES           8u
+#define AMK_PAGES_BYTES     (AMK_PAGES * AMK_PAGE_BYTES)
 
 /* the pages sit where MATVEC's ring does without a loader, so x' stays behind them */
 static_assert (AMK_PAGES_BYTES == AMK_PAGED_OP_THREADS * AMK_MATVEC_RING_BYTES_PER_THREAD,

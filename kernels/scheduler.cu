@@ -759,9 +759,7 @@ amk_megakernel_many (amk_device_program launched)
   amk_megakernel_run<true, false> (launched);
 }
 
-/* 120 registers: 17 warps of them fill the register file (launch bounds would give 96,
- * counting warps in fours) */
-extern "C" __global__ void __maxnreg__ (120)
+extern "C" __global__ void __launch_bounds__ (AMK_PAGED_OP_THREADS + 32, 1)
 amk_megakernel_paged (amk_device_program launched)
 {
   amk_megakernel_run<false, true> (launched);
