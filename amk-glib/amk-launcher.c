@@ -303,7 +303,8 @@ amk_launcher_class_init (AmkLauncherClass *klass)
    * pages of shared memory, in queue order, while the op threads wait for counters or
    * compute (kernels/README.md). Results equal the other build's up to the order of the
    * fp32 additions. Where the paged build cannot run (other threads, too little shared
-   * memory) the launch takes the decode build.
+   * memory) the launch takes the decode build. Off by default: it is correct but still
+   * slower than the decode build (bench/NOTES.md).
    */
   properties[PROP_PAGED] =
     g_param_spec_boolean ("paged", NULL, NULL, FALSE,
