@@ -883,7 +883,8 @@ amk_attn_decode_short (const amk_instruction_t *ins, float *partial, float *out,
     }
   if (vpre && run)
     {
-      const uint32_t per = vrow / 16, total = (uint32_t) n * per, dst = (uint32_t) __cvta_generic_to_shared (amk_scratch_smem ());
+      const uint32_t per = vrow / 16, total = (uint32_t) n * per;
+      const uint32_t dst = (uint32_t) __cvta_generic_to_shared (amk_scratch_smem ());
       for (uint32_t i = (uint32_t) tid; i < total; i += (uint32_t) nt)
         {
           const uint32_t t = i / per, c = i - t * per;
