@@ -18,9 +18,8 @@
 
 #include "pages.cuh"
 
-#define AMK_MV_SPAN AMK_PAGE_SPAN
 
-static_assert (AMK_MV_SPAN == 2048, "a warp's span is 2 KiB: rows of K % 1024 == 0 hold whole spans");
+static_assert (AMK_PAGE_SPAN == 2048, "a warp's span is 2 KiB: rows of K % 1024 == 0 hold whole spans");
 
 /* The bytes of W this MATVEC tile streams through the pages, or 0 when it takes the first
  * VM's pipelines: a CONSTANT bf16 W, whole rows (not split-K) of K % 1024 == 0, and room
@@ -65,14 +64,14 @@ amk_mv_read_pages (const amk_op_ctx *ctx, amk_page_barriers *pb, uint32_t seq, u
       const uint32_t s = seq + q;
       if (!amk_mbar_wait (&pb->full[s % AMK_PAGES], amk_page_parity (s), watchdog_ns))
         return false;
-      const uint32_t off = q * AMK_PAGE_BYTES + wi * AMK_MV_SPAN;
+      const uint32_t off = q * AMK_PAGE_BYTES + wi * AMK_PAGE_SPAN;
       float acc = 0.0f;
       if (off < bytes) /* uniform over the warp */
         {
-          const uint4 *w = reinterpret_cast<const uint4 *> (amk_page (s) + wi * AMK_MV_SPAN);
+          const uint4 *w = reinterpret_cast<const uint4 *> (amk_page (s) + wi * AMK_PAGE_SPAN);
           const uint32_t row = off / rowb, c0 = (off - row * rowb) / 16;
 #pragma unroll
-          for (uint32_t u = 0; u < AMK_MV_SPAN / 512; u++)
+          for (uint32_t u = 0; u < AMK_PAGE_SPAN / 512; u++)
             {
               const uint32_t c = c0 + lane + 32u * u;
               const uint4 wv = w[lane + 32u * u];
@@ -90,7 +89,7 @@ amk_mv_read_pages (const amk_op_ctx *ctx, amk_page_barriers *pb, uint32_t seq, u
         {
           acc = amk_mv_warp_sum (acc);
           if (lane == 0)
-            slots[off / AMK_MV_SPAN] = acc;
+            slots[off / AMK_PAGE_SPAN] = acc;
         }
     }
   return true;
@@ -106,7 +105,7 @@ amk_mv_run_paged (const amk_op_ctx *ctx, const amk_instruction_t *ins, const amk
   float *slots = reinterpret_cast<float *> (amk_dyn_smem + AMK_PAGES_BYTES + 4u * ctx->esize);
   const bool ok = amk_mv_read_pages (ctx, pb, seq, bytes, xs, slots, watchdog_ns, tid);
   amk_sync ();
-  const uint32_t per_row = ctx->esize * 2 / AMK_MV_SPAN;
+  const uint32_t per_row = ctx->esize * 2 / AMK_PAGE_SPAN;
   for (uint32_t r = (uint32_t) tid; r < ctx->count; r += (uint32_t) nt)
     {
       float acc = 0.0f;

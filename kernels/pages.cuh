@@ -1,12 +1,11 @@
 /* pages.cuh: the second VM's weight pages. The loader warp of amk_megakernel_paged
- * (loader.cuh) fills a ring of AMK_PAGES pages of AMK_PAGE_BYTES (a 2 KiB span for each warp
- * of a group) in dynamic shared memory
- * with one bulk copy each, in queue order, as soon as a page is empty; the op threads
- * (ops-matvec-pages.cuh) read them. Page sequence number s (counted over the whole
- * launch, the same on both sides) lives in slot s % AMK_PAGES; each slot has a full
- * barrier (the loader's arrival with the copy's byte count, completed by the copy) and an
- * empty barrier (one arrival per op warp that reads the page), and the s / AMK_PAGES-th
- * phase of both belongs to s.
+ * (loader.cuh) fills a ring of AMK_PAGES pages of AMK_PAGE_BYTES (a 2 KiB span for each
+ * warp of a group) in dynamic shared memory with one bulk copy each, in queue order, as
+ * soon as a page is empty; the op threads (ops-matvec-pages.cuh) read them. Page
+ * sequence number s (counted over the whole launch, the same on both sides) lives in
+ * slot s % AMK_PAGES; each slot has a full barrier (the loader's arrival with the copy's
+ * byte count, completed by the copy) and an empty barrier (one arrival per op warp that
+ * reads the page), and the s / AMK_PAGES-th phase of both belongs to s.
  *
  * SPDX-License-Identifier: LGPL-2.1-or-later
  */
